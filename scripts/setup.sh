@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs what profcpu needs on a Debian/Ubuntu machine, then its npm packages, then builds it.
+#   scripts/setup.sh          perf and the build (enough for `npm run demo`)
+#   scripts/setup.sh --test   also what the test suite uses (gcc, binutils, elfutils, debuginfod, xmllint...)
+# Installs only the Debian packages that are missing, so a second run is quick. Needs root for apt-get.
+set -eu
+cd "$(dirname "$0")/.."
+
+packages="linux-perf procps"
+if [ "${1-}" = "--test" ]; then
+  packages="$packages gcc libc6-dev binutils elfutils debuginfod libxml2-utils perl util-linux iproute2"
+fi
+
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages:$missing; run this script as root (sudo) to install them" >&2
+    exit 1
+  fi
+  echo "setup: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+command -v node >/dev/null || { echo "setup: Node.js 20.19 or later is needed (https://nodejs.org)" >&2; exit 1; }
+node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>20||(a===20&&b>=19)?0:1)' ||
+  { echo "setup: Node.js $(node --version) is too old: profcpu needs 20.19 or later" >&2; exit 1; }
+
+npm ci --no-audit --no-fund --loglevel=error
+npm run build --silent

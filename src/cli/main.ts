@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// profcpu's entry point: arguments in, exit code out. Each command lives in its own file under src/cli/; this file
+// only wires them into yargs, rewrites the original tool's one-dash spelling, and turns errors into messages.
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { isProfcpuError, ProfcpuError } from '../error.js';
+import { normalizeSeedSpelling } from './seed-spelling.js';
+import { commands, seedLongOptions } from './commands.js';
+
+export async function main(argv: readonly string[]): Promise<void> {
+  const args = normalizeSeedSpelling(argv, seedLongOptions);
+  let parser = yargs(args)
+    .scriptName('profcpu')
+    .usage('$0 <command> [options]\n\nCPU profiler for .NET (and other perf-map) processes in Linux containers.')
+    .strict()
+    .demandCommand(1, 'Name a command: collect, postprocess, demo, doctor, ps, symbols, fold or render.')
+    .recommendCommands()
+    .help()
+    .alias('h', 'help')
+    .version()
+    .wrap(Math.min(120, process.stdout.columns || 100))
+    .epilogue('Each command has its own --help. README.md walks through profiling a container.')
+    .fail((message, error) => {
+      if (error) throw error;
+      throw new ProfcpuError('USAGE', message, { remedy: 'See `profcpu <command> --help`.' });
+    });
+  for (const command of commands) parser = parser.command(command);
+  await parser.parseAsync();
+}
+
+function report(error: unknown): void {
+  if (isProfcpuError(error)) {
+    process.stderr.write(`profcpu: error: ${error.message}\n`);
+    if (error.remedy) process.stderr.write(`  fix: ${error.remedy}\n`);
+    if (process.env['PROFCPU_DEBUG'] && error.cause) process.stderr.write(`  cause: ${String(error.cause)}\n`);
+    process.exitCode = error.code === 'USAGE' ? 2 : error.code === 'ABORTED' ? 130 : 1;
+    return;
+  }
+  process.stderr.write(
+    `profcpu: internal error (please report it): ${error instanceof Error ? error.stack : String(error)}\n`,
+  );
+  process.exitCode = 70;
+}
+
+main(hideBin(process.argv)).catch(report);

@@ -1,0 +1,65 @@
+// The folded-stack format, the only thing between folding and rendering: one line per distinct stack,
+// `root;child;leaf COUNT`, root first. Frame annotations follow flamegraph.pl's java palette: a frame ending in
+// `_[j]` is managed (JIT or ReadyToRun), `_[k]` kernel, `_[i]` inlined; anything else is native or unknown.
+
+/** Distinct stacks (frames joined by `;`, root first) to their weight (samples, or summed periods). */
+export type FoldedStacks = Map<string, number>;
+
+export type FrameAnnotation = 'j' | 'k' | 'i';
+
+const annotationPattern = /_\[([jki])\]$/;
+
+/** Splits `name_[j]` into the bare name and its annotation. */
+export function splitAnnotation(frame: string): { name: string; annotation: FrameAnnotation | undefined } {
+  const match = annotationPattern.exec(frame);
+  if (!match) return { name: frame, annotation: undefined };
+  return { name: frame.slice(0, -4), annotation: match[1] as FrameAnnotation };
+}
+
+/** Adds `count` to a stack's weight. */
+export function addStack(stacks: FoldedStacks, stack: string, count: number): void {
+  stacks.set(stack, (stacks.get(stack) ?? 0) + count);
+}
+
+/** Folded lines sorted by stack (byte order, as `sort` with LC_ALL=C does), each ending in a newline. */
+export function* formatFolded(stacks: FoldedStacks): Generator<string> {
+  const keys = [...stacks.keys()].sort(compareBytes);
+  for (const key of keys) yield `${key} ${formatCount(stacks.get(key)!)}\n`;
+}
+
+function formatCount(n: number): string {
+  return Number.isInteger(n) ? String(n) : String(Math.round(n * 1e6) / 1e6);
+}
+
+function compareBytes(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+export interface ParseFoldedResult {
+  stacks: FoldedStacks;
+  /** Lines that were not `stack count` (blank lines are not counted). */
+  skipped: number;
+}
+
+/** Parses folded text. Tolerant: a line without a numeric last field is counted in `skipped`. */
+export async function parseFolded(lines: AsyncIterable<string> | Iterable<string>): Promise<ParseFoldedResult> {
+  const result: ParseFoldedResult = { stacks: new Map(), skipped: 0 };
+  for await (const line of lines) addFoldedLine(result, line);
+  return result;
+}
+
+/** Parses folded text held in one string. */
+export function parseFoldedText(text: string): ParseFoldedResult {
+  const result: ParseFoldedResult = { stacks: new Map(), skipped: 0 };
+  for (const line of text.split('\n')) addFoldedLine(result, line);
+  return result;
+}
+
+function addFoldedLine(result: ParseFoldedResult, raw: string): void {
+  const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+  if (line.trim() === '') return;
+  const space = line.lastIndexOf(' ');
+  const count = space > 0 ? Number(line.slice(space + 1)) : NaN;
+  if (!Number.isFinite(count) || count < 0) result.skipped++;
+  else addStack(result.stacks, line.slice(0, space), count);
+}

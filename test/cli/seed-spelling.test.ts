@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { normalizeSeedSpelling } from '../../src/cli/seed-spelling.js';
+
+const longs = new Set(['pid', 'duration', 'dir']);
+
+test('one-dash long options of the original tool become two-dash', () => {
+  assert.deepEqual(normalizeSeedSpelling(['collect', '-pid', '1', '-duration', '10'], longs), [
+    'collect',
+    '--pid',
+    '1',
+    '--duration',
+    '10',
+  ]);
+  assert.deepEqual(normalizeSeedSpelling(['postprocess', '-dir=out'], longs), ['postprocess', '--dir=out']);
+});
+
+test('short flags, unknown words and everything after -- are left alone', () => {
+  assert.deepEqual(normalizeSeedSpelling(['-q', '-xyz', '--pid', '2', '--', '-pid'], longs), [
+    '-q',
+    '-xyz',
+    '--pid',
+    '2',
+    '--',
+    '-pid',
+  ]);
+});
