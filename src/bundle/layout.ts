@@ -1,0 +1,29 @@
+// The names of the files in an output folder (`profilings/HH-MM-SS_YYYY-MM-DD/`), in one place. The first three keep
+// the original shell tool's names. Everything collect writes is raw data that `postprocess` can turn into the
+// rest again, elsewhere, after the target is gone.
+
+export const layout = Object.freeze({
+  /** perf record's output. */
+  perfData: 'perf.data',
+  /** Snapshots of the target taken while it ran (see below). */
+  targetDir: 'target',
+  /** Copy of the target's /tmp/perf-<nspid>.map, under its namespace PID: `target/perf-<nspid>.map`. */
+  perfMap: (nspid: number) => `target/perf-${nspid}.map`,
+  /** Copy of the target's /tmp/jit-<nspid>.dump: `target/jit-<nspid>.dump`. */
+  jitDump: (nspid: number) => `target/jit-${nspid}.dump`,
+  /** Copy of /proc/<pid>/maps taken during the recording. */
+  procMaps: 'target/maps',
+  /** What collect learnt about the target (TargetSnapshot as JSON). */
+  targetInfo: 'target/target.json',
+  /**
+   * perf script text, FlameScope-ready. In a folder of its own because FlameScope lists every file of the folder it
+   * is pointed at.
+   */
+  perfScript: 'flamescope/perf_script.out',
+  foldedStacks: 'folded_stacks.out',
+  flamegraphSvg: 'flamegraph.svg',
+  flamegraphHtml: 'flamegraph.html',
+  speedscope: 'speedscope.json',
+  manifest: 'manifest.json',
+  tarball: 'prof.tar.gz',
+});
