@@ -1,0 +1,175 @@
+// The .NET fixture app (test/fixtures/dotnet-app) for tests: `buildDotnetApp()` builds it with the machine's SDK
+// once per source version into a cache folder outside the repository and gives the executable's path;
+// `startDotnetApp({ env })` starts it and resolves once it printed "ready", giving { pid, kill() }.
+// Tests check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+export const dotnetAppSource = fileURLToPath(new URL('../fixtures/dotnet-app', import.meta.url));
+
+/** Where built fixtures are kept between runs; `PROFCPU_TEST_CACHE` overrides. */
+export const testCacheDir = process.env['PROFCPU_TEST_CACHE'] ?? join(tmpdir(), 'profcpu-test-cache');
+
+/** The workloads the app knows (see its README). */
+export type DotnetAppWorkload = 'generic' | 'async' | 'linq' | 'alloc';
+
+export interface DotnetAppOptions {
+  /** Added to the test's environment; `undefined` removes a variable. DOTNET_PerfMap* are removed unless given. */
+  env?: Record<string, string | undefined>;
+  /** Exit by itself after this many seconds (default: run until killed). */
+  seconds?: number;
+  /** Which workloads run, each on its own thread (default: all). */
+  workloads?: readonly DotnetAppWorkload[];
+  /** How long to wait for "ready" (default 60 s, the first start after a build is the slowest). */
+  readyTimeoutMs?: number;
+}
+
+export interface DotnetApp {
+  /** The app's pid as this test sees it. */
+  readonly pid: number;
+  /** The pid the app printed, i.e. in its own PID namespace. */
+  readonly nspid: number;
+  readonly executable: string;
+  readonly child: ChildProcess;
+  /** Everything the app wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the exit code (or null after a signal) when the app exits. */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after 5 s; resolves once the app is gone. Safe to call twice. */
+  kill(): Promise<void>;
+}
+
+const execFileAsync = promisify(execFile);
+let built: Promise<string> | undefined;
+
+/** Builds the fixture (once per test process, reused across processes while the sources are unchanged). */
+export function buildDotnetApp(): Promise<string> {
+  built ??= buildOnce();
+  return built;
+}
+
+async function sourceHash(): Promise<string> {
+  const hash = createHash('sha256');
+  const names = (await readdir(dotnetAppSource)).filter((n) => /\.(cs|csproj|config)$/.test(n)).sort();
+  for (const name of names)
+    hash
+      .update(name)
+      .update('\0')
+      .update(await readFile(join(dotnetAppSource, name)));
+  return hash.digest('hex').slice(0, 16);
+}
+
+async function buildOnce(): Promise<string> {
+  const finalDir = join(testCacheDir, `dotnet-app-${await sourceHash()}`);
+  const executable = join(finalDir, 'bin', 'ProfcpuFixture', 'release', 'ProfcpuFixture');
+  if (existsSync(executable)) return executable;
+  await mkdir(testCacheDir, { recursive: true });
+  // Built aside then renamed, so concurrent test processes never see a half-written build.
+  const workDir = `${finalDir}.building-${process.pid}`;
+  await rm(workDir, { recursive: true, force: true });
+  try {
+    await execFileAsync(
+      'dotnet',
+      [
+        'build',
+        join(dotnetAppSource, 'ProfcpuFixture.csproj'),
+        '-c',
+        'Release',
+        '--artifacts-path',
+        workDir,
+        '-nodeReuse:false',
+        '-p:UseSharedCompilation=false',
+      ],
+      {
+        env: {
+          ...process.env,
+          DOTNET_CLI_TELEMETRY_OPTOUT: '1',
+          DOTNET_NOLOGO: '1',
+          DOTNET_SKIP_FIRST_TIME_EXPERIENCE: '1',
+          MSBUILDDISABLENODEREUSE: '1',
+        },
+        maxBuffer: 16 << 20,
+      },
+    );
+  } catch (error) {
+    const out = (error as { stdout?: string }).stdout ?? '';
+    throw new Error(`building the .NET fixture failed:\n${out.slice(-4000)}`, { cause: error });
+  }
+  try {
+    await rename(workDir, finalDir);
+  } catch (error) {
+    // Another test process finished first: its build is the same sources.
+    if (!existsSync(executable)) throw error;
+    await rm(workDir, { recursive: true, force: true });
+  }
+  return executable;
+}
+
+/** Starts the fixture and waits for "ready". Call `kill()` when done (e.g. in `t.after`). */
+export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<DotnetApp> {
+  const executable = await buildDotnetApp();
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
+  }
+  for (const [key, value] of Object.entries(options.env ?? {})) {
+    if (value === undefined) delete env[key];
+    else env[key] = value;
+  }
+  const args: string[] = [];
+  if (options.seconds !== undefined) args.push('--seconds', String(options.seconds));
+  if (options.workloads) args.push('--workloads', options.workloads.join(','));
+
+  const child = spawn(executable, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  const spawned = new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', reject);
+  });
+  await spawned;
+
+  const kill = async (): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  const timeoutMs = options.readyTimeoutMs ?? 60_000;
+  const nspid = await new Promise<number>((resolve, reject) => {
+    const check = (): void => {
+      const match = /^(\d+)\n(?:.*\n)*?ready\n/.exec(text);
+      if (match) finish(() => resolve(Number(match[1])));
+    };
+    const onExit = (): void =>
+      finish(() => reject(new Error(`the .NET fixture exited before "ready"; its output:\n${text}`)));
+    const timer = setTimeout(
+      () => finish(() => reject(new Error(`the .NET fixture printed no "ready" within ${timeoutMs} ms:\n${text}`))),
+      timeoutMs,
+    );
+    const finish = (settle: () => void): void => {
+      clearTimeout(timer);
+      child.stdout.off('data', check);
+      child.off('close', onExit);
+      settle();
+    };
+    child.stdout.on('data', check);
+    child.once('close', onExit);
+    check();
+  }).catch(async (error: unknown) => {
+    await kill();
+    throw error;
+  });
+
+  return { pid: child.pid!, nspid, executable, child, output: () => text, exited, kill };
+}
