@@ -1,0 +1,80 @@
+// Runs `perf script` over a perf.data file and hands its text to a sink chunk by chunk, as perf writes it: nothing is
+// buffered whole, and a slow sink slows perf down (the pipe fills) rather than memory growing. Gives the command run
+// and the byte count; failures are PerfErrors (see exec.ts).
+import { startPerf, type PerfExecOptions } from './exec.js';
+
+export interface PerfScriptOptions extends PerfExecOptions {
+  /**
+   * Arguments appended to `perf script -i FILE --header --no-inline` (e.g. `--pid 42`). Default none. Keep the
+   * default fields: the `time` field is what FlameScope and speedscope need.
+   */
+  extraArgs?: readonly string[];
+  /** Pass `-f`: read a perf.data owned by another user. Default false. */
+  force?: boolean;
+}
+
+/**
+ * `--header` keeps the recording's machine and command line with the text; `--no-inline` skips addr2line's inline
+ * resolution, which is slow and which profcpu does not use.
+ */
+export function perfScriptArgs(perfData: string, options: Pick<PerfScriptOptions, 'extraArgs' | 'force'> = {}) {
+  return [
+    'script',
+    '-i',
+    perfData,
+    '--header',
+    '--no-inline',
+    ...(options.force ? ['-f'] : []),
+    ...(options.extraArgs ?? []),
+  ];
+}
+
+export interface PerfScriptRun {
+  /** The argv run, perf's path first. */
+  command: readonly string[];
+  /** Bytes of text perf wrote. */
+  bytes: number;
+  /** The end of perf's stderr (warnings such as lost samples), trimmed. */
+  stderrTail: string;
+}
+
+/** Receives each chunk of perf script's output, in order; may return a promise to hold perf back. */
+export type ChunkSink = (chunk: Buffer) => void | Promise<void>;
+
+/**
+ * Runs perf script, feeding `sink` until perf exits. If the sink throws, perf is stopped and the sink's error is
+ * rethrown; if perf fails or the signal aborts it, the PerfError is thrown.
+ */
+export async function perfScript(
+  perfData: string,
+  sink: ChunkSink,
+  options: PerfScriptOptions = {},
+): Promise<PerfScriptRun> {
+  const perf = startPerf(perfScriptArgs(perfData, options), options);
+  let bytes = 0;
+  let sinkFailed = false;
+  let sinkError: unknown;
+  try {
+    for await (const chunk of perf.stdout as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      try {
+        await sink(chunk);
+      } catch (error) {
+        [sinkFailed, sinkError] = [true, error];
+        break;
+      }
+    }
+  } catch (streamError) {
+    // A broken pipe is a consequence; perf's own exit (e.g. aborted, crashed) says what happened.
+    perf.kill();
+    await perf.done;
+    throw streamError;
+  }
+  if (sinkFailed) {
+    perf.kill();
+    await perf.done.catch(() => undefined);
+    throw sinkError;
+  }
+  const exit = await perf.done;
+  return { command: exit.command, bytes, stderrTail: exit.stderrTail };
+}
