@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CodeMap } from '../../src/symbols/code-map.js';
+
+const s = (start: number, size: number, name: string) => ({ start: BigInt(start), size: BigInt(size), name });
+
+test('finds the range holding an address, nothing in gaps or at an end', () => {
+  const map = new CodeMap([s(0x100, 0x10, 'a'), s(0x200, 0x20, 'b')]);
+  assert.equal(map.lookup(0x100n)?.name, 'a');
+  assert.equal(map.lookup(0x10fn)?.name, 'a');
+  assert.equal(map.lookup(0x110n), undefined);
+  assert.equal(map.lookup(0xffn), undefined);
+  assert.equal(map.lookup(0x21fn)?.name, 'b');
+  assert.equal(map.lookup(0x220n), undefined);
+});
+
+test('the later range wins where ranges overlap, the older one keeps the rest', () => {
+  // old [0x100, 0x200), newer [0x140, 0x180) inside it, newest [0x170, 0x210) across its end.
+  const map = new CodeMap([s(0x100, 0x100, 'old'), s(0x140, 0x40, 'newer'), s(0x170, 0xa0, 'newest')]);
+  const at = (a: number) => map.lookup(BigInt(a))?.name;
+  assert.equal(at(0x100), 'old');
+  assert.equal(at(0x13f), 'old');
+  assert.equal(at(0x140), 'newer');
+  assert.equal(at(0x16f), 'newer');
+  assert.equal(at(0x170), 'newest');
+  assert.equal(at(0x1ff), 'newest');
+  assert.equal(at(0x20f), 'newest');
+  assert.equal(at(0x210), undefined);
+  // An older range listed after a newer one covering it is hidden entirely.
+  const hidden = new CodeMap([s(0x100, 0x100, 'new-first'), s(0x140, 0x10, 'x'), s(0x100, 0x100, 'again')]);
+  assert.equal(hidden.lookup(0x145n)?.name, 'again');
+  assert.equal(hidden.size, 1);
+});
+
+test('agrees with a brute-force later-wins scan on random overlapping ranges', () => {
+  let seed = 42;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  const symbols = Array.from({ length: 300 }, (_, i) => s(random(4000), 1 + random(200), `m${i}`));
+  const map = new CodeMap(symbols);
+  for (let a = 0; a < 4300; a++) {
+    let expected: string | undefined;
+    for (const sym of symbols) if (BigInt(a) >= sym.start && BigInt(a) < sym.start + sym.size) expected = sym.name;
+    assert.equal(map.lookup(BigInt(a))?.name, expected, `at ${a}`);
+  }
+});
+
+test('ignores ranges of size 0 and copes with none at all', () => {
+  assert.equal(new CodeMap([s(0x10, 0, 'empty')]).lookup(0x10n), undefined);
+  assert.equal(new CodeMap([]).lookup(0n), undefined);
+});
