@@ -1,12 +1,141 @@
-// `profcpu render`: not written yet.
-import type { CommandModule } from 'yargs';
+// `profcpu render [FILE|-] --format svg|html|speedscope`: folded stacks from a file or stdin to a flame graph or
+// a speedscope file on stdout or --output. The flags map onto the render stage's options in renderOptionsFromArgs.
+import { open, writeFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
+import { paletteNames, render, renderFormats, type RenderFormat, type RenderOptions } from '../render/index.js';
+import { defaultSvgOptions } from '../render/svg.js';
+import { parseFolded } from '../stacks/folded.js';
+import { createReporter } from './reporter.js';
 
-const command: CommandModule = {
-  command: 'render',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu render` is not implemented yet');
+export interface RenderArgs {
+  file?: string;
+  format: RenderFormat;
+  output?: string;
+  title?: string;
+  subtitle?: string;
+  width?: number;
+  height?: number;
+  minwidth?: string;
+  colors?: string;
+  seed?: number;
+  reverse?: boolean;
+  inverted?: boolean;
+  countname?: string;
+  quiet?: boolean;
+}
+
+/** The render stage's options for these flags; throws USAGE for values no renderer can use. */
+export function renderOptionsFromArgs(args: RenderArgs): RenderOptions {
+  const options: RenderOptions = {};
+  if (args.title !== undefined) {
+    options.title = args.title;
+    options.name = args.title;
+  }
+  if (args.subtitle !== undefined) options.subtitle = args.subtitle;
+  if (args.width !== undefined) options.width = positive('--width', args.width);
+  if (args.height !== undefined) options.frameHeight = positive('--height', args.height);
+  if (args.minwidth !== undefined) {
+    const width = options.width ?? defaultSvgOptions.width;
+    options.minWidth = parseMinWidth(args.minwidth, width);
+    options.minFrameSize = options.minWidth;
+  }
+  if (args.colors !== undefined) options.colors = args.colors as RenderOptions['colors'];
+  if (args.seed !== undefined) {
+    if (!Number.isInteger(args.seed)) throw usage(`--seed must be an integer, not ${args.seed}`);
+    options.seed = args.seed;
+  }
+  if (args.reverse) options.reverse = true;
+  if (args.inverted) options.inverted = true;
+  if (args.countname !== undefined) options.countName = args.countname;
+  return options;
+}
+
+function positive(flag: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw usage(`${flag} must be a positive number, not ${value}`);
+  return value;
+}
+
+/** `0.1` is pixels; `0.5%` is a percentage of the image width (less its margins), as inferno accepts. */
+function parseMinWidth(text: string, width: number): number {
+  const percent = text.endsWith('%');
+  const value = Number(percent ? text.slice(0, -1) : text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0)
+    throw usage(`--minwidth must be a number of pixels or a percentage such as 0.5%, not "${text}"`);
+  return percent ? ((width - 20) * value) / 100 : value;
+}
+
+function usage(message: string): ProfcpuError {
+  return new ProfcpuError('USAGE', message, { remedy: 'See `profcpu render --help`.' });
+}
+
+async function readInput(name: string | undefined): Promise<{ stacks: Map<string, number>; skipped: number }> {
+  let input: Readable = process.stdin;
+  if (name !== undefined) {
+    try {
+      input = (await open(name, 'r')).createReadStream();
+    } catch (cause) {
+      throw new ProfcpuError('IO', `cannot read ${name}: ${(cause as Error).message}`, {
+        remedy: 'Check the path, or pipe folded stacks (`frame;frame;frame count` lines) into `profcpu render -`.',
+        cause,
+      });
+    }
+  }
+  return parseFolded(createInterface({ input, crlfDelay: Infinity }));
+}
+
+const command: CommandModule<object, RenderArgs> = {
+  command: 'render [file]',
+  describe: 'Draw folded stacks as an SVG flame graph, an offline HTML page or a speedscope file',
+  builder: (yargs: Argv) =>
+    yargs
+      .positional('file', { type: 'string', describe: 'Folded stacks (`a;b;c 12` lines); - or nothing reads stdin' })
+      .option('format', { alias: 'f', choices: renderFormats, default: 'svg' as RenderFormat, describe: 'Output' })
+      .option('output', { alias: 'o', type: 'string', describe: 'Write to this file instead of stdout' })
+      .option('title', { type: 'string', describe: 'Title (speedscope: profile name)' })
+      .option('subtitle', { type: 'string', describe: 'Second line under the title' })
+      .option('width', { type: 'number', describe: 'Image width in pixels (svg 1200; html: window width)' })
+      .option('height', { type: 'number', describe: 'Frame height in pixels (svg 16, html 18)' })
+      .option('minwidth', { type: 'string', describe: 'Narrowest frame drawn, pixels or percent (0.1)' })
+      .option('colors', { choices: paletteNames, describe: 'Palette (dotnet: managed/native/kernel/unknown)' })
+      .option('seed', { type: 'number', describe: 'Seed of the colour hash (0)' })
+      .option('reverse', { type: 'boolean', describe: 'Reverse stacks: leaf functions at the root' })
+      .option('inverted', { type: 'boolean', describe: 'Icicle graph: root at the top' })
+      .option('countname', { type: 'string', describe: 'What counts measure, for tooltips (samples)' })
+      .option('quiet', {
+        alias: 'q',
+        type: 'boolean',
+        describe: 'No progress messages',
+      }) as unknown as Argv<RenderArgs>,
+  handler: async (args) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    const options = renderOptionsFromArgs(args);
+    const file = args.file === undefined || args.file === '-' ? undefined : args.file;
+    const input = await readInput(file);
+    const source = file ?? 'standard input';
+    if (input.skipped > 0) reporter.warn(`skipped ${input.skipped} line(s) of ${source} that are not "stack count"`);
+    let total = 0;
+    for (const weight of input.stacks.values()) total += weight;
+    if (total <= 0)
+      throw new ProfcpuError('NO_SAMPLES', `no stack with a positive count in ${source}`, {
+        remedy: 'Pass folded stacks, one `frame;frame;frame count` line per stack, as `profcpu fold` writes them.',
+      });
+    const text = render(args.format, input.stacks, options);
+    if (args.output === undefined) {
+      process.stdout.write(text);
+      return;
+    }
+    try {
+      await writeFile(args.output, text);
+    } catch (cause) {
+      throw new ProfcpuError('IO', `cannot write ${args.output}: ${(cause as Error).message}`, {
+        remedy: 'Choose a writable path for --output.',
+        cause,
+      });
+    }
+    reporter.info(`wrote ${args.output} (${args.format}, ${input.stacks.size} distinct stacks)`);
   },
 };
 

@@ -1,0 +1,115 @@
+// Folded stacks to a single offline HTML page drawing a d3-flame-graph. Takes FoldedStacks and HtmlOptions; gives
+// the page's text, with the viewer bundle (assets/viewer.js and .css, built by `npm run build`) inlined and the
+// tree embedded as JSON in which `<`, `>`, `&`, U+2028 and U+2029 are escaped, so no name can close the element.
+import { readFileSync } from 'node:fs';
+import { ProfcpuError } from '../error.js';
+import type { FoldedStacks } from '../stacks/folded.js';
+import { escapeXml, jsonForScript, sanitizeText } from './frames.js';
+import { orderStacks } from './order.js';
+import type { PaletteName } from './palette.js';
+import { buildViewerTree } from './viewer-tree.js';
+
+export interface HtmlOptions {
+  /** Page and graph title. Default 'Flame Graph'; an inverted graph left at the default says 'Icicle Graph'. */
+  title: string;
+  /** Line under the title; default '' (none). */
+  subtitle: string;
+  /** Graph width in pixels; default 0, the width of the window when the page opens. */
+  width: number;
+  /** Height of one frame in pixels; default 18 (d3-flame-graph's). */
+  frameHeight: number;
+  /** Frames narrower than this many pixels are not drawn (zoom in to see them); default 0.1. */
+  minFrameSize: number;
+  /** Palette, as for the SVG; default 'dotnet'. */
+  colors: PaletteName;
+  /** Seed of the colour hash; default 0. */
+  seed: number;
+  /** Reverse each stack (leaf becomes root); default false. */
+  reverse: boolean;
+  /** Icicle graph, root at the top; default false. */
+  inverted: boolean;
+  /** What the weights count, shown in tooltips; default 'samples'. */
+  countName: string;
+  /** The viewer bundle; default read from the package's assets/ folder. */
+  viewer: ViewerAssets | undefined;
+}
+
+export interface ViewerAssets {
+  script: string;
+  css: string;
+}
+
+export const defaultHtmlOptions: Readonly<HtmlOptions> = Object.freeze({
+  title: 'Flame Graph',
+  subtitle: '',
+  width: 0,
+  frameHeight: 18,
+  minFrameSize: 0.1,
+  colors: 'dotnet',
+  seed: 0,
+  reverse: false,
+  inverted: false,
+  countName: 'samples',
+  viewer: undefined,
+});
+
+/** Reads the viewer bundle built by `npm run build` (scripts/build-viewer.mjs). */
+export function loadViewerAssets(directory: URL = new URL('../../assets/', import.meta.url)): ViewerAssets {
+  try {
+    return {
+      script: readFileSync(new URL('viewer.js', directory), 'utf8'),
+      css: readFileSync(new URL('viewer.css', directory), 'utf8'),
+    };
+  } catch (cause) {
+    throw new ProfcpuError('IO', `the HTML viewer bundle is missing from ${directory.pathname}`, {
+      remedy: 'Run `npm run build` in the profcpu checkout (it writes assets/viewer.js), or render --format svg.',
+      cause,
+    });
+  }
+}
+
+const pageStyle = `body{margin:0 16px;font-family:Verdana,sans-serif;font-size:13px;background:#fafafa}
+h1{font-size:20px;font-weight:normal;margin:12px 0 4px}.subtitle{color:#777;margin:0 0 8px}
+.controls{display:flex;gap:8px;align-items:center;margin:8px 0}#term{width:24em}#matched{margin-left:auto}
+#details{min-height:1.5em;margin:4px 0;white-space:pre;overflow:hidden;text-overflow:ellipsis}`;
+
+/** Renders `stacks` as a self-contained HTML page. */
+export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> = {}): string {
+  const o: HtmlOptions = { ...defaultHtmlOptions, ...options };
+  if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
+  const viewer = o.viewer ?? loadViewerAssets();
+  const tree = buildViewerTree(orderStacks(stacks, o.reverse));
+  const data = {
+    options: {
+      width: o.width,
+      frameHeight: o.frameHeight,
+      minFrameSize: o.minFrameSize,
+      colors: o.colors,
+      seed: o.seed,
+      inverted: o.inverted,
+      countName: sanitizeText(o.countName),
+    },
+    tree,
+  };
+  const title = escapeXml(sanitizeText(o.title));
+  const subtitle = o.subtitle ? `<p class="subtitle">${escapeXml(sanitizeText(o.subtitle))}</p>\n` : '';
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title}</title>
+<style>${viewer.css}
+${pageStyle}</style>
+</head>
+<body>
+<h1>${title}</h1>
+${subtitle}<div class="controls"><input id="term" type="search" placeholder="Search (regular expression), Ctrl-F" aria-label="Search"><button id="clear-search" type="button">Clear</button><button id="reset-zoom" type="button">Reset zoom</button><span id="matched"></span></div>
+<div id="chart"></div>
+<p id="details"></p>
+<script id="profcpu-data" type="application/json">${jsonForScript(data)}</script>
+<script>${viewer.script}</script>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,163 @@
+// Folded stacks to a self-contained interactive SVG flame graph, in the flamegraph.pl tradition. Takes
+// FoldedStacks and SvgOptions; gives the SVG text. Deterministic: frames sorted, colours from a seeded hash of the
+// name, no timestamps. Every name passes through sanitize, truncate, then escape, so it cannot break the XML or
+// reach the script.
+import type { FoldedStacks } from '../stacks/folded.js';
+import { layoutFlame, type LaidFrame } from './flame-layout.js';
+import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
+import { orderStacks } from './order.js';
+import { backgroundGradient, frameColor, mergedColor, searchColor, type PaletteName } from './palette.js';
+import { svgScript, svgStyle } from './svg-script.js';
+
+export interface SvgOptions {
+  /** Title at the top. Default 'Flame Graph'; an inverted graph left at the default says 'Icicle Graph'. */
+  title: string;
+  /** Second line under the title; default '' (none). */
+  subtitle: string;
+  /** Image width in pixels; default 1200. */
+  width: number;
+  /** Height of one frame in pixels; default 16. */
+  frameHeight: number;
+  /** Frames narrower than this many pixels are merged with narrow neighbours or left out; default 0.1. */
+  minWidth: number;
+  /** Palette; default 'dotnet' (managed, native, kernel, inlined and unknown frames told apart). */
+  colors: PaletteName;
+  /** Seed of the colour hash: change it to get other shades for the same names; default 0. */
+  seed: number;
+  /** Reverse each stack (leaf becomes root), merging callers of the same leaf functions; default false. */
+  reverse: boolean;
+  /** Draw an icicle graph, root at the top; default false. */
+  inverted: boolean;
+  /** What the weights count, shown in tooltips; default 'samples'. */
+  countName: string;
+  /** Word before the hovered frame's name in the details line; default 'Function:'. */
+  nameType: string;
+  /** Font family; default 'Verdana'. */
+  fontFamily: string;
+  /** Font size in pixels; default 12. */
+  fontSize: number;
+  /** Average character width as a fraction of the font size, used to fit labels; default 0.59. */
+  fontWidth: number;
+}
+
+export const defaultSvgOptions: Readonly<SvgOptions> = Object.freeze({
+  title: 'Flame Graph',
+  subtitle: '',
+  width: 1200,
+  frameHeight: 16,
+  minWidth: 0.1,
+  colors: 'dotnet',
+  seed: 0,
+  reverse: false,
+  inverted: false,
+  countName: 'samples',
+  nameType: 'Function:',
+  fontFamily: 'Verdana',
+  fontSize: 12,
+  fontWidth: 0.59,
+});
+
+/** Longest name kept in a tooltip, in UTF-16 units; longer names are cut (labels are cut to fit anyway). */
+const maxTitleLength = 2000;
+const xpad = 10;
+const framePad = 1;
+
+/** Renders `stacks` as an SVG document. An empty profile gives a small SVG saying so. */
+export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {}): string {
+  const o: SvgOptions = { ...defaultSvgOptions, ...options };
+  if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
+  const ordered = orderStacks(stacks, o.reverse);
+  const plotWidth = o.width - 2 * xpad;
+  const perSample = ordered.total > 0 ? plotWidth / ordered.total : 0;
+  const layout = layoutFlame(ordered, perSample > 0 ? o.minWidth / perSample : 0);
+
+  const top = o.fontSize * 3 + (o.subtitle ? o.fontSize * 2 : 0);
+  const bottom = o.fontSize * 2 + 10;
+  const height = (layout.maxDepth + 1) * o.frameHeight + top + bottom;
+  const out: string[] = [header(o, height)];
+
+  if (ordered.total === 0) {
+    out.push(
+      `<text x="${o.width / 2}" y="${top + o.fontSize}" text-anchor="middle">No samples: the input has no stack with a positive count.</text>\n</svg>\n`,
+    );
+    return out.join('');
+  }
+
+  out.push(`<g id="frames">\n`);
+  const charWidth = o.fontSize * o.fontWidth;
+  const countName = sanitizeText(o.countName);
+  for (const frame of layout.frames) {
+    const x = xpad + frame.start * perSample;
+    const w = frame.weight * perSample;
+    const y = o.inverted ? top + frame.depth * o.frameHeight : height - bottom - (frame.depth + 1) * o.frameHeight;
+    const { name, fill } = present(frame, o);
+    const title = `${truncateText(name, maxTitleLength)} (${formatCount(frame.weight)} ${countName}, ${percent(frame.weight, ordered.total)}%)`;
+    const label = truncateText(name, Math.floor(w / charWidth));
+    out.push(
+      `<g fg:x="${frame.start}" fg:w="${frame.weight}" fg:d="${frame.depth}"><title>${escapeXml(title)}</title>`,
+      `<rect x="${fixed(x)}" y="${y + framePad}" width="${fixed(w)}" height="${o.frameHeight - framePad}" fill="${fill}" rx="2" ry="2"/>`,
+      `<text x="${fixed(x + 3)}" y="${y + framePad + o.frameHeight / 2 + o.fontSize / 3}">${escapeXml(label)}</text></g>\n`,
+    );
+  }
+  out.push(`</g>\n`);
+  out.push(
+    `<script type="text/ecmascript"><![CDATA[${svgScript({
+      width: o.width,
+      xpad,
+      total: ordered.total,
+      fontSize: o.fontSize,
+      fontWidth: o.fontWidth,
+      searchColor,
+      nameType: sanitizeText(o.nameType),
+    })}]]></script>\n</svg>\n`,
+  );
+  return out.join('');
+}
+
+function header(o: SvgOptions, height: number): string {
+  const [from, to] = backgroundGradient(o.colors);
+  const text = (s: string) => escapeXml(sanitizeText(s));
+  const lines = [
+    `<?xml version="1.0" encoding="UTF-8" standalone="no"?>`,
+    `<svg version="1.1" xmlns="http://www.w3.org/2000/svg" xmlns:fg="urn:profcpu:flamegraph" width="${o.width}" height="${height}" viewBox="0 0 ${o.width} ${height}" font-family="${text(o.fontFamily)}" font-size="${o.fontSize}">`,
+    `<defs><linearGradient id="background" y1="0" y2="1" x1="0" x2="0"><stop stop-color="${from}" offset="5%"/><stop stop-color="${to}" offset="95%"/></linearGradient></defs>`,
+    `<style type="text/css"><![CDATA[${svgStyle}]]></style>`,
+    `<rect x="0" y="0" width="${o.width}" height="${height}" fill="url(#background)"/>`,
+    `<text x="${o.width / 2}" y="${o.fontSize * 2}" font-size="${o.fontSize + 5}" text-anchor="middle">${text(o.title)}</text>`,
+  ];
+  if (o.subtitle)
+    lines.push(
+      `<text x="${o.width / 2}" y="${o.fontSize * 4}" text-anchor="middle" fill="#a0a0a0">${text(o.subtitle)}</text>`,
+    );
+  lines.push(
+    `<text id="details" x="${xpad}" y="${height - (o.fontSize + 10) / 2}"> </text>`,
+    `<text id="unzoom" class="button hide" x="${xpad}" y="${o.fontSize * 2}">Reset Zoom</text>`,
+    `<text id="search" class="button" x="${o.width - xpad}" y="${o.fontSize * 2}" text-anchor="end">Search</text>`,
+    `<text id="matched" x="${o.width - xpad}" y="${height - (o.fontSize + 10) / 2}" text-anchor="end"> </text>`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+function present(frame: LaidFrame, o: SvgOptions): { name: string; fill: string } {
+  if (frame.kind === 'root') return { name: 'all', fill: frameColor(o.colors, 'native', 'all', o.seed) };
+  if (frame.kind === 'merged')
+    return { name: `[${frame.merged} frames, each narrower than ${o.minWidth} px]`, fill: mergedColor };
+  const { name, style } = describeFrame(frame.frame);
+  const clean = sanitizeText(name);
+  return { name: clean, fill: frameColor(o.colors, style, clean, o.seed) };
+}
+
+function fixed(n: number): string {
+  return String(Math.round(n * 100) / 100);
+}
+
+function percent(part: number, total: number): string {
+  return ((100 * part) / total).toFixed(2);
+}
+
+/** `1234567` as `1,234,567`; fractional weights keep three decimals. */
+export function formatCount(n: number): string {
+  const [whole, fraction] = (Number.isInteger(n) ? String(n) : n.toFixed(3)).split('.');
+  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return fraction ? `${grouped}.${fraction.replace(/0+$/, '') || '0'}` : grouped;
+}
