@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { list, extract } from 'tar';
+import { writeTarball } from '../../src/bundle/tarball.js';
+
+let root: string;
+let dir: string;
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'profcpu-tarball-'));
+  dir = join(root, '15-02-11_2026-11-22');
+  await mkdir(join(dir, 'target'), { recursive: true });
+  await mkdir(join(dir, 'flamescope'));
+  await writeFile(join(dir, 'perf.data'), Buffer.alloc(70_000, 7));
+  await chmod(join(dir, 'perf.data'), 0o600);
+  await writeFile(join(dir, 'target', 'perf-1.map'), '7f00 10 JS:*burn\n');
+  await chmod(join(dir, 'target', 'perf-1.map'), 0o755);
+  await writeFile(join(dir, 'flamescope', 'perf_script.out'), 'node 1 1.0: 1 cpu-clock:\n');
+  await writeFile(join(dir, 'a-b.txt'), 'sorted before target/ and after flamescope/\n');
+  await symlink('/etc/passwd', join(dir, 'escape'));
+});
+after(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+interface Entry {
+  path: string;
+  mode: number;
+  mtime: number | undefined;
+  uid: number | undefined;
+  uname: string | undefined;
+}
+
+async function entriesOf(file: string): Promise<Entry[]> {
+  const entries: Entry[] = [];
+  await list({
+    file,
+    onReadEntry: (e) =>
+      entries.push({ path: e.path, mode: e.mode ?? -1, mtime: e.mtime?.getTime(), uid: e.uid, uname: e.uname }),
+  });
+  return entries;
+}
+
+test('the tarball holds the folder under its basename, sorted, with fixed modes and mtime, and not itself', async () => {
+  const output = join(dir, 'prof.tar.gz');
+  await writeFile(output, 'an older tarball, replaced');
+  const mtime = new Date('2026-11-22T15:02:11Z');
+  const result = await writeTarball(dir, output, { mtime });
+  const top = '15-02-11_2026-11-22';
+  assert.deepEqual(result.entries, [
+    `${top}/`,
+    `${top}/a-b.txt`,
+    `${top}/flamescope/`,
+    `${top}/flamescope/perf_script.out`,
+    `${top}/perf.data`,
+    `${top}/target/`,
+    `${top}/target/perf-1.map`,
+  ]);
+  assert.deepEqual(result.skipped, ['escape']);
+  const entries = await entriesOf(output);
+  assert.deepEqual(
+    entries.map((e) => e.path),
+    result.entries,
+  );
+  for (const e of entries) {
+    assert.equal(e.mode, e.path.endsWith('/') ? 0o755 : 0o644, e.path);
+    assert.ok(!e.path.startsWith('/'), e.path);
+    assert.ok(!e.uid, `${e.path}: no owner id`);
+    assert.ok(!e.uname, `${e.path}: no owner name`);
+    if (!e.path.endsWith('/')) assert.equal(e.mtime, mtime.getTime(), e.path);
+  }
+});
+
+test('building twice gives identical bytes, whatever the files’ own times and modes', async () => {
+  const first = join(root, 'first.tar.gz');
+  const second = join(root, 'second.tar.gz');
+  await writeTarball(dir, first);
+  await utimes(join(dir, 'perf.data'), new Date(), new Date());
+  await chmod(join(dir, 'target', 'perf-1.map'), 0o600);
+  await writeTarball(dir, second);
+  assert.deepEqual(await readFile(first), await readFile(second));
+  await assert.rejects(stat(`${second}.partial`), { code: 'ENOENT' });
+});
+
+test('extracting (without preservePaths) gives the folder back', async () => {
+  const output = join(root, 'extract.tar.gz');
+  await writeTarball(dir, output);
+  const into = join(root, 'extracted');
+  await mkdir(into);
+  await extract({ file: output, cwd: into });
+  const top = join(into, '15-02-11_2026-11-22');
+  for (const path of ['perf.data', 'target/perf-1.map', 'flamescope/perf_script.out', 'a-b.txt']) {
+    assert.deepEqual(await readFile(join(top, path)), await readFile(join(dir, path)), path);
+  }
+  await assert.rejects(stat(join(top, 'escape')), { code: 'ENOENT' });
+});
