@@ -1,0 +1,260 @@
+// An ELF file (or any byte source) in, what symbol lookup needs out: the GNU build-id, the `.gnu_debuglink` target,
+// and whether the file carries its own `.symtab` and DWARF. Reads only the headers, the section-name table and the
+// small sections it needs, each under a size limit, so a truncated or hostile file costs a few kilobytes and ends in
+// an ELF_MALFORMED error, never a crash or an unbounded read.
+import { open } from 'node:fs/promises';
+import { ProfcpuError } from '../error.js';
+
+/** Random access to the bytes of a file. `read` may return fewer bytes than asked only at the end of the source. */
+export interface ByteSource {
+  readonly size: number;
+  read(offset: number, length: number): Promise<Uint8Array>;
+}
+
+export interface ElfInfo {
+  /** 32 or 64 (EI_CLASS). */
+  bits: 32 | 64;
+  littleEndian: boolean;
+  /** e_machine (62 = x86-64, 183 = aarch64). */
+  machine: number;
+  /** The NT_GNU_BUILD_ID note as lower-case hex, if the file has one. */
+  buildId: string | undefined;
+  /** The `.gnu_debuglink` section: the debug file's name and the CRC32 of its contents. */
+  debugLink: { file: string; crc32: number } | undefined;
+  /** A non-empty `.symtab` (static functions have names). */
+  hasSymtab: boolean;
+  /** DWARF present (`.debug_info` or `.zdebug_info` with contents). */
+  hasDebugInfo: boolean;
+  /** `.text` holds code (false in a debug-only file made by `objcopy --only-keep-debug`). */
+  hasCode: boolean;
+}
+
+/** Limits on what one file may make the reader load. */
+export const elfReadLimits = Object.freeze({
+  /** Section headers read at most (files with more are refused). */
+  maxSections: 65_536,
+  /** Largest section-name table read. */
+  maxSectionNamesBytes: 1 << 20,
+  /** Largest note section or segment scanned for the build-id. */
+  maxNoteBytes: 1 << 16,
+  /** Largest `.gnu_debuglink` section read. */
+  maxDebugLinkBytes: 4096,
+});
+
+const SHT_SYMTAB = 2;
+const SHT_NOTE = 7;
+const SHT_NOBITS = 8;
+const PT_NOTE = 4;
+const NT_GNU_BUILD_ID = 3;
+
+interface Section {
+  name: string;
+  type: number;
+  offset: number;
+  size: number;
+  entsize: number;
+  align: number;
+}
+
+function malformed(what: string, detail: string): ProfcpuError {
+  return new ProfcpuError('ELF_MALFORMED', `${what}: not a usable ELF file (${detail})`, {
+    remedy: 'Check that the path names a complete ELF binary or debug file; a partial copy or download cannot be used.',
+  });
+}
+
+/** Reads the build-id, debuglink and symbol presence of the ELF file at `path`. */
+export async function readElfFile(path: string): Promise<ElfInfo> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (cause) {
+    throw new ProfcpuError('IO', `cannot open ${path}: ${(cause as Error).message}`, {
+      remedy: 'Check the path and that profcpu may read it (run as root to read another container’s files).',
+      cause,
+    });
+  }
+  try {
+    const { size } = await handle.stat();
+    const source: ByteSource = {
+      size,
+      async read(offset, length) {
+        const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
+        return buffer.subarray(0, bytesRead);
+      },
+    };
+    return await readElf(source, path);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A ByteSource over bytes already in memory. */
+export function bytesSource(bytes: Uint8Array): ByteSource {
+  return {
+    size: bytes.length,
+    read: async (offset, length) => bytes.subarray(offset, Math.min(bytes.length, offset + length)),
+  };
+}
+
+/** Reads the ELF facts from `source`; `label` names it in errors. */
+export async function readElf(source: ByteSource, label: string): Promise<ElfInfo> {
+  const fail = (detail: string) => malformed(label, detail);
+  const readExact = async (offset: number, length: number, what: string): Promise<DataView> => {
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > source.size)
+      throw fail(`${what} lies outside the file (offset ${offset}, ${length} bytes, file size ${source.size})`);
+    const bytes = await source.read(offset, length);
+    if (bytes.length < length) throw fail(`${what} is truncated`);
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
+
+  const ident = await readExact(0, Math.min(64, source.size), 'ELF header');
+  if (ident.byteLength < 4 || ident.getUint32(0) !== 0x7f454c46) throw fail('no ELF magic');
+  if (ident.byteLength < 52) throw fail('shorter than an ELF header');
+  const elfClass = ident.getUint8(4);
+  const dataEncoding = ident.getUint8(5);
+  if (elfClass !== 1 && elfClass !== 2) throw fail(`unknown ELF class ${elfClass}`);
+  if (dataEncoding !== 1 && dataEncoding !== 2) throw fail(`unknown data encoding ${dataEncoding}`);
+  const bits = elfClass === 2 ? 64 : 32;
+  const le = dataEncoding === 1;
+  if (bits === 64 && ident.byteLength < 64) throw fail('shorter than an ELF header');
+  const u16 = (v: DataView, at: number) => v.getUint16(at, le);
+  const u32 = (v: DataView, at: number) => v.getUint32(at, le);
+  const word = (v: DataView, at: number): number => {
+    if (bits === 32) return v.getUint32(at, le);
+    const value = v.getBigUint64(at, le);
+    if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw fail(`value ${value} out of range`);
+    return Number(value);
+  };
+
+  const h = ident;
+  const machine = u16(h, 18);
+  const phoff = word(h, bits === 64 ? 32 : 28);
+  const shoff = word(h, bits === 64 ? 40 : 32);
+  const phentsize = u16(h, bits === 64 ? 54 : 42);
+  const phnum = u16(h, bits === 64 ? 56 : 44);
+  const shentsize = u16(h, bits === 64 ? 58 : 46);
+  let shnum = u16(h, bits === 64 ? 60 : 48);
+  let shstrndx = u16(h, bits === 64 ? 62 : 50);
+
+  const sections: Section[] = [];
+  if (shoff !== 0) {
+    const minEntry = bits === 64 ? 64 : 40;
+    if (shentsize < minEntry) throw fail(`section header entries of ${shentsize} bytes`);
+    const readSection = async (index: number): Promise<Omit<Section, 'name'> & { nameOffset: number }> => {
+      const v = await readExact(shoff + index * shentsize, minEntry, `section header ${index}`);
+      return bits === 64
+        ? {
+            nameOffset: u32(v, 0),
+            type: u32(v, 4),
+            offset: word(v, 24),
+            size: word(v, 32),
+            align: word(v, 48),
+            entsize: word(v, 56),
+          }
+        : {
+            nameOffset: u32(v, 0),
+            type: u32(v, 4),
+            offset: u32(v, 16),
+            size: u32(v, 20),
+            align: u32(v, 32),
+            entsize: u32(v, 36),
+          };
+    };
+    // More than 0xff00 sections: the real count and name-table index live in section header 0 (ELF gABI).
+    if (shnum === 0 || shstrndx === 0xffff) {
+      const first = await readSection(0);
+      if (shnum === 0) shnum = first.size;
+      if (shstrndx === 0xffff) shstrndx = u32(await readExact(shoff + (bits === 64 ? 40 : 24), 4, 'sh_link'), 0);
+    }
+    if (shnum > elfReadLimits.maxSections) throw fail(`${shnum} sections, more than ${elfReadLimits.maxSections}`);
+    const raw = [];
+    for (let i = 0; i < shnum; i++) raw.push(await readSection(i));
+    const names = raw[shstrndx];
+    let table: Uint8Array = new Uint8Array();
+    if (names && names.type !== SHT_NOBITS) {
+      if (names.size > elfReadLimits.maxSectionNamesBytes) throw fail(`section-name table of ${names.size} bytes`);
+      const v = await readExact(names.offset, names.size, 'section-name table');
+      table = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    }
+    for (const s of raw) sections.push({ ...s, name: cString(table, s.nameOffset) });
+  }
+
+  const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0;
+  let buildId: string | undefined;
+  for (const s of sections) {
+    if (s.type !== SHT_NOTE || !present(s) || buildId) continue;
+    buildId = await findBuildId(s.offset, s.size, s.align, `note section ${s.name || '?'}`);
+  }
+  // No section headers (or no note sections among them): the loader's view, PT_NOTE segments.
+  if (!buildId && phoff !== 0 && phnum > 0) {
+    const entry = bits === 64 ? 56 : 32;
+    if (phentsize < entry) throw fail(`program header entries of ${phentsize} bytes`);
+    for (let i = 0; i < phnum && !buildId; i++) {
+      const v = await readExact(phoff + i * phentsize, entry, `program header ${i}`);
+      if (u32(v, 0) !== PT_NOTE) continue;
+      const offset = word(v, bits === 64 ? 8 : 4);
+      const size = word(v, bits === 64 ? 32 : 16);
+      const align = word(v, bits === 64 ? 48 : 28);
+      buildId = await findBuildId(offset, size, align, `note segment ${i}`);
+    }
+  }
+
+  async function findBuildId(offset: number, size: number, align: number, what: string): Promise<string | undefined> {
+    if (size > elfReadLimits.maxNoteBytes) throw fail(`${what} of ${size} bytes`);
+    const v = await readExact(offset, size, what);
+    const step = align === 8 ? 8 : 4;
+    const pad = (n: number) => Math.ceil(n / step) * step;
+    for (let at = 0; at + 12 <= size;) {
+      const namesz = u32(v, at);
+      const descsz = u32(v, at + 4);
+      const type = u32(v, at + 8);
+      const nameAt = at + 12;
+      const descAt = nameAt + pad(namesz);
+      if (descAt + descsz > size) throw fail(`${what} has a note running past its end`);
+      const name = new Uint8Array(v.buffer, v.byteOffset + nameAt, namesz);
+      if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0) === 'GNU') {
+        if (descsz === 0) throw fail('empty build-id note');
+        return Buffer.from(v.buffer, v.byteOffset + descAt, descsz).toString('hex');
+      }
+      at = descAt + pad(descsz);
+    }
+    return undefined;
+  }
+
+  let debugLink: ElfInfo['debugLink'];
+  const link = sections.find((s) => s.name === '.gnu_debuglink' && present(s));
+  if (link) {
+    if (link.size > elfReadLimits.maxDebugLinkBytes) throw fail(`.gnu_debuglink of ${link.size} bytes`);
+    const v = await readExact(link.offset, link.size, '.gnu_debuglink');
+    const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    const end = bytes.indexOf(0);
+    const crcAt = Math.ceil((end + 1) / 4) * 4;
+    if (end <= 0 || crcAt + 4 > link.size) throw fail('.gnu_debuglink without a file name and CRC');
+    debugLink = { file: Buffer.from(bytes.subarray(0, end)).toString('utf8'), crc32: u32(v, crcAt) };
+  }
+
+  const symtab = sections.find((s) => s.type === SHT_SYMTAB && present(s));
+  return {
+    bits,
+    littleEndian: le,
+    machine,
+    buildId,
+    debugLink,
+    // The first symbol of every table is the null symbol: a table of one entry names nothing.
+    hasSymtab: symtab !== undefined && symtab.size > Math.max(symtab.entsize, 1),
+    hasDebugInfo: sections.some((s) => (s.name === '.debug_info' || s.name === '.zdebug_info') && present(s)),
+    hasCode: sections.some((s) => s.name === '.text' && present(s)),
+  };
+}
+
+function cString(bytes: Uint8Array, offset: number): string {
+  if (offset >= bytes.length) return '';
+  const end = bytes.indexOf(0, offset);
+  return Buffer.from(bytes.subarray(offset, end < 0 ? bytes.length : end)).toString('latin1');
+}
+
+/** True when `text` is a build-id as this module prints them: an even number (2 to 128) of lower-case hex digits. */
+export function isBuildId(text: string): boolean {
+  return /^(?:[0-9a-f]{2}){1,64}$/.test(text);
+}

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { crc32 } from 'node:zlib';
+import { isProfcpuError } from '../../src/error.js';
+import { bytesSource, elfReadLimits, isBuildId, readElf, readElfFile, type ByteSource } from '../../src/symbols/elf.js';
+import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { have, need, needCommand } from '../support/requirements.js';
+
+let work: string;
+let lib: NativeLib | undefined;
+
+before(() => {
+  work = mkdtempSync(join(tmpdir(), 'profcpu-elf-'));
+  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(work);
+});
+after(() => rmSync(work, { recursive: true, force: true }));
+
+function needLib(t: import('node:test').TestContext): NativeLib | undefined {
+  for (const [command, pkg] of [
+    ['gcc', 'gcc'],
+    ['objcopy', 'binutils'],
+    ['readelf', 'binutils'],
+  ] as const)
+    if (!needCommand(t, command, pkg)) return undefined;
+  return lib;
+}
+
+const malformed = (error: unknown) => isProfcpuError(error, 'ELF_MALFORMED');
+
+test('a stripped library: build-id, debuglink with the debug file’s CRC, no symbols', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const info = await readElfFile(l.stripped);
+  assert.equal(info.buildId, l.buildId);
+  assert.equal(info.bits, 64);
+  assert.equal(info.littleEndian, true);
+  assert.deepEqual(info.debugLink, { file: 'libhotlib.so.debug', crc32: crc32(readFileSync(l.debug)) });
+  assert.equal(info.hasSymtab, false);
+  assert.equal(info.hasDebugInfo, false);
+  assert.equal(info.hasCode, true);
+});
+
+test('the library as linked has .symtab and DWARF; --only-keep-debug keeps them without code', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const full = await readElfFile(l.full);
+  assert.deepEqual([full.buildId, full.hasSymtab, full.hasDebugInfo, full.hasCode], [l.buildId, true, true, true]);
+  assert.equal(full.debugLink, undefined);
+  const debug = await readElfFile(l.debug);
+  assert.deepEqual([debug.buildId, debug.hasSymtab, debug.hasDebugInfo, debug.hasCode], [l.buildId, true, true, false]);
+});
+
+test('strip --strip-debug keeps .symtab and drops DWARF', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const out = join(work, 'libhotlib.so.nodebug');
+  execFileSync('strip', ['--strip-debug', '-o', out, l.full]);
+  const info = await readElfFile(out);
+  assert.deepEqual([info.buildId, info.hasSymtab, info.hasDebugInfo], [l.buildId, true, false]);
+});
+
+test('without section headers the build-id still comes from the PT_NOTE segment', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const bytes = Buffer.from(readFileSync(l.stripped));
+  bytes.writeBigUInt64LE(0n, 40); // e_shoff
+  bytes.writeUInt16LE(0, 60); // e_shnum
+  const info = await readElf(bytesSource(bytes), 'no-sections');
+  assert.equal(info.buildId, l.buildId);
+  assert.equal(info.debugLink, undefined);
+});
+
+test('the .NET SDK’s libcoreclr.so: stripped, build-id as readelf prints it, debuglink to libcoreclr.so.dbg', async (t) => {
+  const root = '/usr/share/dotnet/shared/Microsoft.NETCore.App';
+  const versions = existsSync(root) ? readdirSync(root).sort() : [];
+  const path = versions.map((v) => join(root, v, 'libcoreclr.so')).find((p) => existsSync(p));
+  if (!need(t, path !== undefined, `the .NET SDK's libcoreclr.so (under ${root})`)) return;
+  if (!needCommand(t, 'readelf', 'binutils')) return;
+  const expected = /Build ID: ([0-9a-f]+)/.exec(execFileSync('readelf', ['-n', path!], { encoding: 'utf8' }))?.[1];
+  const info = await readElfFile(path!);
+  assert.equal(info.buildId, expected);
+  assert.equal(info.debugLink?.file, 'libcoreclr.so.dbg');
+  assert.equal(info.hasSymtab, false);
+  assert.equal(info.hasDebugInfo, false);
+});
+
+test('every truncation of a real library is an ELF_MALFORMED error, never a crash', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const bytes = readFileSync(l.stripped);
+  // Section headers sit at the end of the file, so every cut below loses some of them.
+  const cuts = [0, 1, 4, 16, 51, 63, 64, 120, 1000, bytes.length >> 1, bytes.length - 64, bytes.length - 1];
+  for (const cut of cuts) {
+    await assert.rejects(readElf(bytesSource(bytes.subarray(0, cut)), `cut-${cut}`), malformed, `cut at ${cut}`);
+  }
+  const onDisk = join(work, 'cut.so');
+  writeFileSync(onDisk, bytes.subarray(0, 2000));
+  await assert.rejects(readElfFile(onDisk), (e: unknown) => malformed(e) && /cut\.so/.test((e as Error).message));
+});
+
+test('hostile headers cost bounded reads', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const original = readFileSync(l.stripped);
+  const counting = (bytes: Uint8Array): ByteSource & { total: number } => {
+    const source = {
+      size: bytes.length,
+      total: 0,
+      read: async (offset: number, length: number) => {
+        source.total += length;
+        return bytes.subarray(offset, offset + length);
+      },
+    };
+    return source;
+  };
+  const cases: [string, (b: Buffer) => void][] = [
+    ['section header offset past the end', (b) => b.writeBigUInt64LE(1n << 40n, 40)],
+    ['section header offset beyond 2^53', (b) => b.writeBigUInt64LE(1n << 60n, 40)],
+    ['65535 sections', (b) => b.writeUInt16LE(0xfffe, 60)],
+    ['tiny section header entries', (b) => b.writeUInt16LE(8, 58)],
+    ['name table index out of range', (b) => b.writeUInt16LE(0xfff0, 62)],
+  ];
+  for (const [what, corrupt] of cases) {
+    const bytes = Buffer.from(original);
+    corrupt(bytes);
+    const source = counting(bytes);
+    await readElf(source, what).then(
+      (info) => assert.equal(info.buildId, l.buildId, what),
+      (error: unknown) => assert.ok(malformed(error), `${what}: ${String(error)}`),
+    );
+    assert.ok(source.total < 4 * 65_536 + elfReadLimits.maxSectionNamesBytes, `${what}: read ${source.total} bytes`);
+  }
+});
+
+test('files that are not ELF, and a missing file', async () => {
+  await assert.rejects(readElf(bytesSource(Buffer.from('#!/bin/sh\necho hi\n')), 'script'), /no ELF magic/);
+  const garbage = Buffer.alloc(4096, 0xa5);
+  garbage.write('\x7fELF', 0, 'latin1');
+  await assert.rejects(readElf(bytesSource(garbage), 'garbage'), malformed);
+  await assert.rejects(readElfFile(join(tmpdir(), 'profcpu-no-such-file')), (e: unknown) => isProfcpuError(e, 'IO'));
+});
+
+test('a debug file copied elsewhere keeps its build-id', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const copy = join(work, 'renamed.dbg');
+  copyFileSync(l.debug, copy);
+  assert.equal((await readElfFile(copy)).buildId, l.buildId);
+});
+
+test('isBuildId accepts lower-case hex byte strings only', () => {
+  assert.ok(isBuildId('79945f51fb2612f13b7667a10a8fd29122664791'));
+  assert.ok(isBuildId('abcd'));
+  for (const bad of ['', 'abc', 'ABCD', '../x', 'zz', 'a'.repeat(130)]) assert.equal(isBuildId(bad), false, bad);
+});
