@@ -1,12 +1,142 @@
-// `profcpu collect`: not written yet.
-import type { CommandModule } from 'yargs';
-import { ProfcpuError } from '../error.js';
+// `profcpu collect`: flags in, a recorded and post-processed output folder out, with progress on stderr and the
+// one-screen summary on stdout. The first Ctrl-C (or SIGTERM) stops the recording early and still post-processes;
+// a second one aborts post-processing and leaves the raw data.
+import type { Argv, CommandModule } from 'yargs';
+import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
+import { collectDefaults } from '../collect/options.js';
+import { formatSummary } from '../collect/summary.js';
+import { postprocess } from '../postprocess/postprocess.js';
+import { createReporter, type Reporter } from './reporter.js';
 
-const command: CommandModule = {
+interface CollectArgs {
+  pid?: number;
+  name?: string;
+  duration: number;
+  frequency: number;
+  output?: string;
+  event?: string;
+  postprocess: boolean;
+  quiet: boolean;
+}
+
+export function collectOptions<T>(yargs: Argv<T>) {
+  return yargs
+    .option('pid', { type: 'number', describe: 'PID to profile (default: the only .NET process visible, else 1)' })
+    .option('name', { type: 'string', describe: 'profile the process with this name (comm, executable or dll name)' })
+    .option('duration', { type: 'number', default: collectDefaults.durationSeconds, describe: 'seconds to record' })
+    .option('frequency', { type: 'number', default: collectDefaults.frequency, describe: 'samples per second' })
+    .option('output', { type: 'string', describe: 'output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
+    .option('event', { type: 'string', describe: 'perf event (default: cycles where available, else cpu-clock)' })
+    .option('postprocess', {
+      type: 'boolean',
+      default: true,
+      describe: 'post-process after recording (--no-postprocess to skip)',
+    })
+    .option('quiet', { type: 'boolean', default: false, describe: 'print only warnings, errors and the summary' })
+    .conflicts('pid', 'name')
+    .check((args) => {
+      if (!(Number(args.duration) > 0)) throw new Error('--duration must be a positive number of seconds');
+      if (!(Number(args.frequency) > 0)) throw new Error('--frequency must be a positive number of Hz');
+      if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
+        throw new Error('--pid must be a positive integer');
+      return true;
+    });
+}
+
+/** Traps SIGINT/SIGTERM for the session: first = stop recording (or abort if not recording), second = abort. */
+export function trapSignals(reporter: Reporter, phase: () => CollectPhase | undefined) {
+  const stop = new AbortController();
+  const abort = new AbortController();
+  const onSignal = (name: NodeJS.Signals) => {
+    if (!stop.signal.aborted && phase() === 'recording') {
+      reporter.info(`\n${name}: stopping the recording; what was recorded will be post-processed (again to abort)`);
+      stop.abort();
+    } else if (!abort.signal.aborted) {
+      reporter.warn(`${name}: aborting; the raw data already written is kept`);
+      abort.abort();
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    stop: stop.signal,
+    signal: abort.signal,
+    release: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/** Progress while recording: one redrawn line on a terminal, a plain line every 5 s otherwise. */
+export function progressPrinter(reporter: Reporter, quiet: boolean) {
+  let lastPlain = 0;
+  let drawn = false;
+  return {
+    update(p: RecordingProgress) {
+      if (quiet) return;
+      const text = `recording ${(p.elapsedMs / 1000).toFixed(0)} s, ${(p.remainingMs / 1000).toFixed(0)} s left, perf.data ${(p.perfDataBytes / 1024).toFixed(0)} KB`;
+      if (reporter.interactive) {
+        process.stderr.write(`\r${text}\x1b[K`);
+        drawn = true;
+      } else if (p.elapsedMs - lastPlain >= 5000) {
+        lastPlain = p.elapsedMs;
+        reporter.info(text);
+      }
+    },
+    end() {
+      if (drawn) process.stderr.write('\r\x1b[K');
+      drawn = false;
+    },
+  };
+}
+
+const command: CommandModule<object, CollectArgs> = {
   command: 'collect',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu collect` is not implemented yet');
+  describe: 'record a process with perf, then post-process it into flame graphs and a tarball',
+  builder: (yargs) => collectOptions(yargs) as unknown as Argv<CollectArgs>,
+  handler: async (args) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    let current: CollectPhase | undefined;
+    const signals = trapSignals(reporter, () => current);
+    const progress = progressPrinter(reporter, args.quiet);
+    try {
+      const result = await collect(
+        {
+          ...(args.pid !== undefined && { pid: args.pid }),
+          ...(args.name !== undefined && { name: args.name }),
+          ...(args.output !== undefined && { output: args.output }),
+          ...(args.event !== undefined && { event: args.event }),
+          durationSeconds: args.duration,
+          frequency: args.frequency,
+          postprocess: args.postprocess,
+        },
+        {
+          stop: signals.stop,
+          signal: signals.signal,
+          warn: (m) => {
+            progress.end();
+            reporter.warn(m);
+          },
+          info: (m) => {
+            progress.end();
+            reporter.info(m);
+          },
+          onPhase: (p) => {
+            progress.end();
+            current = p;
+          },
+          onRecordingProgress: (p) => progress.update(p),
+          postprocess,
+          cwd: process.cwd(),
+        },
+      );
+      progress.end();
+      process.stdout.write(`${formatSummary(result, process.cwd()).join('\n')}\n`);
+    } finally {
+      progress.end();
+      signals.release();
+    }
   },
 };
 

@@ -1,0 +1,49 @@
+// What a collect session takes: one options type, its frozen defaults (each documented), and the default output
+// folder name, `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory as the original tool named it.
+import { join } from 'node:path';
+
+export interface CollectOptions {
+  /** The process to profile. Default: see `name`, else the only .NET process visible, else PID 1. */
+  pid?: number;
+  /** Pick the process by name (comm, executable, or a .NET app's dll name) instead of by PID. */
+  name?: string;
+  /** Recording length in seconds. */
+  durationSeconds: number;
+  /** Sampling frequency in Hz. */
+  frequency: number;
+  /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
+  event?: string;
+  /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */
+  output?: string;
+  /** Run the postprocess pipeline after recording. */
+  postprocess: boolean;
+  /** How often the target's perf map, jitdump and maps are re-copied while recording, in ms. */
+  snapshotIntervalMs: number;
+  /** How often progress is reported while recording, in ms. */
+  progressIntervalMs: number;
+  /** The perf executable. */
+  perfPath: string;
+  /** Where procfs is mounted. */
+  procRoot: string;
+}
+
+export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
+  durationSeconds: 10,
+  frequency: 99,
+  postprocess: true,
+  // Often enough that a target exiting mid-recording leaves a copy at most a second old; a copy happens only when
+  // the file changed, so a quiet target costs one stat per file.
+  snapshotIntervalMs: 1000,
+  progressIntervalMs: 1000,
+  perfPath: 'perf',
+  procRoot: '/proc',
+});
+
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/** `profilings/HH-MM-SS_YYYY-MM-DD` under `cwd`, in local time. */
+export function defaultOutputDir(cwd: string, now: Date): string {
+  const time = `${pad(now.getHours())}-${pad(now.getMinutes())}-${pad(now.getSeconds())}`;
+  const date = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+  return join(cwd, 'profilings', `${time}_${date}`);
+}

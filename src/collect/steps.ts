@@ -1,0 +1,27 @@
+// Steps a collect session runs around the recording, for what depends on the target's runtime: e.g. enabling a .NET
+// perf map over the diagnostic socket before recording and restoring it after, or fetching debug symbols after
+// recording. A step gets the target and the output folder and returns a JSON-able report for the manifest. A step
+// that throws is reported as a warning and the profile goes on (a missing perf map or symbol server must not cost
+// the recording); only an abort stops the session.
+import type { Warn } from '../diagnostics.js';
+import type { TargetInfo } from '../target/inspect.js';
+
+export interface StepContext {
+  target: TargetInfo;
+  /** The output folder. */
+  dir: string;
+  signal: AbortSignal;
+  warn: Warn;
+  progress: (message: string) => void;
+}
+
+export type StepReport = Record<string, unknown>;
+
+export interface CollectStep {
+  /** Key of the step's report under `collect.steps` in the manifest. */
+  name: string;
+  /** Runs after preflight, before perf starts. */
+  beforeRecording?(context: StepContext): Promise<StepReport | undefined>;
+  /** Runs after perf stopped, before postprocess, also when the recording was stopped early. */
+  afterRecording?(context: StepContext): Promise<StepReport | undefined>;
+}

@@ -1,0 +1,86 @@
+// The one-screen summary collect prints at the end: a finished session (and its postprocess result, if any) in,
+// lines of text out. Pure.
+import { join, relative } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import type { FoldedStacks } from '../stacks/folded.js';
+import type { CollectResult } from './session.js';
+
+/** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
+export interface PostprocessFacts {
+  fold: {
+    samples: number;
+    keptSamples: number;
+    stacks: FoldedStacks;
+    quality: { samples: number; fullyNamed: number };
+  };
+}
+
+export interface TopFrame {
+  frame: string;
+  /** Samples with this frame as the leaf. */
+  self: number;
+}
+
+/** The frames most often on top of the stack, heaviest first (ties by name, so the order is stable). */
+export function topFrames(stacks: FoldedStacks, count: number): TopFrame[] {
+  const self = new Map<string, number>();
+  for (const [stack, n] of stacks) {
+    const leaf = stack.slice(stack.lastIndexOf(';') + 1);
+    self.set(leaf, (self.get(leaf) ?? 0) + n);
+  }
+  return [...self]
+    .map(([frame, n]) => ({ frame, self: n }))
+    .sort((a, b) => b.self - a.self || (a.frame < b.frame ? -1 : a.frame > b.frame ? 1 : 0))
+    .slice(0, count);
+}
+
+const percent = (part: number, whole: number) => (whole > 0 ? `${((100 * part) / whole).toFixed(1)}%` : 'n/a');
+
+/** The summary lines. `cwd` makes paths short when the output folder is under it. */
+export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: string, topCount = 8): string[] {
+  const where = (file: string) => {
+    const path = join(result.dir, file);
+    const rel = relative(cwd, path);
+    return rel.startsWith('..') ? path : rel;
+  };
+  const lines = [
+    `target      ${result.target.pid} (ns pid ${result.target.nspid}) ${result.target.cmdline.join(' ').slice(0, 90)}`,
+    `recorded    ${result.recordedSeconds.toFixed(1)} s at ${result.event}, ${result.record.samples ?? '?'} samples` +
+      (result.record.end === 'duration'
+        ? ''
+        : result.record.end === 'stopped'
+          ? ' (stopped early)'
+          : ' (the target exited)'),
+  ];
+  const pp = result.postprocess;
+  if (pp) {
+    const { fold } = pp;
+    lines.push(
+      `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
+      `named       ${percent(fold.quality.fullyNamed, fold.quality.samples)} of samples have every frame named`,
+    );
+    const top = topFrames(fold.stacks, topCount);
+    if (top.length) {
+      lines.push('top frames (self)');
+      for (const t of top)
+        lines.push(
+          `  ${percent(t.self, fold.keptSamples).padStart(6)}  ${t.frame.length > 100 ? `${t.frame.slice(0, 99)}…` : t.frame}`,
+        );
+    }
+    lines.push(`flame graph ${where(layout.flamegraphSvg)}`, `tarball     ${where(layout.tarball)}`);
+  } else {
+    lines.push(
+      `raw data    ${where(layout.perfData)} (not post-processed: run \`profcpu postprocess --dir ${where('.')}\`)`,
+    );
+  }
+  const phases = Object.entries(result.phaseMs)
+    .map(([name, ms]) => `${name} ${(ms / 1000).toFixed(2)} s`)
+    .join(', ');
+  lines.push(`phases      ${phases}`);
+  lines.push(
+    `cpu         profcpu ${(result.cpuMs.profcpu / 1000).toFixed(2)} s` +
+      (result.cpuMs.perf === undefined ? '' : `, perf ${(result.cpuMs.perf / 1000).toFixed(2)} s`) +
+      ' while recording',
+  );
+  return lines;
+}

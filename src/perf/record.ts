@@ -1,0 +1,115 @@
+// `perf record` of one process: options in, a running Recording out, which ends when `stop()` is called (the
+// duration is over, Ctrl-C, SIGTERM) or when the target exits by itself; either way perf finalizes a valid
+// perf.data and `done` resolves with how it ended and the sample count perf reported. The caller owns the clock, so
+// it can take its last snapshot of the target just before stopping.
+import { isProfcpuError } from '../error.js';
+import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
+
+export interface RecordOptions {
+  /** The process to record, as perf sees it. */
+  pid: number;
+  /** perf.data path (perf's `-o`). */
+  output: string;
+  /** Sampling frequency in Hz (`-F`). Default 99: off the beat of 100 Hz timers, ~1% overhead per core. */
+  frequency?: number;
+  /** Event (`-e`). Default `cpu-clock`, a software event every machine has (VMs often lack hardware `cycles`). */
+  event?: string;
+}
+
+export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
+
+/** perf record's arguments: call graphs by frame pointer (-g), CLOCK_MONOTONIC (-k 1) as jitdump needs. */
+export function recordArgs(options: RecordOptions): string[] {
+  return [
+    'record',
+    '-F',
+    String(options.frequency ?? recordDefaults.frequency),
+    '-g',
+    '-k',
+    '1',
+    '-e',
+    options.event ?? recordDefaults.event,
+    '-p',
+    String(options.pid),
+    '-o',
+    options.output,
+  ];
+}
+
+export type RecordEnd = 'duration' | 'stopped' | 'target-exited';
+
+export interface RecordOutcome {
+  command: readonly string[];
+  end: RecordEnd;
+  /** Samples perf says it wrote, when it said so. */
+  samples?: number;
+  /** Size of the data written as perf reported it, in MB. */
+  megabytes?: number;
+  stderrTail: string;
+}
+
+export interface Recording {
+  readonly command: readonly string[];
+  /** perf's PID (to watch its CPU use). */
+  readonly pid: number | undefined;
+  /** Asks perf to finish now (SIGINT): it writes what it has and exits. The reason ends up in the outcome. */
+  stop(reason: Exclude<RecordEnd, 'target-exited'>): void;
+  /** True once perf has exited. */
+  readonly finished: boolean;
+  readonly done: Promise<RecordOutcome>;
+}
+
+/** Parses perf record's closing line: `[ perf record: Captured and wrote 0.024 MB perf.data (93 samples) ]`. */
+export function parseRecordSummary(stderr: string): { samples?: number; megabytes?: number } {
+  const match = /Captured and wrote ([\d.]+) MB .*?(?:\((\d+) samples\))? ]/.exec(stderr);
+  if (!match) return {};
+  // perf leaves the count out when it wrote no sample.
+  return { megabytes: Number(match[1]), samples: match[2] === undefined ? 0 : Number(match[2]) };
+}
+
+/** Starts perf record; see RecordOptions. perf's own errors reject `done` with a PerfError. */
+export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 'signal'> = {}): Recording {
+  const perf = startPerf(recordArgs(options), exec);
+  // perf record writes nothing useful to stdout; drain it so perf never blocks on a full pipe.
+  perf.stdout.resume();
+  let end: RecordEnd | undefined;
+  let finished = false;
+  const stop = (reason: RecordEnd) => {
+    if (finished || end !== undefined) return;
+    end = reason;
+    perf.kill('SIGINT');
+  };
+  const done = perf.done.then(
+    (exit): RecordOutcome => ({
+      command: perf.command,
+      end: end ?? 'target-exited',
+      ...parseRecordSummary(exit.stderrTail),
+      stderrTail: exit.stderrTail,
+    }),
+    (error: unknown): RecordOutcome => {
+      // perf exits 130 after the SIGINT we sent, having written a valid perf.data.
+      if (end !== undefined && isProfcpuError(error) && error instanceof PerfError && stoppedBySigint(error)) {
+        return { command: perf.command, end, ...parseRecordSummary(error.stderrTail), stderrTail: error.stderrTail };
+      }
+      throw error;
+    },
+  );
+  void done
+    .finally(() => {
+      finished = true;
+    })
+    .catch(() => {});
+  return {
+    command: perf.command,
+    pid: perf.pid,
+    stop,
+    get finished() {
+      return finished;
+    },
+    done,
+  };
+}
+
+function stoppedBySigint(error: PerfError): boolean {
+  return error.exitCode === 130 || error.signal === 'SIGINT';
+}

@@ -1,0 +1,151 @@
+// A PID in, what profcpu needs to know about that process out (TargetInfo): its PIDs in both namespaces, command
+// line, runtime (.NET detected by libcoreclr.so in its maps, Node by its executable), the .NET settings that decide
+// whether JIT frames can be named, and where its perf map and jitdump live, reached through /proc/PID/root so no
+// shared /tmp is needed. Throws NO_TARGET / TARGET_NOT_VISIBLE with a remedy.
+import { stat } from 'node:fs/promises';
+import { basename } from 'node:path';
+import {
+  ProcfsOptions,
+  parseEnviron,
+  parseNulList,
+  pathInTarget,
+  readProcText,
+  readStat,
+  readStatus,
+} from './procfs.js';
+import { parseProcMaps } from './proc-maps.js';
+import { ProfcpuError } from '../error.js';
+
+export type Runtime = 'dotnet' | 'node' | 'other';
+
+export interface DotnetInfo {
+  /** Runtime version from the libcoreclr.so path (`.../Microsoft.NETCore.App/10.0.0/libcoreclr.so`), if visible. */
+  version?: string;
+  /** Path of libcoreclr.so as the target sees it. */
+  coreclrPath: string;
+  /** `DOTNET_PerfMapEnabled` (or legacy `COMPlus_`), as set in the target's environment. */
+  perfMapEnabled?: string;
+  /** `DOTNET_EnableWriteXorExecute`; unset means W^X is on (the default since .NET 7). */
+  writeXorExecute: boolean;
+  /** `DOTNET_PerfMapJitDumpPath`, where the runtime writes its perf map and jitdump instead of /tmp. */
+  perfMapDir?: string;
+}
+
+export interface FileInTarget {
+  /** Path as the target sees it (`/tmp/perf-1.map`). */
+  path: string;
+  /** The same file reached from here through /proc/PID/root. */
+  hostPath: string;
+  present: boolean;
+  size?: number;
+  /** Modification time, ms since the epoch. */
+  mtimeMs?: number;
+  uid?: number;
+}
+
+export interface TargetInfo {
+  /** PID as this process (and so perf) sees it. */
+  pid: number;
+  /** PID inside the target's own PID namespace: perf maps are named after it. */
+  nspid: number;
+  comm: string;
+  cmdline: string[];
+  uid: number;
+  runtime: Runtime;
+  dotnet?: DotnetInfo;
+  /** Start time after boot, clock ticks (field 22 of /proc/PID/stat). */
+  startTicks: number;
+  perfMap: FileInTarget;
+  jitDump: FileInTarget;
+}
+
+const envValue = (env: Map<string, string>, name: string): string | undefined =>
+  env.get(`DOTNET_${name}`) ?? env.get(`COMPlus_${name}`);
+
+/** Finds libcoreclr.so among mapped files; returns the .NET facts, or undefined for other processes. */
+export function detectDotnet(mapsText: string, env: Map<string, string>): DotnetInfo | undefined {
+  const coreclr = parseProcMaps(mapsText).mappings.find((m) => basename(m.path) === 'libcoreclr.so');
+  if (!coreclr) return undefined;
+  const version = /\/Microsoft\.NETCore\.App\/([^/]+)\/libcoreclr\.so$/.exec(coreclr.path)?.[1];
+  const wxe = envValue(env, 'EnableWriteXorExecute');
+  const info: DotnetInfo = { coreclrPath: coreclr.path, writeXorExecute: wxe !== '0' };
+  if (version) info.version = version;
+  const perfMap = envValue(env, 'PerfMapEnabled');
+  if (perfMap !== undefined) info.perfMapEnabled = perfMap;
+  const dir = envValue(env, 'PerfMapJitDumpPath');
+  if (dir) info.perfMapDir = dir;
+  return info;
+}
+
+function detectRuntime(comm: string, cmdline: readonly string[], dotnet: DotnetInfo | undefined): Runtime {
+  if (dotnet) return 'dotnet';
+  if (comm === 'node' || basename(cmdline[0] ?? '') === 'node') return 'node';
+  return 'other';
+}
+
+async function describeFile(pid: number, path: string, options: ProcfsOptions): Promise<FileInTarget> {
+  const hostPath = pathInTarget(pid, path, options);
+  try {
+    const s = await stat(hostPath);
+    return { path, hostPath, present: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, uid: s.uid };
+  } catch {
+    return { path, hostPath, present: false };
+  }
+}
+
+/** Reads what profcpu needs about `pid`. */
+export async function inspectProcess(pid: number, options: ProcfsOptions = {}): Promise<TargetInfo> {
+  let status, stat, cmdlineText, environText, mapsText;
+  try {
+    [status, stat, cmdlineText] = await Promise.all([
+      readStatus(pid, options),
+      readStat(pid, options),
+      readProcText(pid, 'cmdline', options),
+    ]);
+    if (!status || !stat || cmdlineText === undefined) throw noSuchProcess(pid);
+    [environText, mapsText] = await Promise.all([
+      readProcText(pid, 'environ', options),
+      readProcText(pid, 'maps', options),
+    ]);
+  } catch (error) {
+    if (error instanceof ProfcpuError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM')
+      throw new ProfcpuError('TARGET_NOT_VISIBLE', `process ${pid} exists but its /proc entries cannot be read`, {
+        remedy:
+          'Run profcpu as root, or as the same user as the target, with CAP_SYS_PTRACE (a container needs --cap-add SYS_PTRACE or --privileged).',
+        cause: error,
+      });
+    throw error;
+  }
+  if (environText === undefined || mapsText === undefined) throw noSuchProcess(pid);
+  const env = parseEnviron(parseNulList(environText));
+  const dotnet = detectDotnet(mapsText, env);
+  const cmdline = parseNulList(cmdlineText);
+  const nspid = status.nspids.at(-1) ?? pid;
+  const dir = dotnet?.perfMapDir ?? '/tmp';
+  const [perfMap, jitDump] = await Promise.all([
+    describeFile(pid, `${dir}/perf-${nspid}.map`, options),
+    describeFile(pid, `${dir}/jit-${nspid}.dump`, options),
+  ]);
+  const info: TargetInfo = {
+    pid,
+    nspid,
+    comm: status.name,
+    cmdline,
+    uid: status.uid.effective,
+    runtime: detectRuntime(status.name, cmdline, dotnet),
+    startTicks: stat.startTicks,
+    perfMap,
+    jitDump,
+  };
+  if (dotnet) info.dotnet = dotnet;
+  return info;
+}
+
+export function noSuchProcess(pid: number): ProfcpuError {
+  return new ProfcpuError('NO_TARGET', `no process ${pid} is visible here`, {
+    remedy:
+      "Check the PID with `profcpu ps`. From a sidecar container, share the target's PID namespace (docker run --pid=container:NAME, or shareProcessNamespace in Kubernetes).",
+  });
+}
