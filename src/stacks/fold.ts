@@ -1,0 +1,401 @@
+// The fold stage: `perf script` text (bytes, in chunks of any size) to folded stacks. Pure and streaming: no files,
+// no processes; memory grows with the number of distinct frames and stacks, not with the input. Tolerant: lines it
+// cannot read are counted by kind (warned once each) and never throw.
+//
+// Per line the work is byte scanning: a frame line is looked up by the bytes of its `symbol (dso)` text in a cache
+// of frame ids, so naming rules (frame-name.ts) run once per distinct frame, and a sample is an array of ids until
+// its stack is first seen (stack-table.ts).
+import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
+import { nameFrameLine, type FrameNamingOptions, type FrameResolver } from './frame-name.js';
+import type { FoldedStacks } from './folded.js';
+import {
+  isSpace,
+  matchEvent,
+  matchFrameStart,
+  matchHeader,
+  splitDso,
+  trimEnd,
+  type EventFields,
+  type FrameFields,
+  type HeaderFields,
+} from './perf-script-line.js';
+import { FrameTable, StackTable, type NamingQuality } from './stack-table.js';
+
+export type { FrameResolver } from './frame-name.js';
+export type { NamingQuality } from './stack-table.js';
+
+export interface FoldOptions {
+  /**
+   * Reproduce stackcollapse-perf.pl (FlameGraph) exactly: its name tidying (cut at `(`, quotes dropped, Java `L`
+   * prefix), `[unknown]` becoming `[dso-basename]`, annotations only when asked and by its dso rules, a 2-byte
+   * minimum comm, weights by period. Default false: .NET-aware readable names, kinds annotated.
+   */
+  compat: boolean;
+  /** Root frame `comm-pid` (`comm-?` when perf printed no pid). Default false. */
+  includePid: boolean;
+  /** Root frame `comm-pid/tid`. Default false. */
+  includeTid: boolean;
+  /** Suffix kernel frames with `_[k]`. Default undefined: on, except with `compat` (its `--kernel`). */
+  annotateKernel: boolean | undefined;
+  /** Suffix JIT and ReadyToRun frames with `_[j]`. Default undefined: on, except with `compat` (its `--jit`). */
+  annotateJit: boolean | undefined;
+  /** Name unnamed frames with their address, `[libfoo.so <7f01…>]`. Default false. */
+  addrs: boolean;
+  /** Keep only samples of this event (`cpu-clock`); '' keeps the first event seen. Default ''. */
+  eventFilter: string;
+  /** 'samples': each sample counts 1; 'period': its period (ns for cpu-clock), 1 when absent. Default 'samples'. */
+  weight: 'samples' | 'period';
+  /** Managed frames: prefix the assembly, `System.Private.CoreLib!Type::Method`. Default false. */
+  keepModule: boolean;
+  /** Managed and native frames: keep the argument list. Default false. */
+  keepArguments: boolean;
+  /** Managed frames: keep the tier suffix, `[OptimizedTier1]`. Default false. */
+  keepTier: boolean;
+}
+
+export const defaultFoldOptions: Readonly<FoldOptions> = Object.freeze({
+  compat: false,
+  includePid: false,
+  includeTid: false,
+  annotateKernel: undefined,
+  annotateJit: undefined,
+  addrs: false,
+  eventFilter: '',
+  weight: 'samples',
+  keepModule: false,
+  keepArguments: false,
+  keepTier: false,
+});
+
+export interface FoldResult {
+  stacks: FoldedStacks;
+  /** Sample headers read. */
+  samples: number;
+  /** Samples folded into `stacks` (not filtered out, not cut short). */
+  keptSamples: number;
+  /** Sum of the kept samples' weights. */
+  weight: number;
+  /** Event names seen, in order of first appearance. */
+  events: string[];
+  /** What was skipped, by kind. */
+  skipped: Record<string, number>;
+  quality: NamingQuality;
+}
+
+/** Lines longer than this are dropped rather than buffered (binary garbage must not grow memory). */
+const MAX_LINE = 1 << 20;
+const HASH = 35;
+const UNKNOWN_SYM = Buffer.from('[unknown]');
+const NO_FRAMES = new Int32Array(0);
+/** Cached for lines that are not frames, so that they are counted each time they appear. */
+const NOT_A_FRAME = new Int32Array(0);
+
+const enum State {
+  Between,
+  InSample,
+  Filtered,
+}
+
+interface Root {
+  id: number;
+  pid: number | undefined;
+  java: boolean;
+  /** stackcollapse-perf.pl drops samples whose root is `0` (Perl false). */
+  falsy: boolean;
+}
+
+/** Streaming folder: write() chunks as they come, end() once for the result. Never throws on bad input. */
+export class StackFolder {
+  private readonly options: FoldOptions;
+  private readonly naming: FrameNamingOptions;
+  private readonly skips: SkipCounter;
+  private readonly frames = new FrameTable();
+  private readonly stacks = new StackTable();
+  private readonly lineCache = new Map<string, Int32Array>();
+  private readonly javaLineCache = new Map<string, Int32Array>();
+  private readonly roots = new Map<string, Root>();
+  private readonly events: string[] = [];
+  private readonly header: HeaderFields = { commEnd: 0, firstStart: 0, firstEnd: 0, secondStart: -1, secondEnd: 0 };
+  private readonly event: EventFields = { eventStart: -1, eventEnd: 0, periodStart: -1, periodEnd: 0 };
+  private readonly frame: FrameFields = { ipStart: 0, ipEnd: 0, symStart: 0 };
+  private eventFilter: string;
+  private carry: Buffer | undefined;
+  private discarding = false;
+  private state = State.Between;
+  private root: Root | undefined;
+  private leafFirst = new Int32Array(256);
+  private depth = 0;
+  private sampleWeight = 1;
+  private parsed = 0;
+  private kept = 0;
+  private totalWeight = 0;
+  private ended = false;
+
+  constructor(
+    options: Partial<FoldOptions> = {},
+    warn: Warn = ignoreWarnings,
+    private readonly resolver?: FrameResolver,
+  ) {
+    this.options = { ...defaultFoldOptions, ...options };
+    const { compat } = this.options;
+    this.naming = {
+      compat,
+      annotateKernel: this.options.annotateKernel ?? !compat,
+      annotateJit: this.options.annotateJit ?? !compat,
+      addrs: this.options.addrs,
+      keepNativeArguments: this.options.keepArguments,
+      managed: {
+        keepModule: this.options.keepModule,
+        keepArguments: this.options.keepArguments,
+        keepTier: this.options.keepTier,
+      },
+    };
+    this.eventFilter = this.options.eventFilter;
+    this.skips = new SkipCounter(warn);
+  }
+
+  write(chunk: Uint8Array): void {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let start = 0;
+    if (this.carry !== undefined || this.discarding) {
+      const nl = buf.indexOf(10);
+      if (nl < 0) {
+        this.hold(buf);
+        return;
+      }
+      this.hold(buf.subarray(0, nl));
+      const line = this.carry;
+      this.carry = undefined;
+      if (this.discarding) this.discarding = false;
+      else if (line !== undefined) this.line(line, 0, line.length);
+      start = nl + 1;
+    }
+    for (;;) {
+      const nl = buf.indexOf(10, start);
+      if (nl < 0) break;
+      this.line(buf, start, nl);
+      start = nl + 1;
+    }
+    if (start < buf.length) this.hold(buf.subarray(start));
+  }
+
+  end(): FoldResult {
+    if (!this.ended) {
+      this.ended = true;
+      const line = this.carry;
+      this.carry = undefined;
+      if (line !== undefined && !this.discarding) this.line(line, 0, line.length);
+      if (this.state === State.InSample) {
+        this.skips.add(
+          'truncated-sample',
+          'the input ends inside a sample (no blank line after its last frame): dropped it, as it may lack frames',
+        );
+      }
+      this.state = State.Between;
+    }
+    return {
+      stacks: this.stacks.folded(this.frames),
+      samples: this.parsed,
+      keptSamples: this.kept,
+      weight: this.totalWeight,
+      events: [...this.events],
+      skipped: this.skips.toJSON(),
+      quality: this.stacks.quality(this.frames),
+    };
+  }
+
+  /** Keeps a partial line for the next chunk, copying it (the caller may reuse its buffer). */
+  private hold(part: Buffer): void {
+    if (this.discarding) return;
+    const length = (this.carry?.length ?? 0) + part.length;
+    if (length > MAX_LINE) {
+      this.carry = undefined;
+      this.discarding = true;
+      this.skips.add('overlong-line', `skipped a line longer than ${MAX_LINE} bytes (not perf script text?)`);
+      return;
+    }
+    this.carry = this.carry === undefined ? Buffer.from(part) : Buffer.concat([this.carry, part], length);
+  }
+
+  private line(buf: Buffer, start: number, end: number): void {
+    if (end > start && buf[end - 1] === 13) end--;
+    if (start === end) {
+      this.endSample();
+      return;
+    }
+    const first = buf[start]!;
+    if (first === HASH) return;
+    const { compat } = this.options;
+    if (isSpace(first)) {
+      if (trimEnd(buf, start, end) === start) {
+        if (compat) this.unrecognized(buf, start, end);
+        else this.endSample();
+      } else this.frameLine(buf, start, end);
+    } else if (matchHeader(buf, start, end, compat ? 2 : 1, this.header)) {
+      this.headerLine(buf, start, end);
+    } else if (compat) {
+      // stackcollapse-perf.pl tries its frame rule on every line that is not a header.
+      this.frameLine(buf, start, end);
+    } else this.unrecognized(buf, start, end);
+  }
+
+  private headerLine(buf: Buffer, start: number, end: number): void {
+    const { compat } = this.options;
+    this.parsed++;
+    if (!compat && this.state === State.InSample) {
+      this.skips.add(
+        'unterminated-sample',
+        'a sample header followed frames without a blank line: dropped that sample',
+      );
+      this.depth = 0;
+    }
+    matchEvent(buf, start, end, this.event);
+    let period = -1;
+    if (this.event.eventStart >= 0) {
+      const name = buf.toString('utf8', this.event.eventStart, this.event.eventEnd);
+      if (this.eventFilter === '') this.eventFilter = name;
+      if (!this.events.includes(name)) this.events.push(name);
+      if (name !== this.eventFilter) {
+        this.skips.add(
+          'other-event',
+          `keeping only samples of event '${this.eventFilter}'; samples of '${name}' and other events are skipped`,
+        );
+        // stackcollapse-perf.pl leaves a sample in progress untouched here.
+        if (!compat || this.state !== State.InSample) {
+          this.state = State.Filtered;
+          this.depth = 0;
+        }
+        return;
+      }
+      if (this.event.periodStart >= 0) period = parseDigits(buf, this.event.periodStart, this.event.periodEnd);
+    }
+    const root = this.rootOf(buf, start);
+    this.root = root;
+    this.sampleWeight = (compat || this.options.weight === 'period') && period > 0 ? period : 1;
+    this.state = root.falsy ? State.Filtered : State.InSample;
+  }
+
+  private rootOf(buf: Buffer, start: number): Root {
+    const h = this.header;
+    const key = buf.toString('latin1', start, h.secondStart >= 0 ? h.secondEnd : h.firstEnd);
+    let root = this.roots.get(key);
+    if (root !== undefined) return root;
+    const comm = buf.toString('utf8', start, h.commEnd);
+    const first = buf.toString('latin1', h.firstStart, h.firstEnd);
+    const second = h.secondStart >= 0 ? buf.toString('latin1', h.secondStart, h.secondEnd) : '';
+    // With one number perf printed the tid; Perl also reads a tid of "0" as missing.
+    const [pid, tid] = second !== '' && second !== '0' ? [first, second] : ['?', first];
+    let name = comm;
+    if (this.options.includeTid) name = `${comm}-${pid}/${tid}`;
+    else if (this.options.includePid) name = `${comm}-${pid}`;
+    name = name.replaceAll(' ', '_');
+    root = {
+      id: this.frames.intern(name, undefined, false),
+      pid: pid === '?' ? undefined : Number(pid),
+      java: name.startsWith('java'),
+      falsy: this.options.compat && name === '0',
+    };
+    this.roots.set(key, root);
+    return root;
+  }
+
+  private frameLine(buf: Buffer, start: number, end: number): void {
+    if (this.state !== State.InSample) {
+      if (this.state === State.Between) this.skips.add('frame-outside-sample', 'skipped frame lines outside a sample');
+      return;
+    }
+    const f = this.frame;
+    if (!matchFrameStart(buf, start, end, f)) {
+      this.unrecognized(buf, start, end);
+      return;
+    }
+    const root = this.root!;
+    const textEnd = trimEnd(buf, f.symStart, end);
+    const unnamed = isUnknownSymbol(buf, f.symStart, textEnd);
+    // An unnamed frame's name (and the resolver's answer) depends on its address, and its process.
+    const keyStart = unnamed ? f.ipStart : f.symStart;
+    let key = buf.toString('latin1', keyStart, textEnd);
+    if (unnamed && this.resolver) key = `${root.pid ?? '?'} ${key}`;
+    const cache = root.java && this.options.compat ? this.javaLineCache : this.lineCache;
+    let ids = cache.get(key);
+    if (ids === undefined) {
+      ids = this.internLine(buf, f, textEnd, root);
+      cache.set(key, ids);
+    }
+    if (ids === NOT_A_FRAME) {
+      this.unrecognized(buf, start, end);
+      return;
+    }
+    if (this.depth + ids.length > this.leafFirst.length) {
+      const grown = new Int32Array(Math.max(this.leafFirst.length * 2, this.depth + ids.length));
+      grown.set(this.leafFirst);
+      this.leafFirst = grown;
+    }
+    for (let i = 0; i < ids.length; i++) this.leafFirst[this.depth++] = ids[i]!;
+  }
+
+  private internLine(buf: Buffer, f: FrameFields, textEnd: number, root: Root): Int32Array {
+    const { compat } = this.options;
+    const split = splitDso(buf, f.symStart, textEnd, compat);
+    if (split === undefined && compat) return NOT_A_FRAME;
+    const named = nameFrameLine(
+      {
+        ip: buf.toString('latin1', f.ipStart, f.ipEnd),
+        sym: buf.toString('utf8', f.symStart, split ? split[0] : textEnd),
+        dso: split ? buf.toString('utf8', split[1], split[2]) : undefined,
+        pid: root.pid,
+        javaComm: root.java,
+      },
+      this.naming,
+      this.resolver,
+    );
+    if (named.length === 0) return NO_FRAMES;
+    // Leaf first: in `outer->inlined` the inlined frame is nearer the leaf.
+    const ids = new Int32Array(named.length);
+    for (let i = 0; i < named.length; i++) {
+      const frame = named[named.length - 1 - i]!;
+      ids[i] = this.frames.intern(frame.name, frame.kind, frame.coreclr);
+    }
+    return ids;
+  }
+
+  private endSample(): void {
+    if (this.state === State.InSample) {
+      this.stacks.add(this.root!.id, this.leafFirst, this.depth, this.sampleWeight);
+      this.kept++;
+      this.totalWeight += this.sampleWeight;
+    }
+    this.state = State.Between;
+    this.depth = 0;
+  }
+
+  private unrecognized(buf: Buffer, start: number, end: number): void {
+    const text = buf.toString('utf8', start, Math.min(end, start + 80)).replace(/[\x00-\x1f\x7f]/g, '?');
+    this.skips.add('unrecognized-line', `skipped lines that are neither sample headers nor frames, e.g. '${text}'`);
+  }
+}
+
+/** Folds a whole stream (e.g. `perf script` stdout or a file's read stream). */
+export async function foldStream(
+  source: AsyncIterable<Uint8Array>,
+  options?: Partial<FoldOptions>,
+  warn?: Warn,
+  resolver?: FrameResolver,
+): Promise<FoldResult> {
+  const folder = new StackFolder(options, warn, resolver);
+  for await (const chunk of source) folder.write(chunk);
+  return folder.end();
+}
+
+function parseDigits(buf: Buffer, start: number, end: number): number {
+  let n = 0;
+  for (let i = start; i < end; i++) n = n * 10 + (buf[i]! - 48);
+  return n;
+}
+
+function isUnknownSymbol(buf: Buffer, start: number, end: number): boolean {
+  if (end - start < UNKNOWN_SYM.length) return false;
+  for (let i = 0; i < UNKNOWN_SYM.length; i++) if (buf[start + i] !== UNKNOWN_SYM[i]) return false;
+  const next = start + UNKNOWN_SYM.length;
+  return next === end || buf[next] === 32 || buf[next] === 43;
+}

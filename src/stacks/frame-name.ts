@@ -1,0 +1,177 @@
+// One `perf script` frame to the folded frame(s) it stands for: takes the address, symbol text and dso of a frame
+// line, gives names and kinds. Runs once per distinct frame line (the folder caches the result), so it may work on
+// strings. Two rule sets: `compat` reproduces stackcollapse-perf.pl's tidying exactly; the default one is
+// .NET-aware (readable managed names, frames perf left unnamed offered to a resolver, kinds always annotated).
+import type { FrameKind } from './frame-kind.js';
+import { formatManagedName, type ManagedNameOptions } from './managed-name.js';
+
+/** Names frames perf left unnamed (symbol `[unknown]`); see FoldOptions and src/symbols/. */
+export interface FrameResolver {
+  resolve(frame: { pid: number | undefined; ip: bigint; dso: string }): { name: string; kind: FrameKind } | undefined;
+}
+
+export interface FrameNamingOptions {
+  compat: boolean;
+  annotateKernel: boolean;
+  annotateJit: boolean;
+  addrs: boolean;
+  keepNativeArguments: boolean;
+  managed: ManagedNameOptions;
+}
+
+export interface FrameLine {
+  /** The address as printed, without `0x`. */
+  ip: string;
+  /** The symbol text, offset included (`main+0x1a`). */
+  sym: string;
+  /** The text in parentheses, or undefined when the line has none (`perf script -F ip,sym`). */
+  dso: string | undefined;
+  pid: number | undefined;
+  /** The sample's root frame starts with `java` (stackcollapse-perf.pl then drops the `L` of Java class names). */
+  javaComm: boolean;
+}
+
+export interface NamedFrame {
+  name: string;
+  kind: FrameKind;
+  /** Unnamed code inside libcoreclr.so (the runtime itself: its debug file is usually missing). */
+  coreclr: boolean;
+}
+
+const offsetSuffix = /\+0x[\da-f]+$/;
+const goMethod = /\.\(.*\)\./;
+const argumentsAfterParen = /\((?!anonymous namespace\)).*/;
+const quotes = /["']/g;
+const hexAddress = /^[0-9a-fA-F]+$/;
+const perfMapDso = /(^|\/)perf-\d+\.map$/;
+const jittedDso = /(^|\/)jitted-\d+-\d+\.so$/;
+
+/** The frames one line stands for, leaf first (`outer->inlined` gives the inlined one second). */
+export function nameFrameLine(
+  line: FrameLine,
+  options: FrameNamingOptions,
+  resolver: FrameResolver | undefined,
+): NamedFrame[] {
+  const sym = line.sym.replace(offsetSuffix, '');
+  if (sym.startsWith('(')) return [];
+  const pieces = sym.split('->');
+  while (pieces.length > 0 && pieces[pieces.length - 1] === '') pieces.pop();
+  const out: NamedFrame[] = [];
+  for (let i = 0; i < pieces.length; i++) {
+    const frame = options.compat
+      ? compatFrame(pieces[i]!, line, options)
+      : readableFrame(pieces[i]!, line, options, resolver);
+    if (i > 0) {
+      if (!frame.name.includes('_[i]')) frame.name += '_[i]';
+    } else if (options.annotateKernel && (options.compat ? compatKernelDso(line.dso) : frame.kind === 'kernel')) {
+      frame.name += '_[k]';
+    } else if (options.annotateJit && (options.compat ? compatJitDso(line.dso) : isManaged(frame.kind))) {
+      if (!frame.name.includes('_[j]')) frame.name += '_[j]';
+    }
+    out.push(frame);
+  }
+  return out;
+}
+
+function compatFrame(piece: string, line: FrameLine, options: FrameNamingOptions): NamedFrame {
+  let name = piece;
+  const dso = line.dso ?? '';
+  if (name === '[unknown]') {
+    const base = dso === '[unknown]' ? 'unknown' : dso.replace(/.*\//, '');
+    name = options.addrs ? `[${base} <${line.ip}>]` : `[${base}]`;
+  }
+  name = name.replaceAll(';', ':');
+  if (!goMethod.test(name)) name = name.replace(argumentsAfterParen, '');
+  name = name.replace(quotes, '');
+  if (line.javaComm && name.includes('/')) name = name.replace(/^L/, '');
+  return { name, kind: classify(piece, line), coreclr: isCoreclr(piece, line) };
+}
+
+function readableFrame(
+  piece: string,
+  line: FrameLine,
+  options: FrameNamingOptions,
+  resolver: FrameResolver | undefined,
+): NamedFrame {
+  let kind = classify(piece, line);
+  let name = piece;
+  if (isUnnamed(piece)) {
+    const resolved = resolver && kind !== 'kernel' ? resolve(resolver, line) : undefined;
+    if (resolved) {
+      name = resolved.name;
+      kind = resolved.kind;
+    } else {
+      const base = line.dso === undefined || line.dso === '[unknown]' ? 'unknown' : basename(line.dso);
+      name = options.addrs ? `[${base} <${line.ip}>]` : `[${base}]`;
+    }
+  }
+  if (isManaged(kind)) name = formatManagedName(name, options.managed);
+  else if (kind === 'native' && !options.keepNativeArguments && !goMethod.test(name)) {
+    name = name.replace(argumentsAfterParen, '');
+  }
+  return { name: name.replaceAll(';', ':'), kind, coreclr: kind !== 'kernel' && isCoreclr(piece, line) };
+}
+
+function resolve(resolver: FrameResolver, line: FrameLine): { name: string; kind: FrameKind } | undefined {
+  if (!hexAddress.test(line.ip)) return undefined;
+  return resolver.resolve({ pid: line.pid, ip: BigInt(`0x${line.ip}`), dso: line.dso ?? '[unknown]' });
+}
+
+/**
+ * kernel: a `[kernel.*]` or `vmlinux` dso, or an address in the upper (kernel) half. `[vdso]` is user-mode code the
+ * kernel maps into each process: native. jit: a perf map (`perf-N.map`), `[JIT] tid N` or an injected
+ * `jitted-N-M.so`. Unnamed frames: native-unnamed inside a file, unknown in anonymous or JIT memory (no file to
+ * read symbols from) or without a dso.
+ */
+export function classify(piece: string, line: FrameLine): FrameKind {
+  const dso = line.dso;
+  if (dso !== undefined && (dso.startsWith('[kernel.') || dso.endsWith('vmlinux'))) return 'kernel';
+  if (isKernelAddress(line.ip) && (dso === undefined || dso.startsWith('['))) return 'kernel';
+  if (isUnnamed(piece)) {
+    if (dso === undefined || dso === '[unknown]' || isJitDso(dso) || isAnonymous(dso)) return 'unknown';
+    return 'native-unnamed';
+  }
+  if (dso !== undefined && isJitDso(dso)) return 'jit';
+  return 'native';
+}
+
+function isManaged(kind: FrameKind): boolean {
+  return kind === 'jit' || kind === 'readytorun';
+}
+
+function isUnnamed(piece: string): boolean {
+  return piece === '[unknown]';
+}
+
+/** x86-64 and arm64 kernels live at 0xffff8000_00000000 and above: 16 hex digits starting with `ffff`. */
+function isKernelAddress(ip: string): boolean {
+  return ip.length === 16 && /^ffff[89a-f]/i.test(ip);
+}
+
+function isJitDso(dso: string): boolean {
+  return perfMapDso.test(dso) || dso.startsWith('[JIT] tid') || jittedDso.test(dso);
+}
+
+function isAnonymous(dso: string): boolean {
+  return dso.startsWith('/memfd:') || dso.startsWith('[anon') || dso.startsWith('//anon') || dso === '[heap]';
+}
+
+function isCoreclr(piece: string, line: FrameLine): boolean {
+  return isUnnamed(piece) && line.dso !== undefined && basename(line.dso) === 'libcoreclr.so';
+}
+
+/** The file name of a dso path, without the ` (deleted)` perf appends for unlinked files. */
+function basename(dso: string): string {
+  const path = dso.endsWith(' (deleted)') ? dso.slice(0, -' (deleted)'.length) : dso;
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+/** stackcollapse-perf.pl's `$mod =~ m/(^\[|vmlinux$)/ && $mod !~ /unknown/`. */
+function compatKernelDso(dso: string | undefined): boolean {
+  return dso !== undefined && (dso.startsWith('[') || dso.endsWith('vmlinux')) && !dso.includes('unknown');
+}
+
+/** stackcollapse-perf.pl's `$mod =~ m:/tmp/perf-\d+\.map:`. */
+function compatJitDso(dso: string | undefined): boolean {
+  return dso !== undefined && /\/tmp\/perf-\d+\.map/.test(dso);
+}

@@ -1,0 +1,126 @@
+// The folder's memory: interned frames and the distinct stacks built from them. Takes stacks as arrays of frame
+// ids (one sample at a time), gives folded stacks and the naming-quality figures. Memory grows with the number of
+// distinct frames and stacks, never with the number of samples: a stack is joined into a string only once, at
+// the end.
+import { addStack, type FoldedStacks } from './folded.js';
+import { frameKinds, isNamed, type FrameKind } from './frame-kind.js';
+
+export interface NamingQuality {
+  /** Samples kept. */
+  samples: number;
+  /** Samples with no frame of kind native-unnamed or unknown. */
+  fullyNamed: number;
+  /** Same, ignoring unnamed frames inside libcoreclr.so (the runtime, whose debug file is often missing). */
+  fullyNamedExceptCoreclr: number;
+  /** Frames of each kind, over all kept samples (a frame in 3 samples counts 3). */
+  framesByKind: Record<FrameKind, number>;
+  /** Samples by the kind of their leaf frame (unknown for a sample without frames). */
+  samplesByLeafKind: Record<FrameKind, number>;
+}
+
+/** Frames by id: their folded name, and kind (undefined for root frames, the process names). */
+export class FrameTable {
+  readonly names: string[] = [];
+  readonly kinds: (FrameKind | undefined)[] = [];
+  readonly coreclr: boolean[] = [];
+  private readonly ids = new Map<string, number>();
+
+  intern(name: string, kind: FrameKind | undefined, coreclr: boolean): number {
+    const key = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${name}`;
+    let id = this.ids.get(key);
+    if (id === undefined) {
+      id = this.names.length;
+      this.names.push(name);
+      this.kinds.push(kind);
+      this.coreclr.push(coreclr);
+      this.ids.set(key, id);
+    }
+    return id;
+  }
+}
+
+interface StackEntry {
+  /** Root first. */
+  ids: Int32Array;
+  weight: number;
+  samples: number;
+  next: StackEntry | undefined;
+}
+
+/** Distinct stacks, found by a hash of their frame ids. */
+export class StackTable {
+  private readonly buckets = new Map<number, StackEntry>();
+  private readonly entries: StackEntry[] = [];
+
+  /** Adds one sample: `root`, then `leafFirst[n-1]` (outermost) down to `leafFirst[0]` (leaf). */
+  add(root: number, leafFirst: Int32Array, n: number, weight: number): void {
+    let h = Math.imul(0x811c9dc5 ^ root, 16777619) ^ n;
+    for (let i = n - 1; i >= 0; i--) h = Math.imul(h ^ leafFirst[i]!, 16777619);
+    let entry = this.buckets.get(h);
+    const head = entry;
+    while (entry !== undefined && !sameStack(entry.ids, root, leafFirst, n)) entry = entry.next;
+    if (entry === undefined) {
+      const ids = new Int32Array(n + 1);
+      ids[0] = root;
+      for (let i = 0; i < n; i++) ids[i + 1] = leafFirst[n - 1 - i]!;
+      entry = { ids, weight: 0, samples: 0, next: head };
+      this.buckets.set(h, entry);
+      this.entries.push(entry);
+    }
+    entry.weight += weight;
+    entry.samples++;
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  /** The folded stacks (stacks that join to the same text are summed). */
+  folded(frames: FrameTable): FoldedStacks {
+    const stacks: FoldedStacks = new Map();
+    for (const entry of this.entries) {
+      let text = frames.names[entry.ids[0]!]!;
+      for (let i = 1; i < entry.ids.length; i++) text += `;${frames.names[entry.ids[i]!]!}`;
+      addStack(stacks, text, entry.weight);
+    }
+    return stacks;
+  }
+
+  quality(frames: FrameTable): NamingQuality {
+    const quality: NamingQuality = {
+      samples: 0,
+      fullyNamed: 0,
+      fullyNamedExceptCoreclr: 0,
+      framesByKind: zeroByKind(),
+      samplesByLeafKind: zeroByKind(),
+    };
+    for (const { ids, samples } of this.entries) {
+      let named = true;
+      let namedExceptCoreclr = true;
+      for (let i = 1; i < ids.length; i++) {
+        const kind = frames.kinds[ids[i]!] ?? 'unknown';
+        quality.framesByKind[kind] += samples;
+        if (!isNamed(kind)) {
+          named = false;
+          if (!frames.coreclr[ids[i]!]) namedExceptCoreclr = false;
+        }
+      }
+      const leaf = ids.length > 1 ? (frames.kinds[ids[ids.length - 1]!] ?? 'unknown') : 'unknown';
+      quality.samplesByLeafKind[leaf] += samples;
+      quality.samples += samples;
+      if (named) quality.fullyNamed += samples;
+      if (namedExceptCoreclr) quality.fullyNamedExceptCoreclr += samples;
+    }
+    return quality;
+  }
+}
+
+function sameStack(ids: Int32Array, root: number, leafFirst: Int32Array, n: number): boolean {
+  if (ids.length !== n + 1 || ids[0] !== root) return false;
+  for (let i = 0; i < n; i++) if (ids[i + 1] !== leafFirst[n - 1 - i]) return false;
+  return true;
+}
+
+function zeroByKind(): Record<FrameKind, number> {
+  return Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
+}
