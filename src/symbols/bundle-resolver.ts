@@ -1,0 +1,147 @@
+// An output folder in, the .NET frame resolver for its target out: reads the snapshots collect took
+// (`target/perf-<nspid>.map`, `target/jit-<nspid>.dump`, `target/maps`, `target/target.json`, see
+// src/bundle/layout.ts) and says what it found. This is the FrameResolverFactory postprocess takes.
+// Missing or damaged files are warnings, not errors: perf script still names what it can without them.
+
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { isProfcpuError } from '../error.js';
+import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
+import { parseJitDump } from './jitdump.js';
+import { parsePerfMap, type CodeSymbol } from './perfmap.js';
+import { createDotnetResolver, hasReadyToRunTag, type DotnetResolver } from './resolver.js';
+
+/** What was read from the folder, for the naming report and the benchmark. */
+export interface NamingSources {
+  /** Relative path of the perf map used, entries read, lines skipped, whether its last line was cut. */
+  perfMap?: { file: string; symbols: number; skipped: number; truncated: boolean };
+  /** Same for the jitdump; `readyToRun` counts entries tagged [PreJIT] or [PreJit-cold]. */
+  jitDump?: { file: string; symbols: number; readyToRun: number; skipped: number; truncated: boolean };
+  /** Mappings read from target/maps. */
+  procMaps?: { file: string; mappings: number; skipped: number };
+  /** The target's pids from target.json (host pid, namespace pid). */
+  pids: number[];
+}
+
+export interface LoadedResolver {
+  resolver: DotnetResolver;
+  sources: NamingSources;
+}
+
+/**
+ * Reads the folder's snapshots. Returns undefined (after a warning) when there is neither a perf map nor a jitdump.
+ * `extraMappings` (perf's mmap events, say) are added to those of target/maps.
+ */
+export async function loadBundleResolver(
+  dir: string,
+  warn: Warn = ignoreWarnings,
+  extraMappings: readonly ProcMapping[] = [],
+): Promise<LoadedResolver | undefined> {
+  const ids = await readTargetIds(dir);
+  const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
+  const pick = (fileOf: (nspid: number) => string, pattern: RegExp): string | undefined => {
+    if (ids?.nspid !== undefined) {
+      const file = fileOf(ids.nspid);
+      if (names.includes(file.slice(layout.targetDir.length + 1))) return file;
+    }
+    // Without target.json, the one snapshot there is (the folder holds a single target).
+    const found = names.filter((n) => pattern.test(n)).sort();
+    return found.length === 1 ? `${layout.targetDir}/${found[0]!}` : undefined;
+  };
+
+  const sources: NamingSources = { pids: ids ? [...new Set([ids.pid, ids.nspid])] : [] };
+  const symbols: CodeSymbol[] = [];
+
+  const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
+  if (perfMapFile) {
+    const text = await readFile(join(dir, perfMapFile), 'utf8').catch((error: unknown) => {
+      warn(`could not read ${perfMapFile} (${describe(error)}): JIT frames are named from the jitdump only`);
+      return undefined;
+    });
+    if (text !== undefined) {
+      const parsed = parsePerfMap(text);
+      symbols.push(...parsed.symbols);
+      sources.perfMap = { file: perfMapFile, symbols: parsed.symbols.length, ...pickCounts(parsed) };
+      if (parsed.skipped > 0)
+        warn(`${perfMapFile}: ${parsed.skipped} lines were not perf-map entries and were skipped`);
+    }
+  }
+
+  const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
+  if (jitDumpFile) {
+    try {
+      const parsed = parseJitDump(await readFile(join(dir, jitDumpFile)), jitDumpFile);
+      // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
+      // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
+      // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks is added.
+      const inPerfMap = new Set(symbols.map(symbolKey));
+      symbols.push(...parsed.symbols.filter((s) => !inPerfMap.has(symbolKey(s))));
+      sources.jitDump = {
+        file: jitDumpFile,
+        symbols: parsed.symbols.length,
+        readyToRun: parsed.symbols.filter((s) => hasReadyToRunTag(s.name)).length,
+        ...pickCounts(parsed),
+      };
+      if (parsed.skipped > 0) warn(`${jitDumpFile}: ${parsed.skipped} records could not be read and were skipped`);
+    } catch (error) {
+      warn(
+        `could not use ${jitDumpFile} (${isProfcpuError(error) ? error.message : describe(error)}): ` +
+          'ReadyToRun frames stay unnamed',
+      );
+    }
+  }
+
+  if (!sources.perfMap && !sources.jitDump) {
+    warn(
+      `no perf map or jitdump in ${join(dir, layout.targetDir)}: .NET frames are left to perf, which cannot name ` +
+        'JIT code under W^X nor any ReadyToRun code',
+    );
+    return undefined;
+  }
+
+  const mappings: ProcMapping[] = [];
+  const mapsText = await readFile(join(dir, layout.procMaps), 'utf8').catch(() => undefined);
+  if (mapsText === undefined) {
+    warn(
+      `no ${layout.procMaps} snapshot: frames in memfd:doublemapper and .dll mappings cannot be placed, only ` +
+        'anonymous JIT code is named',
+    );
+  } else {
+    const parsed = parseProcMaps(mapsText);
+    mappings.push(...parsed.mappings);
+    sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
+  }
+  mappings.push(...extraMappings);
+
+  return { resolver: createDotnetResolver({ symbols, mappings, pids: sources.pids }), sources };
+}
+
+/** `{ pid, nspid }` from target.json, or undefined when it is missing or unusable. */
+async function readTargetIds(dir: string): Promise<{ pid: number; nspid: number } | undefined> {
+  try {
+    const info = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as Record<string, unknown>;
+    const { pid, nspid } = info ?? {};
+    if (!isPid(pid)) return undefined;
+    return { pid, nspid: isPid(nspid) ? nspid : pid };
+  } catch {
+    return undefined;
+  }
+}
+
+function symbolKey(s: CodeSymbol): string {
+  return `${s.start.toString(16)} ${s.size.toString(16)} ${s.name}`;
+}
+
+function isPid(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0;
+}
+
+function pickCounts(parsed: { skipped: number; truncated: boolean }): { skipped: number; truncated: boolean } {
+  return { skipped: parsed.skipped, truncated: parsed.truncated };
+}
+
+function describe(error: unknown): string {
+  return (error as NodeJS.ErrnoException).code ?? String(error);
+}

@@ -1,0 +1,157 @@
+// Frames perf left unnamed in (pid, address as `perf script` printed it, the mapping's name), .NET method names out.
+//
+// What perf 6.1 prints for a frame it cannot name depends on the mapping (checked on .NET 10, see the tests):
+// - JIT code with W^X on (the default) runs from `/memfd:doublemapper (deleted)`: perf prints the address relative to
+//   the mapping, as an offset into the memfd (address - start + file offset); the same offsets are mapped twice (one
+//   executable view, one writable), so only executable mappings translate it back.
+// - ReadyToRun code runs from the `.dll` file mapping: same relative form, offset into the file.
+// - JIT code with W^X off is anonymous memory: perf prints the absolute address and names the mapping after the perf
+//   map it looked in (`/tmp/perf-<pid>.map`), or `//anon`; addresses in no mapping print as `[unknown]`, absolute.
+// The absolute address is then looked up in the target's perf map and jitdump (the jitdump alone names ReadyToRun
+// methods). The mappings come from the /proc/PID/maps snapshot collect took (and perf's mmap events, if given).
+
+import type { FrameKind } from '../stacks/frame-kind.js';
+import { isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
+import { CodeMap } from './code-map.js';
+import type { CodeSymbol } from './perfmap.js';
+
+/** A frame perf printed without a name. */
+export interface UnnamedFrame {
+  /** The sample's pid as perf script printed it, if it printed one. */
+  pid: number | undefined;
+  /** The address exactly as perf script printed it. */
+  ip: bigint;
+  /** The mapping's name as perf script printed it between parentheses. */
+  dso: string;
+}
+
+export interface ResolvedFrame {
+  /** The raw .NET name, as the runtime logged it (`instance void [Mod] Ns.Type::Method(...)[OptimizedTier1]`). */
+  name: string;
+  kind: FrameKind;
+}
+
+/** What the fold stage asks about frames perf left unnamed. */
+export interface FrameResolver {
+  resolve(frame: UnnamedFrame): ResolvedFrame | undefined;
+}
+
+export interface DotnetResolverInput {
+  /** Named code, oldest first (the perf map's entries, then the jitdump's): on overlap the later entry wins. */
+  symbols: readonly CodeSymbol[];
+  /** The target's mappings, from a /proc/PID/maps snapshot and/or perf's mmap events; duplicates are harmless. */
+  mappings: readonly ProcMapping[];
+  /**
+   * The target's pids as perf script prints them (its host pid, its namespace pid when perf ran in that namespace).
+   * Frames of other processes are left alone. Empty: every process is taken for the target.
+   */
+  pids?: readonly number[];
+}
+
+/** How the resolver fared, by outcome: for the naming report and the benchmark. */
+export interface ResolverStats {
+  jit: number;
+  readytorun: number;
+  /** Frames in a mapping of the target that none of its symbols covers. */
+  noSymbol: number;
+  /** Relative addresses that fall in no executable mapping of that name. */
+  noMapping: number;
+  /** Frames of mappings the resolver does not handle (kernel, vdso, native files) or of other processes. */
+  notManaged: number;
+}
+
+export interface DotnetResolver extends FrameResolver {
+  readonly stats: ResolverStats;
+}
+
+/** Builds a resolver over one target's symbols and mappings. */
+export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver {
+  const code = new CodeMap(input.symbols);
+  const all = new ProcMapsIndex(input.mappings);
+  const byPath = new Map<string, ProcMapping[]>();
+  const byBaseName = new Map<string, ProcMapping[]>();
+  const seen = new Set<string>();
+  for (const m of input.mappings) {
+    if (!isExecutable(m) || m.path === '') continue;
+    const key = `${m.start}-${m.end}-${m.offset}-${m.path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    push(byPath, m.path, m);
+    push(byBaseName, baseName(m.path), m);
+  }
+  const pids = new Set(input.pids ?? []);
+  const stats: ResolverStats = { jit: 0, readytorun: 0, noSymbol: 0, noMapping: 0, notManaged: 0 };
+
+  const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
+    const symbol = code.lookup(address);
+    if (!symbol) return undefined;
+    const kind: FrameKind = isReadyToRun(symbol.name, fromFile) ? 'readytorun' : 'jit';
+    stats[kind]++;
+    return { name: symbol.name, kind };
+  };
+
+  return {
+    stats,
+    resolve(frame) {
+      if (frame.pid !== undefined && pids.size > 0 && !pids.has(frame.pid)) {
+        stats.notManaged++;
+        return undefined;
+      }
+      const form = addressForm(frame.dso);
+      if (form === 'absolute') {
+        const found = name(frame.ip, all.find(frame.ip));
+        if (!found) stats.noSymbol++;
+        return found;
+      }
+      if (form === 'other') {
+        stats.notManaged++;
+        return undefined;
+      }
+      // A path seen from another mount namespace may differ in its directories, not in its file name.
+      const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
+      let inMapping = false;
+      for (const m of candidates) {
+        if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;
+        inMapping = true;
+        const found = name(frame.ip - m.offset + m.start, m);
+        if (found) return found;
+      }
+      if (inMapping) stats.noSymbol++;
+      else stats.noMapping++;
+      return undefined;
+    },
+  };
+}
+
+type AddressForm = 'absolute' | 'relative' | 'other';
+
+/** How perf printed the address of a frame in a mapping of this name. */
+export function addressForm(dso: string): AddressForm {
+  if (dso === '[unknown]' || dso === '' || dso.startsWith('//anon') || dso.startsWith('[anon')) return 'absolute';
+  if (/(^|\/)perf-\d+\.map$/.test(dso)) return 'absolute';
+  // Managed code lives in memfd double mappings and in assembly files; everything else (ELF files, the kernel,
+  // [vdso]) is perf's own business.
+  if (dso.includes('memfd:doublemapper') || /\.(dll|exe|ni\.r2r)$/i.test(dso)) return 'relative';
+  return 'other';
+}
+
+/** ReadyToRun code: tagged by the runtime (`[PreJIT]`, `[PreJit-cold]`), or found inside an assembly's mapping. */
+function isReadyToRun(name: string, mapping: ProcMapping | undefined): boolean {
+  if (hasReadyToRunTag(name)) return true;
+  return mapping !== undefined && /\.(dll|exe)$/i.test(mapping.path);
+}
+
+/** The runtime tags ReadyToRun code `[PreJIT]` (hot part) or `[PreJit-cold]` when it shows optimization tiers. */
+export function hasReadyToRunTag(name: string): boolean {
+  return name.endsWith('[PreJIT]') || name.endsWith('[PreJit-cold]');
+}
+
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
