@@ -1,0 +1,73 @@
+// The diagnostic IPC commands profcpu sends, and nothing else (the socket also grants code execution, so the
+// client offers no generic "send"): a pid or socket path in, ProcessInfo or an acknowledged perf-map switch out.
+import { ProfcpuError } from '../error.js';
+import {
+  decodeProcessInfo,
+  decodeServerReply,
+  encodeDisablePerfMapRequest,
+  encodeEnablePerfMapRequest,
+  encodeProcessInfo2Request,
+  encodeProcessInfoRequest,
+  perfMapType,
+  type PerfMapType,
+  type ProcessInfo,
+} from './protocol.js';
+import { findDiagnosticSocket, type FindSocketOptions } from './socket-path.js';
+import { exchange, type IpcCallOptions } from './transport.js';
+
+/** A process id (its socket is looked up) or the path of a diagnostic socket. */
+export type IpcTarget = number | string;
+
+export interface IpcOptions extends IpcCallOptions, FindSocketOptions {}
+
+export const enablePerfMapDefaults = Object.freeze({
+  /** Perf map and jitdump, as DOTNET_PerfMapEnabled=1: the jitdump also names ReadyToRun framework code. */
+  type: perfMapType.all as PerfMapType,
+  /** Enabling replays every method compiled so far before answering, which takes a while in a big app. */
+  timeoutMs: 30_000,
+});
+
+async function socketOf(target: IpcTarget, options: IpcOptions): Promise<string> {
+  return typeof target === 'string' ? target : (await findDiagnosticSocket(target, options)).path;
+}
+
+/** ProcessInfo2 (with entrypoint and runtime version), or ProcessInfo on runtimes that predate it (.NET 5). */
+export async function getProcessInfo(
+  target: IpcTarget,
+  options: IpcOptions = {},
+): Promise<ProcessInfo & { version: 1 | 2 }> {
+  const socket = await socketOf(target, options);
+  try {
+    const reply = await exchange(socket, encodeProcessInfo2Request(), options);
+    return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo2'), 2), version: 2 };
+  } catch (error) {
+    if (!(error instanceof ProfcpuError && error.code === 'IPC_UNSUPPORTED')) throw error;
+  }
+  const reply = await exchange(socket, encodeProcessInfoRequest(), options);
+  return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo'), 1), version: 1 };
+}
+
+/**
+ * Asks the runtime to write /tmp/perf-<nspid>.map and/or /tmp/jit-<nspid>.dump from now on, replaying the methods
+ * already compiled. .NET 8+; older runtimes give IPC_UNSUPPORTED.
+ */
+export async function enablePerfMap(
+  target: IpcTarget,
+  options: IpcOptions & { type?: PerfMapType } = {},
+): Promise<void> {
+  const type = options.type ?? enablePerfMapDefaults.type;
+  if (type === perfMapType.disabled) throw new RangeError('enablePerfMap needs a type other than 0 (disabled)');
+  const socket = await socketOf(target, options);
+  const reply = await exchange(socket, encodeEnablePerfMapRequest(type), {
+    ...options,
+    timeoutMs: options.timeoutMs ?? enablePerfMapDefaults.timeoutMs,
+  });
+  decodeServerReply(reply.header, reply.payload, 'EnablePerfMap');
+}
+
+/** Stops perf map and jitdump writing; the files stay where they are. .NET 8+. */
+export async function disablePerfMap(target: IpcTarget, options: IpcOptions = {}): Promise<void> {
+  const socket = await socketOf(target, options);
+  const reply = await exchange(socket, encodeDisablePerfMapRequest(), options);
+  decodeServerReply(reply.header, reply.payload, 'DisablePerfMap');
+}

@@ -1,0 +1,171 @@
+// `collect --perfmap auto|on|off` around one recording: a pid and a mode in; out, what the target writes now (perf
+// map, jitdump), whether profcpu switched it on, a message for the user, and restore() to put the target back as
+// it was. Decided from the target's environment (DOTNET_PerfMapEnabled/COMPlus_PerfMapEnabled) and the files it
+// holds open, so a map enabled earlier over IPC (by another tool, or a run that crashed) is not enabled twice:
+// the runtime would replay every method into the files again.
+import { readdir, readlink } from 'node:fs/promises';
+import { ProfcpuError } from '../error.js';
+import { pathInTarget, procPath } from '../target/procfs.js';
+import { disablePerfMap, enablePerfMap, type IpcOptions } from './client.js';
+import { perfMapType, type PerfMapType } from './protocol.js';
+import { findDiagnosticSocket, readEnvironment, runtimeSetting } from './socket-path.js';
+
+export type PerfMapMode = 'auto' | 'on' | 'off';
+
+/**
+ * - `enabled-by-profcpu`: switched on over IPC; restore() switches it off again.
+ * - `already-enabled`: the target writes perf maps by itself; restore() does nothing.
+ * - `unavailable` (auto only): could not be switched on; `message` says why and which variable to set.
+ * - `left-alone`: mode off; nothing was sent.
+ */
+export type PerfMapState = 'enabled-by-profcpu' | 'already-enabled' | 'unavailable' | 'left-alone';
+
+export interface PerfMapSession {
+  state: PerfMapState;
+  pid: number;
+  /** The pid in the target's namespace: its files are /tmp/perf-<nspid>.map and /tmp/jit-<nspid>.dump. */
+  nspid: number | undefined;
+  /** The target's files as this process reaches them, through /proc/PID/root. They are never deleted. */
+  perfMapPath: string | undefined;
+  jitDumpPath: string | undefined;
+  /** DOTNET_PerfMapEnabled's value in the target's environment, when set. */
+  environmentSetting: string | undefined;
+  /** One or two sentences for the user. */
+  message: string;
+  /** Why perf maps are unavailable (state `unavailable`). */
+  error: ProfcpuError | undefined;
+  /** Switches perf maps off again if profcpu switched them on; a target that exited meanwhile is fine. Idempotent. */
+  restore(): Promise<void>;
+}
+
+export interface PreparePerfMapOptions extends IpcOptions {
+  /** What to enable. Default 1: perf map and jitdump (the jitdump also names ReadyToRun framework code). */
+  type?: PerfMapType;
+}
+
+/** The variable users set on the target when profcpu cannot switch perf maps on. */
+export const perfMapVariable = 'DOTNET_PerfMapEnabled=1';
+
+const noop = (): Promise<void> => Promise.resolve();
+
+/** Which perf-map files the runtime holds open right now (undefined when /proc/PID/fd is not readable). */
+export async function openPerfMapFiles(
+  pid: number,
+  nspid: number,
+  options: { procRoot?: string } = {},
+): Promise<{ perfMap: boolean; jitDump: boolean } | undefined> {
+  const fdDir = procPath(pid, 'fd', options);
+  let fds: string[];
+  try {
+    fds = await readdir(fdDir);
+  } catch {
+    return undefined;
+  }
+  const targets = await Promise.all(fds.map((fd) => readlink(`${fdDir}/${fd}`).catch(() => '')));
+  return {
+    perfMap: targets.some((t) => t.endsWith(`/perf-${nspid}.map`)),
+    jitDump: targets.some((t) => t.endsWith(`/jit-${nspid}.dump`)),
+  };
+}
+
+/** Nonzero DOTNET_PerfMapEnabled (read as the runtime does, in hex) means the target writes maps by itself. */
+export function perfMapEnabledBySetting(value: string | undefined): boolean {
+  if (value === undefined || !/^\s*(0x)?[0-9a-f]+\s*$/i.test(value)) return false;
+  return Number.parseInt(value.trim().replace(/^0x/i, ''), 16) !== 0;
+}
+
+/** Decides and, in auto/on, switches perf maps on for the recording of `pid`. Mode `on` throws where auto degrades. */
+export async function preparePerfMap(
+  pid: number,
+  mode: PerfMapMode,
+  options: PreparePerfMapOptions = {},
+): Promise<PerfMapSession> {
+  const environment = await readEnvironment(pid, options);
+  const setting = runtimeSetting(environment, 'PerfMapEnabled');
+  const base = { pid, environmentSetting: setting, error: undefined, restore: noop };
+
+  let socket;
+  try {
+    socket = await findDiagnosticSocket(pid, options);
+  } catch (error) {
+    if (!(error instanceof ProfcpuError) || error.code === 'NO_TARGET') throw error;
+    if (mode === 'off' || perfMapEnabledBySetting(setting)) {
+      const files = { nspid: undefined, perfMapPath: undefined, jitDumpPath: undefined };
+      return mode === 'off'
+        ? { ...base, ...files, state: 'left-alone', message: offMessage(setting) }
+        : { ...base, ...files, state: 'already-enabled', message: `The target sets DOTNET_PerfMapEnabled=${setting}.` };
+    }
+    return unavailable(mode, { ...base, nspid: undefined, perfMapPath: undefined, jitDumpPath: undefined }, error);
+  }
+
+  const nspid = socket.nspid;
+  // Since .NET 8 the files go to /tmp (never $TMPDIR) unless DOTNET_PerfMapJitDumpPath says otherwise.
+  const dir = runtimeSetting(environment, 'PerfMapJitDumpPath') || '/tmp';
+  const files = {
+    nspid,
+    perfMapPath: pathInTarget(pid, `${dir}/perf-${nspid}.map`, options),
+    jitDumpPath: pathInTarget(pid, `${dir}/jit-${nspid}.dump`, options),
+  };
+  if (mode === 'off') return { ...base, ...files, state: 'left-alone', message: offMessage(setting) };
+
+  const open = await openPerfMapFiles(pid, nspid, options);
+  if (perfMapEnabledBySetting(setting) || open?.perfMap || open?.jitDump) {
+    const how = perfMapEnabledBySetting(setting)
+      ? `the target sets DOTNET_PerfMapEnabled=${setting}`
+      : 'the target already writes them (enabled over diagnostic IPC earlier)';
+    const missing =
+      open && !open.jitDump ? ' It writes no jitdump now, so ReadyToRun framework frames may stay unnamed.' : '';
+    return { ...base, ...files, state: 'already-enabled', message: `Perf maps on: ${how}.${missing}` };
+  }
+
+  const type = options.type ?? perfMapType.all;
+  try {
+    await enablePerfMap(socket.path, { ...options, type });
+  } catch (error) {
+    if (!(error instanceof ProfcpuError) || error.code === 'ABORTED') throw error;
+    return unavailable(mode, { ...base, ...files }, error);
+  }
+  let restored: Promise<void> | undefined;
+  const restore = (): Promise<void> => {
+    restored ??= disablePerfMap(socket.path, options).catch((error: unknown) => {
+      // The target exiting during the recording ends its perf map too; nothing to restore.
+      if (error instanceof ProfcpuError && (error.code === 'IPC_UNREACHABLE' || error.code === 'NO_TARGET')) return;
+      throw error;
+    });
+    return restored;
+  };
+  return {
+    ...base,
+    ...files,
+    state: 'enabled-by-profcpu',
+    message: `Perf maps switched on over diagnostic IPC (type ${type}); they are switched off again after the recording.`,
+    restore,
+  };
+}
+
+function offMessage(setting: string | undefined): string {
+  return perfMapEnabledBySetting(setting)
+    ? `--perfmap off: left as is (the target sets DOTNET_PerfMapEnabled=${setting}).`
+    : '--perfmap off: left as is; unless the target writes perf maps by itself, JIT-compiled frames stay unnamed.';
+}
+
+function unavailable(
+  mode: PerfMapMode,
+  session: Omit<PerfMapSession, 'state' | 'message'>,
+  error: ProfcpuError,
+): PerfMapSession {
+  const why =
+    error.code === 'IPC_UNSUPPORTED'
+      ? 'the target’s .NET is older than 8 and cannot switch perf maps on at run time'
+      : `diagnostic IPC failed (${error.message})`;
+  const remedy = `Restart the target with ${perfMapVariable} (in a container: add it to the service's environment) to name JIT-compiled frames.`;
+  if (mode === 'on') {
+    throw new ProfcpuError(error.code, `--perfmap on: cannot switch perf maps on: ${why}`, { remedy, cause: error });
+  }
+  return {
+    ...session,
+    state: 'unavailable',
+    error,
+    message: `Perf maps unavailable: ${why}. JIT-compiled frames will show as [unknown]. ${remedy}`,
+  };
+}

@@ -1,0 +1,109 @@
+// Where a .NET process listens for diagnostic IPC: a pid in, the path of its `dotnet-diagnostic-<nspid>-<key>-socket`
+// out, reached through /proc/PID/root so it works from a sidecar sharing only the PID namespace. The runtime names
+// the socket after its namespace pid and its start time in clock ticks, in its own $TMPDIR (else /tmp).
+import { readdir, stat } from 'node:fs/promises';
+import { ProfcpuError } from '../error.js';
+import { parseEnviron, parseNulList, pathInTarget, readProcText, readStat, readStatus } from '../target/procfs.js';
+
+export interface FindSocketOptions {
+  /** Where procfs is mounted. Default `/proc`. */
+  procRoot?: string;
+}
+
+export interface DiagnosticSocket {
+  /** The socket's path as this process reaches it (under /proc/PID/root). */
+  path: string;
+  pid: number;
+  /** The pid inside the target's PID namespace, which names its socket, perf map and jitdump. */
+  nspid: number;
+  /** The target's temp directory inside its own mount namespace. */
+  tmpDir: string;
+  /** The target's environment when readable (undefined when /proc/PID/environ is not). */
+  environment: Map<string, string> | undefined;
+}
+
+function unreachable(message: string, remedy: string, cause?: unknown): ProfcpuError {
+  return new ProfcpuError('IPC_UNREACHABLE', message, { remedy, cause });
+}
+
+function errnoCode(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** Reads the target's environment; undefined when we may not (another user's process without CAP_SYS_PTRACE). */
+export async function readEnvironment(
+  pid: number,
+  options: FindSocketOptions = {},
+): Promise<Map<string, string> | undefined> {
+  try {
+    const text = await readProcText(pid, 'environ', options);
+    return text === undefined ? undefined : parseEnviron(parseNulList(text));
+  } catch (error) {
+    if (errnoCode(error) === 'EACCES' || errnoCode(error) === 'EPERM') return undefined;
+    throw error;
+  }
+}
+
+/** The runtime reads DOTNET_ first, then the legacy COMPlus_ prefix. */
+export function runtimeSetting(environment: Map<string, string> | undefined, name: string): string | undefined {
+  return environment?.get(`DOTNET_${name}`) ?? environment?.get(`COMPlus_${name}`);
+}
+
+/** Finds the diagnostic socket of `pid`; throws NO_TARGET or IPC_UNREACHABLE (with the reason) when there is none. */
+export async function findDiagnosticSocket(pid: number, options: FindSocketOptions = {}): Promise<DiagnosticSocket> {
+  const [status, procStat] = await Promise.all([readStatus(pid, options), readStat(pid, options)]);
+  if (status === undefined || procStat === undefined) {
+    throw new ProfcpuError('NO_TARGET', `process ${pid} does not exist`, {
+      remedy: 'Check the pid with `profcpu ps`; the process may have exited.',
+    });
+  }
+  const nspid = status.nspids.at(-1) ?? pid;
+  const environment = await readEnvironment(pid, options);
+  const disabled = ['EnableDiagnostics', 'EnableDiagnostics_IPC'].find((n) => runtimeSetting(environment, n) === '0');
+  if (disabled) {
+    throw unreachable(
+      `process ${pid} runs with DOTNET_${disabled}=0: its diagnostic IPC is switched off`,
+      'Restart it without that variable, or with DOTNET_PerfMapEnabled=1 so perf maps need no IPC.',
+    );
+  }
+  const tmpDir = environment?.get('TMPDIR') || '/tmp';
+  const dir = pathInTarget(pid, tmpDir, options);
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === 'EACCES' || code === 'EPERM') {
+      throw unreachable(
+        `cannot look into ${dir} (${code})`,
+        'Run profcpu as root or as the target’s user (reading /proc/PID/root needs ptrace access).',
+        error,
+      );
+    }
+    throw unreachable(`process ${pid} has no temp directory ${tmpDir} visible at ${dir}`, notDotnetRemedy, error);
+  }
+  const pattern = new RegExp(`^dotnet-diagnostic-${nspid}-(\\d+)-socket$`);
+  const candidates = names.filter((n) => pattern.test(n));
+  if (candidates.length === 0) {
+    throw unreachable(
+      `process ${pid} has no diagnostic socket dotnet-diagnostic-${nspid}-*-socket in ${dir}`,
+      notDotnetRemedy,
+    );
+  }
+  // The key is the start time, so an exact match is this process even when stale sockets of an earlier process with
+  // the same namespace pid linger (PID 1 in every container); otherwise the newest one.
+  const exact = candidates.find((n) => pattern.exec(n)?.[1] === String(procStat.startTicks));
+  const name = exact ?? (await newest(dir, candidates));
+  return { path: `${dir}/${name}`, pid, nspid, tmpDir, environment };
+}
+
+const notDotnetRemedy =
+  'Is it a .NET (Core 3.0 or later) process? If it is, its diagnostics may be off (DOTNET_EnableDiagnostics=0) or its $TMPDIR differ; start it with DOTNET_PerfMapEnabled=1 so perf maps need no IPC.';
+
+async function newest(dir: string, names: readonly string[]): Promise<string> {
+  const stamped = await Promise.all(
+    names.map(async (name) => ({ name, mtime: (await stat(`${dir}/${name}`).catch(() => undefined))?.mtimeMs ?? -1 })),
+  );
+  stamped.sort((a, b) => b.mtime - a.mtime || (a.name < b.name ? -1 : 1));
+  return stamped[0]!.name;
+}

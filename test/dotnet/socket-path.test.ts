@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
+import { isProfcpuError } from '../../src/error.js';
+import { makeFakeProc, type FakeProcess } from './fake-proc.js';
+
+async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof makeFakeProc>>) => Promise<T>) {
+  const fake = await makeFakeProc(p);
+  try {
+    return await body(fake);
+  } finally {
+    await fake.cleanup();
+  }
+}
+
+describe('findDiagnosticSocket on a fake /proc', () => {
+  it('names the socket after the namespace pid and prefers the one keyed by the start time', () =>
+    withFake({ pid: 5000, nspid: 1, startTicks: 777 }, async (fake) => {
+      await fake.touch('tmp/dotnet-diagnostic-1-999-socket', 2_000_000_000); // newer, but a stale one
+      await fake.touch('tmp/dotnet-diagnostic-1-777-socket', 1_000_000_000);
+      await fake.touch('tmp/dotnet-diagnostic-5000-777-socket'); // the host pid: not the target's name
+      const socket = await findDiagnosticSocket(5000, { procRoot: fake.procRoot });
+      assert.equal(socket.path, `${fake.procRoot}/5000/root/tmp/dotnet-diagnostic-1-777-socket`);
+      assert.equal(socket.nspid, 1);
+      assert.equal(socket.tmpDir, '/tmp');
+    }));
+
+  it('falls back to the newest by mtime when no name carries the start time', () =>
+    withFake({ pid: 5000, nspid: 1, startTicks: 777 }, async (fake) => {
+      await fake.touch('tmp/dotnet-diagnostic-1-100-socket', 1_000_000_000);
+      await fake.touch('tmp/dotnet-diagnostic-1-200-socket', 1_500_000_000);
+      await fake.touch('tmp/dotnet-diagnostic-1-300-socket', 1_200_000_000);
+      const socket = await findDiagnosticSocket(5000, { procRoot: fake.procRoot });
+      assert.match(socket.path, /dotnet-diagnostic-1-200-socket$/);
+    }));
+
+  it("looks in the target's $TMPDIR", () =>
+    withFake({ pid: 42, nspid: 42, startTicks: 5, environment: { TMPDIR: '/var/app-tmp' } }, async (fake) => {
+      await fake.touch('tmp/dotnet-diagnostic-42-5-socket');
+      await fake.touch('var/app-tmp/dotnet-diagnostic-42-5-socket');
+      const socket = await findDiagnosticSocket(42, { procRoot: fake.procRoot });
+      assert.equal(socket.path, `${fake.procRoot}/42/root/var/app-tmp/dotnet-diagnostic-42-5-socket`);
+      assert.equal(socket.environment?.get('TMPDIR'), '/var/app-tmp');
+    }));
+
+  it('says why when diagnostics are switched off, or there is no socket', async () => {
+    await withFake({ pid: 42, nspid: 42, startTicks: 5, environment: { DOTNET_EnableDiagnostics: '0' } }, (fake) =>
+      assert.rejects(findDiagnosticSocket(42, { procRoot: fake.procRoot }), (error: unknown) => {
+        assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
+        assert.match(error.message, /DOTNET_EnableDiagnostics=0/);
+        assert.match(error.remedy ?? '', /DOTNET_PerfMapEnabled=1/);
+        return true;
+      }),
+    );
+    await withFake({ pid: 42, nspid: 42, startTicks: 5 }, (fake) =>
+      assert.rejects(findDiagnosticSocket(42, { procRoot: fake.procRoot }), (error: unknown) => {
+        assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
+        assert.match(error.message, /no diagnostic socket dotnet-diagnostic-42-\*-socket/);
+        return true;
+      }),
+    );
+  });
+
+  it('a pid that does not exist is NO_TARGET', () =>
+    withFake({ pid: 42, nspid: 42, startTicks: 5 }, (fake) =>
+      assert.rejects(findDiagnosticSocket(43, { procRoot: fake.procRoot }), (error: unknown) =>
+        isProfcpuError(error, 'NO_TARGET'),
+      ),
+    ));
+});
+
+describe('findDiagnosticSocket on this machine', () => {
+  it('a process that is not .NET has no socket: IPC_UNREACHABLE with a remedy', async (t) => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    await new Promise((resolve) => child.once('spawn', resolve));
+    await assert.rejects(findDiagnosticSocket(child.pid!), (error: unknown) => {
+      assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
+      assert.match(error.message, new RegExp(`process ${child.pid} has no diagnostic socket`));
+      assert.match(error.remedy ?? '', /\.NET/);
+      return true;
+    });
+  });
+});
