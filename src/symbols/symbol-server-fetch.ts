@@ -1,0 +1,282 @@
+// A build-id in, a verified debug file in profcpu's cache out (or the reason there is none). Asks each symbol server
+// in order; streams the body to a temporary file under a size cap, with a deadline for the answer and for every
+// pause in the body, a few retries for transient failures, and progress for large files; verifies the build-id
+// before the file enters the cache (see symbol-cache.ts). Never throws for a server's fault: each one is an
+// attempt with a reason in the result, and a warning. Concurrent requests for one build-id share one download.
+import { open, rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { ProfcpuError } from '../error.js';
+import { SymbolCache, VerificationError } from './symbol-cache.js';
+import { debugFileUrl, type SymbolServer } from './symbol-server.js';
+
+export interface SymbolFetchProgress {
+  buildId: string;
+  url: string;
+  received: number;
+  /** From Content-Length, when the server sent one. */
+  total: number | undefined;
+}
+
+export interface SymbolFetchOptions {
+  /** Servers to ask, in order (see symbolServerList); empty means offline: only the cache is used. */
+  servers: readonly SymbolServer[];
+  /** profcpu's symbol cache folder (see defaultSymbolCacheDir). */
+  cacheDir: string;
+  /** Time allowed for a server to answer with headers. Default 20 s. */
+  answerTimeoutMs: number;
+  /** Longest pause allowed inside a body. Default 30 s. */
+  idleTimeoutMs: number;
+  /** Extra attempts after a transient failure (network error, timeout, 5xx, 429, cut body). Default 2. */
+  retries: number;
+  /** Delay before the first retry, doubled for each next one. Default 500 ms. */
+  retryDelayMs: number;
+  /** Largest debug file accepted. Default 1 GiB (libcoreclr.so.dbg is a few hundred MB). */
+  maxBytes: number;
+  /** How long a 404 is remembered before the server is asked again. Default 24 h. */
+  missTtlMs: number;
+  /** Progress is reported each time this many more bytes arrived. Default 16 MiB. */
+  progressEveryBytes: number;
+  signal?: AbortSignal | undefined;
+  warn?: Warn | undefined;
+  progress?: ((p: SymbolFetchProgress) => void) | undefined;
+}
+
+export const symbolFetchDefaults = Object.freeze({
+  answerTimeoutMs: 20_000,
+  idleTimeoutMs: 30_000,
+  retries: 2,
+  retryDelayMs: 500,
+  maxBytes: 1 << 30,
+  missTtlMs: 24 * 60 * 60 * 1000,
+  progressEveryBytes: 16 << 20,
+});
+
+export type AttemptOutcome = 'found' | 'not-found' | 'remembered-miss' | 'skipped' | 'failed' | 'rejected';
+
+export interface SymbolFetchAttempt {
+  server: string;
+  url: string;
+  outcome: AttemptOutcome;
+  /** Why it was not found there: `HTTP 404`, `no answer within 20 s`, `build-id mismatch`... */
+  reason?: string;
+}
+
+export interface SymbolFetchResult {
+  buildId: string;
+  /** cached: already in the cache; downloaded: fetched now; not-found: every server said so; failed: a server
+   * failed and none had it; offline: no server to ask and not cached. */
+  status: 'cached' | 'downloaded' | 'not-found' | 'failed' | 'offline';
+  /** The verified debug file in the cache. */
+  path?: string;
+  /** The server it came from (downloaded only). */
+  server?: string;
+  bytes?: number;
+  attempts: SymbolFetchAttempt[];
+}
+
+type Download = { kind: 'ok'; bytes: number } | { kind: 'missing'; reason: string } | Failure;
+interface Failure {
+  kind: 'failed';
+  reason: string;
+  transient: boolean;
+  /** The server could not be reached at all: skip it for the rest of this run. */
+  unreachable: boolean;
+}
+
+/** Fetches debug files for one run; owns the run's in-flight downloads and its list of unreachable servers. */
+export class SymbolFetcher {
+  private readonly options: SymbolFetchOptions;
+  private readonly cache: SymbolCache;
+  private readonly inFlight = new Map<string, Promise<SymbolFetchResult>>();
+  private readonly unreachable = new Map<string, string>();
+  private cleanup: Promise<number> | undefined;
+
+  constructor(options: Partial<SymbolFetchOptions> & Pick<SymbolFetchOptions, 'servers' | 'cacheDir'>) {
+    this.options = { ...symbolFetchDefaults, ...options };
+    this.cache = new SymbolCache(this.options.cacheDir);
+  }
+
+  /** The verified debug file for `buildId` (lower-case hex), from the cache or the first server that has it. */
+  fetch(buildId: string): Promise<SymbolFetchResult> {
+    let pending = this.inFlight.get(buildId);
+    if (!pending) {
+      pending = this.fetchOnce(buildId).finally(() => this.inFlight.delete(buildId));
+      this.inFlight.set(buildId, pending);
+    }
+    return pending;
+  }
+
+  private async fetchOnce(buildId: string): Promise<SymbolFetchResult> {
+    const warn = this.options.warn ?? ignoreWarnings;
+    // Downloads left by runs that died; an hour without a write means nobody is still writing them.
+    await (this.cleanup ??= this.cache.removeStaleTemporaries(60 * 60 * 1000));
+    const cached = await this.cache.lookup(buildId);
+    if (cached) return { buildId, status: 'cached', path: cached, attempts: [] };
+    if (this.options.servers.length === 0) return { buildId, status: 'offline', attempts: [] };
+
+    const attempts: SymbolFetchAttempt[] = [];
+    for (const server of this.options.servers) {
+      this.throwIfAborted();
+      const url = debugFileUrl(server, buildId);
+      const attempt = (outcome: AttemptOutcome, reason?: string) =>
+        attempts.push({ server: server.url, url, outcome, ...(reason === undefined ? {} : { reason }) });
+      const down = this.unreachable.get(server.url);
+      if (down) {
+        attempt('skipped', `unreachable earlier in this run (${down})`);
+        continue;
+      }
+      const miss = await this.cache.recentMiss(buildId, server.url, this.options.missTtlMs);
+      if (miss) {
+        attempt('remembered-miss', `${miss.reason} at ${new Date(miss.at).toISOString()}`);
+        continue;
+      }
+      const temp = await this.cache.tempPath(buildId);
+      const result = await this.downloadWithRetries(url, temp, buildId).catch(async (error: unknown) => {
+        await rm(temp, { force: true });
+        throw error;
+      });
+      if (result.kind !== 'ok') await rm(temp, { force: true });
+      if (result.kind === 'missing') {
+        attempt('not-found', result.reason);
+        await this.cache.recordMiss(buildId, server.url, result.reason);
+        continue;
+      }
+      if (result.kind === 'failed') {
+        attempt('failed', result.reason);
+        if (result.unreachable) this.unreachable.set(server.url, result.reason);
+        warn(`symbol server ${server.url}: ${result.reason} (fetching ${buildId})`);
+        continue;
+      }
+      try {
+        const path = await this.cache.commit(temp, buildId);
+        attempt('found');
+        return { buildId, status: 'downloaded', path, server: server.url, bytes: result.bytes, attempts };
+      } catch (error) {
+        if (!(error instanceof VerificationError)) throw error;
+        attempt('rejected', error.message);
+        warn(`symbol server ${server.url}: discarded ${url}: ${error.message}`);
+      }
+    }
+    const failed = attempts.some((a) => a.outcome === 'failed' || a.outcome === 'rejected' || a.outcome === 'skipped');
+    return { buildId, status: failed ? 'failed' : 'not-found', attempts };
+  }
+
+  private async downloadWithRetries(url: string, dest: string, buildId: string): Promise<Download> {
+    let result: Download = { kind: 'failed', reason: 'not tried', transient: false, unreachable: false };
+    for (let attempt = 0; attempt <= this.options.retries; attempt++) {
+      if (attempt > 0) {
+        await sleep(this.options.retryDelayMs * 2 ** (attempt - 1), undefined, { signal: this.options.signal }).catch(
+          () => this.throwIfAborted(),
+        );
+      }
+      result = await this.download(url, dest, buildId);
+      if (result.kind !== 'failed' || !result.transient) return result;
+    }
+    if (result.kind === 'failed' && this.options.retries > 0)
+      result.reason = `${result.reason}, after ${this.options.retries + 1} attempts`;
+    return result;
+  }
+
+  /** One GET of `url` into `dest` (created, or truncated). */
+  private async download(url: string, dest: string, buildId: string): Promise<Download> {
+    const { answerTimeoutMs, idleTimeoutMs, maxBytes, progressEveryBytes, signal, progress } = this.options;
+    const controller = new AbortController();
+    let timeoutReason: string | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = (ms: number, reason: string) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        timeoutReason = reason;
+        controller.abort();
+      }, ms);
+    };
+    const onAbort = () => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const file = await open(dest, 'w');
+    let received = 0;
+    try {
+      arm(answerTimeoutMs, `no answer within ${seconds(answerTimeoutMs)}`);
+      let response: Response;
+      try {
+        response = await fetch(url, { signal: controller.signal, headers: { 'user-agent': 'profcpu' } });
+      } catch (cause) {
+        this.throwIfAborted();
+        const reason = timeoutReason ?? `cannot connect: ${describe(cause)}`;
+        return { kind: 'failed', reason, transient: true, unreachable: true };
+      }
+      if (response.status === 404 || response.status === 410) {
+        await response.body?.cancel();
+        return { kind: 'missing', reason: `HTTP ${response.status}` };
+      }
+      if (response.status !== 200) {
+        await response.body?.cancel();
+        const transient = response.status >= 500 || response.status === 429 || response.status === 408;
+        return { kind: 'failed', reason: `HTTP ${response.status}`, transient, unreachable: false };
+      }
+      const lengthHeader = response.headers.get('content-length');
+      const total = lengthHeader !== null && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
+      const tooLarge = (n: number): Failure => ({
+        kind: 'failed',
+        reason: `file larger than the ${maxBytes}-byte limit (${n} bytes)`,
+        transient: false,
+        unreachable: false,
+      });
+      if (total !== undefined && total > maxBytes) {
+        await response.body?.cancel();
+        return tooLarge(total);
+      }
+      let nextProgress = progressEveryBytes;
+      try {
+        for await (const chunk of response.body ?? []) {
+          arm(idleTimeoutMs, `body stalled for ${seconds(idleTimeoutMs)} after ${received} bytes`);
+          received += chunk.byteLength;
+          // Leaving the loop cancels the body; aborting here would make that cancel throw.
+          if (received > maxBytes) break;
+          await file.write(chunk);
+          if (received >= nextProgress) {
+            nextProgress += progressEveryBytes;
+            progress?.({ buildId, url, received, total });
+          }
+        }
+      } catch (cause) {
+        this.throwIfAborted();
+        const reason = timeoutReason ?? `body cut after ${received} bytes: ${describe(cause)}`;
+        return { kind: 'failed', reason, transient: true, unreachable: false };
+      }
+      if (received > maxBytes) return tooLarge(received);
+      if (total !== undefined && received !== total)
+        return {
+          kind: 'failed',
+          reason: `body cut after ${received} of ${total} bytes`,
+          transient: true,
+          unreachable: false,
+        };
+      if (total !== undefined && total >= progressEveryBytes) progress?.({ buildId, url, received, total });
+      return { kind: 'ok', bytes: received };
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      await file.close();
+    }
+  }
+
+  private throwIfAborted(): void {
+    if (this.options.signal?.aborted)
+      throw new ProfcpuError('ABORTED', 'symbol download interrupted', { cause: this.options.signal.reason });
+  }
+}
+
+function seconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10} s`;
+}
+
+/** fetch() hides the socket error in `cause`: `fetch failed` alone would tell the user nothing. */
+function describe(error: unknown): string {
+  const parts: string[] = [];
+  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    parts.push(typeof code === 'string' && !e.message.includes(code) ? `${e.message} (${code})` : e.message);
+  }
+  return parts.join(': ') || String(error);
+}

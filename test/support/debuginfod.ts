@@ -1,0 +1,62 @@
+// A real elfutils debuginfod server (Debian package `debuginfod`) on a free loopback port, indexing a folder of
+// debug files. `startDebuginfod` returns once the server serves the build-id it was told to wait for, so a test
+// never races the initial scan.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface Debuginfod {
+  /** `http://127.0.0.1:PORT` */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Starts debuginfod over `folder` (its sqlite database goes to `workDir`), and waits until it serves the debug file
+ * of `readyBuildId`.
+ */
+export async function startDebuginfod(folder: string, workDir: string, readyBuildId: string): Promise<Debuginfod> {
+  for (let tries = 0; ; tries++) {
+    const port = await freePort();
+    const child = spawn(
+      'debuginfod',
+      ['-F', '-p', String(port), '-d', join(workDir, `debuginfod-${port}.sqlite`), '-t', '0', '-g', '0', folder],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let log = '';
+    child.stderr?.setEncoding('utf8').on('data', (text: string) => (log = (log + text).slice(-4000)));
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && child.exitCode === null) {
+      const status = await fetch(`${url}/buildid/${readyBuildId}/debuginfo`).then(
+        async (r) => (await r.arrayBuffer(), r.status),
+        () => 0,
+      );
+      if (status === 200) return { url, close: () => stop(child) };
+      await sleep(200);
+    }
+    await stop(child);
+    // Another process took the port between freePort() and debuginfod's bind: try another one.
+    if (tries < 3 && /bind|address already in use/i.test(log)) continue;
+    throw new Error(`debuginfod did not serve ${readyBuildId} within 30 s:\n${log}`);
+  }
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
