@@ -125,9 +125,11 @@ export async function preparePerfMap(
     if (!(error instanceof ProfcpuError) || error.code === 'ABORTED') throw error;
     return unavailable(mode, { ...base, ...files }, error);
   }
+  // Restoring must work after the session was aborted too, so it keeps the deadline but not the signal.
+  const { signal: _signal, ...restoreOptions } = options;
   let restored: Promise<void> | undefined;
   const restore = (): Promise<void> => {
-    restored ??= disablePerfMap(socket.path, options).catch((error: unknown) => {
+    restored ??= disablePerfMap(socket.path, restoreOptions).catch((error: unknown) => {
       // The target exiting during the recording ends its perf map too; nothing to restore.
       if (error instanceof ProfcpuError && (error.code === 'IPC_UNREACHABLE' || error.code === 'NO_TARGET')) return;
       throw error;
