@@ -305,7 +305,7 @@ export class StackFolder {
       return;
     }
     const f = this.frame;
-    if (!matchFrameStart(buf, start, end, f)) {
+    if (!matchFrameStart(buf, start, end, this.options.compat, f)) {
       this.unrecognized(buf, start, end);
       return;
     }
@@ -370,7 +370,10 @@ export class StackFolder {
   }
 
   private unrecognized(buf: Buffer, start: number, end: number): void {
-    const text = buf.toString('utf8', start, Math.min(end, start + 80)).replace(/[\x00-\x1f\x7f]/g, '?');
+    const text = buf
+      .toString('utf8', start, Math.min(end, start + 80))
+      .trim()
+      .replace(/[\x00-\x1f\x7f]/g, '?');
     this.skips.add('unrecognized-line', `skipped lines that are neither sample headers nor frames, e.g. '${text}'`);
   }
 }

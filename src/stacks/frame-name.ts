@@ -3,7 +3,7 @@
 // strings. Two rule sets: `compat` reproduces stackcollapse-perf.pl's tidying exactly; the default one is
 // .NET-aware (readable managed names, frames perf left unnamed offered to a resolver, kinds always annotated).
 import type { FrameKind } from './frame-kind.js';
-import { formatManagedName, type ManagedNameOptions } from './managed-name.js';
+import { formatManagedName, matchingOpen, type ManagedNameOptions } from './managed-name.js';
 
 /** Names frames perf left unnamed (symbol `[unknown]`); see FoldOptions and src/symbols/. */
 export interface FrameResolver {
@@ -106,10 +106,16 @@ function readableFrame(
     }
   }
   if (isManaged(kind)) name = formatManagedName(name, options.managed);
-  else if (kind === 'native' && !options.keepNativeArguments && !goMethod.test(name)) {
-    name = name.replace(argumentsAfterParen, '');
-  }
+  else if (kind === 'native' && !options.keepNativeArguments) name = withoutTrailingArguments(name);
   return { name: name.replaceAll(';', ':'), kind, coreclr: kind !== 'kernel' && isCoreclr(piece, line) };
+}
+
+/** `ns::f(int) const` to `ns::f`; parentheses inside the name (`(anonymous namespace)`, Go's `(*T)`) stay. */
+function withoutTrailingArguments(name: string): string {
+  const body = name.endsWith(' const') ? name.slice(0, -' const'.length) : name;
+  if (!body.endsWith(')')) return name;
+  const open = matchingOpen(body, body.length - 1);
+  return open > 0 ? body.slice(0, open) : name;
 }
 
 function resolve(resolver: FrameResolver, line: FrameLine): { name: string; kind: FrameKind } | undefined {

@@ -61,7 +61,7 @@ export function formatManagedName(name: string, options: ManagedNameOptions): st
 }
 
 /** Index of the `(` matching the `)` at `close`, or -1. */
-function matchingOpen(s: string, close: number): number {
+export function matchingOpen(s: string, close: number): number {
   let depth = 0;
   for (let i = close; i >= 0; i--) {
     const c = s.charCodeAt(i);

@@ -119,16 +119,27 @@ export interface FrameFields {
   symStart: number;
 }
 
+function isHex(b: number): boolean {
+  return (b >= 48 && b <= 57) || (b >= 65 && b <= 70) || (b >= 97 && b <= 102);
+}
+
 /**
  * The address and symbol start of a frame line `^\s*(\w+)\s*(.+)`: returns false when there is no address or no
- * text after it.
+ * text after it. The address is any word (as in stackcollapse-perf.pl) with `compat`, else hexadecimal digits.
  */
-export function matchFrameStart(buf: Uint8Array, start: number, end: number, out: FrameFields): boolean {
+export function matchFrameStart(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  compat: boolean,
+  out: FrameFields,
+): boolean {
   let i = start;
   while (i < end && isSpace(buf[i]!)) i++;
   const ipStart = i;
-  while (i < end && isWord(buf[i]!)) i++;
-  if (i === ipStart) return false;
+  if (compat) while (i < end && isWord(buf[i]!)) i++;
+  else while (i < end && isHex(buf[i]!)) i++;
+  if (i === ipStart || (!compat && i < end && !isSpace(buf[i]!))) return false;
   const ipEnd = i;
   while (i < end && isSpace(buf[i]!)) i++;
   if (i >= end) return false;

@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { foldStream, StackFolder, type FrameResolver } from '../../src/stacks/fold.js';
+
+const fixtures = new URL('../fixtures/perf-script/', import.meta.url);
+
+function foldText(text: string | Buffer, options = {}, resolver?: FrameResolver) {
+  const warnings: string[] = [];
+  const folder = new StackFolder(options, (m) => warnings.push(m), resolver);
+  folder.write(typeof text === 'string' ? Buffer.from(text) : text);
+  return { ...folder.end(), warnings };
+}
+
+const dotnetSample = [
+  'dotnet 100/101 [000] 1.000000:   10101010 cpu-clock: ',
+  '\t    7f0000001000 [unknown] (/memfd:doublemapper (deleted))',
+  '\t    7f0000002000 [unknown] (/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.0/System.Private.CoreLib.dll)',
+  '\t    7f0000003000 [unknown] (/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.0/libcoreclr.so)',
+  '\t    7f0000004000 main+0x10 (/usr/bin/dotnet)',
+  '',
+  '',
+].join('\n');
+
+test('unnamed frames go to the resolver once per process and address; its names are made readable', () => {
+  const calls: { pid: number | undefined; ip: bigint; dso: string }[] = [];
+  const resolver: FrameResolver = {
+    resolve(frame) {
+      calls.push(frame);
+      if (frame.ip === 0x7f0000001000n)
+        return { name: 'void [App] App.Program::Work(int32)[OptimizedTier1]', kind: 'jit' };
+      if (frame.ip === 0x7f0000002000n)
+        return {
+          name: 'instance void [System.Private.CoreLib] System.Threading.Thread::StartCallback()',
+          kind: 'readytorun',
+        };
+      return undefined;
+    },
+  };
+  const result = foldText(dotnetSample + dotnetSample, {}, resolver);
+  assert.deepEqual(
+    [...result.stacks],
+    [['dotnet;main;[libcoreclr.so];System.Threading.Thread::StartCallback_[j];App.Program::Work_[j]', 2]],
+  );
+  assert.equal(calls.length, 3);
+  assert.deepEqual(calls[0], { pid: 100, ip: 0x7f0000001000n, dso: '/memfd:doublemapper (deleted)' });
+  assert.deepEqual(result.quality, {
+    samples: 2,
+    fullyNamed: 0,
+    fullyNamedExceptCoreclr: 2,
+    framesByKind: { jit: 2, readytorun: 2, native: 2, 'native-unnamed': 2, kernel: 0, unknown: 0 },
+    samplesByLeafKind: { jit: 2, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
+  });
+});
+
+test('without a resolver, unnamed frames are named after their file and count as unnamed', () => {
+  const result = foldText(dotnetSample);
+  assert.deepEqual(
+    [...result.stacks.keys()],
+    ['dotnet;main;[libcoreclr.so];[System.Private.CoreLib.dll];[memfd:doublemapper]'],
+  );
+  assert.equal(result.quality.fullyNamed, 0);
+  assert.equal(result.quality.fullyNamedExceptCoreclr, 0);
+  assert.equal(result.quality.samplesByLeafKind.unknown, 1);
+});
+
+test('`;` inside a name never splits a frame; nested `+` types stay whole', () => {
+  const result = foldText(
+    'app 1 1.0: 1 cpu-clock:\n\t 7f01 instance void [A] A.Outer+Inner::M;N()[Optimized] (/tmp/perf-1.map)\n\n',
+  );
+  assert.deepEqual([...result.stacks.keys()], ['app;A.Outer+Inner::M:N_[j]']);
+});
+
+test('bad lines are counted by kind and warned once each; nothing throws', () => {
+  const junk = Buffer.alloc(5000);
+  for (let i = 0; i < junk.length; i++) junk[i] = (i * 7919) % 251;
+  const text = Buffer.concat([
+    Buffer.from('noise line\nnoise again\n\t ffff frame-before-any-sample (x)\n'),
+    junk,
+    Buffer.from('\n\nok 5 1.0: 1 cpu-clock:\n\t 10 f (/bin/ok)\n\nok 5 1.1: 1 cpu-clock:\n\t 10 f (/bin/ok)'),
+  ]);
+  const result = foldText(text);
+  assert.deepEqual([...result.stacks], [['ok;f', 1]]);
+  assert.equal(result.samples, 2);
+  assert.equal(result.keptSamples, 1);
+  assert.equal(result.skipped['truncated-sample'], 1);
+  assert.ok((result.skipped['unrecognized-line'] ?? 0) >= 2);
+  assert.equal(new Set(result.warnings).size, result.warnings.length);
+  assert.equal(result.warnings.length, Object.keys(result.skipped).length);
+});
+
+test('the first event is kept unless one is named; periods weigh samples when asked', () => {
+  const text = readFileSync(new URL('two-events.txt', fixtures));
+  const first = foldText(text);
+  assert.deepEqual(first.events, ['cpu-clock', 'task-clock']);
+  assert.ok(first.keptSamples > 0 && first.keptSamples < first.samples);
+  assert.equal(first.weight, first.keptSamples);
+  assert.match(first.warnings[0]!, /cpu-clock/);
+  const task = foldText(text, { eventFilter: 'task-clock', weight: 'period' });
+  assert.equal(task.keptSamples + first.keptSamples, first.samples);
+  assert.equal(task.weight, task.keptSamples * 10101010);
+  const none = foldText(text, { eventFilter: 'cycles' });
+  assert.equal(none.keptSamples, 0);
+  assert.equal(none.stacks.size, 0);
+});
+
+test('a line longer than 1 MiB is dropped, not buffered', () => {
+  const folder = new StackFolder();
+  folder.write(Buffer.from('a 1 1.0: 1 cpu-clock:\n\t 10 f (/bin/a)\n'));
+  const long = Buffer.alloc(64 * 1024, 0x41);
+  for (let i = 0; i < 20; i++) folder.write(long);
+  folder.write(Buffer.from('\n\t 20 g (/bin/a)\n\n'));
+  const result = folder.end();
+  assert.equal(result.skipped['overlong-line'], 1);
+  assert.deepEqual([...result.stacks], [['a;g;f', 1]]);
+});
+
+test('foldStream reads an async iterable of chunks', async () => {
+  async function* chunks() {
+    yield Buffer.from('a 1 1.0: 1 cpu-clock:\n\t 10 lea');
+    yield new TextEncoder().encode('f (/bin/a)\n\t 20 root (/bin/a)\n\n');
+  }
+  const result = await foldStream(chunks());
+  assert.deepEqual([...result.stacks], [['a;root;leaf', 1]]);
+});
