@@ -1,13 +1,116 @@
-// `profcpu postprocess`: not written yet.
-import type { CommandModule } from 'yargs';
-import { ProfcpuError } from '../error.js';
+// `profcpu postprocess -dir D` (or `--dir D`): turns an output folder holding perf.data into the flame graphs,
+// FlameScope text, folded stacks, speedscope file, manifest and tarball. Flags map onto PostprocessOptions in
+// `toOptions`; progress and warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops
+// perf script and removes half-written outputs; perf.data is always kept.
+import { dirname, relative } from 'node:path';
+import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import { layout } from '../bundle/layout.js';
+import {
+  defaultPostprocessOptions,
+  postprocess,
+  type PostprocessOptions,
+  type PostprocessResult,
+} from '../postprocess/postprocess.js';
+import { paletteNames, type PaletteName } from '../render/index.js';
+import { createReporter } from './reporter.js';
 
-const command: CommandModule = {
+interface PostprocessArgs {
+  dir: string;
+  title?: string;
+  colors?: string;
+  width?: number;
+  perf: string;
+  force: boolean;
+  tarball: boolean;
+  quiet: boolean;
+}
+
+/** Maps the command line onto the pipeline's options. */
+export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial<PostprocessOptions> {
+  return {
+    title: args.title,
+    svg: {
+      ...(args.colors === undefined ? {} : { colors: args.colors as PaletteName }),
+      ...(args.width === undefined ? {} : { width: args.width }),
+    },
+    perfPath: args.perf,
+    force: args.force,
+    tarball: args.tarball,
+  };
+}
+
+const command: CommandModule<object, PostprocessArgs> = {
   command: 'postprocess',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu postprocess` is not implemented yet');
+  describe: 'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
+  builder: (yargs: Argv) =>
+    yargs
+      .option('dir', {
+        type: 'string',
+        demandOption: 'Name the folder holding perf.data: --dir DIR (or -dir DIR)',
+        describe: 'Output folder holding perf.data (and collect’s target/ snapshots); outputs are written there',
+        requiresArg: true,
+      })
+      .option('title', { type: 'string', describe: 'Title of the flame graphs', requiresArg: true })
+      .option('colors', {
+        type: 'string',
+        choices: [...paletteNames],
+        describe: 'Flame graph palette (default: dotnet)',
+      })
+      .option('width', { type: 'number', describe: 'SVG width in pixels (default: 1200)', requiresArg: true })
+      .option('perf', {
+        type: 'string',
+        default: defaultPostprocessOptions.perfPath,
+        describe: 'perf executable',
+        requiresArg: true,
+      })
+      .option('force', {
+        type: 'boolean',
+        default: defaultPostprocessOptions.force,
+        describe: 'Read a perf.data owned by another user (perf -f)',
+      })
+      .option('tarball', {
+        type: 'boolean',
+        default: defaultPostprocessOptions.tarball,
+        describe: `Write ${layout.tarball} (--no-tarball to skip)`,
+      })
+      .option('quiet', { type: 'boolean', default: false, alias: 'q', describe: 'No progress lines' })
+      .example('$0 postprocess -dir profilings/15-02-11_2026-11-22', 'Re-render a recording (seed spelling)')
+      .example(
+        '$0 postprocess --dir out --title "checkout service"',
+        'With a title',
+      ) as unknown as Argv<PostprocessArgs>,
+  handler: async (args: ArgumentsCamelCase<PostprocessArgs>) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    try {
+      reporter.info(`post-processing ${args.dir}`);
+      const result = await postprocess(args.dir, toOptions(args), {
+        signal: controller.signal,
+        warn: reporter.warn,
+        progress: reporter.info,
+      });
+      process.stdout.write(summary(result));
+    } finally {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    }
   },
 };
+
+function summary(result: PostprocessResult): string {
+  const { fold } = result;
+  const lines = [
+    `${fold.keptSamples} samples kept of ${fold.samples}, ${fold.stacks.size} distinct stacks; files written:`,
+    ...Object.keys(result.files)
+      .sort()
+      .map((name) => `  ${relative(process.cwd(), result.files[name]!)}`),
+  ];
+  const perfScript = result.files[layout.perfScript];
+  if (perfScript) lines.push(`FlameScope: point it at the folder ${relative(process.cwd(), dirname(perfScript))}/`);
+  return `${lines.join('\n')}\n`;
+}
 
 export default command;

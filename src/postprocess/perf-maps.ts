@@ -1,0 +1,141 @@
+// Puts the perf-map copies an output folder keeps where perf script looks for them, for the time perf script runs.
+// Takes the folder (its `target/perf-<nspid>.map` and `target/target.json`), gives the list of files placed and a
+// `remove()` that deletes exactly those.
+//
+// Why: perf names JIT frames from `/tmp/perf-<pid>.map`, <pid> being the PID recorded in perf.data. Once the target is
+// gone (or when it lived in another mount namespace) only perf's own /tmp is consulted, so the copy taken during the
+// recording has to go there, under the PID perf saw, which differs from the namespace PID in the file's name when the
+// target ran in its own PID namespace. target.json (written by collect) says both: `{ pid, nspid }`. Without it, each
+// `target/perf-N.map` is placed as /tmp/perf-N.map, which is right for a target that ran in perf's PID namespace (a
+// process on the host, `profcpu demo`), and a warning says so.
+//
+// A file already at the destination is never replaced: it may be the live map of a running target (then it is the
+// better copy) or someone else's. Placed copies belong to the current user, as perf requires.
+import { constants } from 'node:fs';
+import { copyFile, lstat, readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Warn } from '../diagnostics.js';
+import { layout } from '../bundle/layout.js';
+
+export interface PlacedPerfMap {
+  /** The copy in the output folder, relative to it. */
+  from: string;
+  /** Where perf script reads it. */
+  placedAt: string;
+}
+
+export interface PerfMapPlacement {
+  placed: PlacedPerfMap[];
+  /** Deletes the files placed, unless something else replaced them meanwhile. Safe to call more than once. */
+  remove(): Promise<void>;
+}
+
+/** What placement needs from target/target.json. */
+export interface TargetIds {
+  /** The target's PID as perf saw it (the one in perf.data). */
+  pid: number;
+  /** Its PID inside its own PID namespace (the number in its perf map's name). */
+  nspid: number;
+}
+
+/**
+ * Places the folder's perf-map copies. `perfTmp` is where perf looks (`/tmp`; other values are for tests).
+ * Never throws for a missing or unreadable copy: perf script still runs, with fewer names, and `warn` says why.
+ */
+export async function placePerfMaps(dir: string, warn: Warn, perfTmp = '/tmp'): Promise<PerfMapPlacement> {
+  const pairs = await mapsToPlace(dir, warn);
+  // Identity of each placed file: inode numbers are reused at once, so the change time is compared too.
+  const placed: (PlacedPerfMap & { identity: string })[] = [];
+  const placement: PerfMapPlacement = {
+    placed,
+    async remove() {
+      for (const file of placed.splice(0)) {
+        const now = await identity(file.placedAt).catch(() => undefined);
+        if (now === file.identity) await unlink(file.placedAt).catch(() => undefined);
+      }
+    },
+  };
+  try {
+    for (const { from, pid } of pairs) {
+      const placedAt = join(perfTmp, `perf-${pid}.map`);
+      try {
+        // EXCL: never replace a file that is there, even one that appears between a check and the copy.
+        await copyFile(join(dir, from), placedAt, constants.COPYFILE_EXCL);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EEXIST') await warnIfDifferent(dir, from, placedAt, warn);
+        else warn(`could not place ${from} at ${placedAt} (${code ?? String(error)}): JIT frames may stay unnamed`);
+        continue;
+      }
+      placed.push({ from, placedAt, identity: await identity(placedAt) });
+    }
+  } catch (error) {
+    await placement.remove();
+    throw error;
+  }
+  return placement;
+}
+
+async function identity(path: string): Promise<string> {
+  const s = await lstat(path, { bigint: true });
+  return `${s.dev}:${s.ino}:${s.ctimeNs}`;
+}
+
+async function mapsToPlace(dir: string, warn: Warn): Promise<{ from: string; pid: number }[]> {
+  const ids = await readTargetIds(dir, warn);
+  if (ids) {
+    const from = layout.perfMap(ids.nspid);
+    const present = await stat(join(dir, from)).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+    return present ? [{ from, pid: ids.pid }] : [];
+  }
+  const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
+  const maps = names
+    .map((name) => /^perf-(\d+)\.map$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ from: `${layout.targetDir}/${m[0]}`, pid: Number(m[1]) }))
+    .sort((a, b) => a.pid - b.pid);
+  if (maps.length > 0) {
+    warn(
+      `no usable ${layout.targetInfo}: placing ${maps.map((m) => m.from).join(', ')} under the same PID, which is ` +
+        'right only if the target ran in perf’s PID namespace',
+    );
+  }
+  return maps;
+}
+
+/** `{ pid, nspid }` from target.json; undefined (after a warning if it is unusable) when it cannot say. */
+export async function readTargetIds(dir: string, warn: Warn): Promise<TargetIds | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, layout.targetInfo), 'utf8');
+  } catch {
+    return undefined;
+  }
+  let info: unknown;
+  try {
+    info = JSON.parse(text);
+  } catch {
+    warn(`${layout.targetInfo} is not valid JSON: ignored`);
+    return undefined;
+  }
+  const { pid, nspid } = (info ?? {}) as Record<string, unknown>;
+  if (!isPid(pid)) {
+    warn(`${layout.targetInfo} has no usable "pid": ignored`);
+    return undefined;
+  }
+  return { pid, nspid: isPid(nspid) ? nspid : pid };
+}
+
+function isPid(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0;
+}
+
+async function warnIfDifferent(dir: string, from: string, placedAt: string, warn: Warn): Promise<void> {
+  const [ours, theirs] = await Promise.all([stat(join(dir, from)), stat(placedAt)]).catch(() => [undefined, undefined]);
+  if (ours && theirs && ours.size !== theirs.size) {
+    warn(`${placedAt} already exists and differs from ${from}: left in place, perf script names JIT frames from it`);
+  }
+}

@@ -1,0 +1,304 @@
+// The postprocess pipeline: an output folder holding perf.data (and the target/ snapshots collect took) in, every
+// output out: flamescope/perf_script.out, folded_stacks.out, flamegraph.svg, flamegraph.html, speedscope.json,
+// manifest.json and prof.tar.gz (names from src/bundle/layout.ts).
+//
+// perf script runs once; its text is teed as it streams, to the FlameScope file and into the fold, so the text is
+// never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
+// output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
+// leaves no half-written file and never touches perf.data or target/.
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import {
+  buildManifest,
+  formatManifest,
+  hashFiles,
+  runtimeFacts,
+  toolInfo,
+  unhashedFiles,
+  type Manifest,
+} from '../bundle/manifest.js';
+import { listFolder, writeTarball } from '../bundle/tarball.js';
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { isProfcpuError, ProfcpuError } from '../error.js';
+import { defaultPerfPath } from '../perf/exec.js';
+import { perfScript, perfScriptArgs } from '../perf/script.js';
+import { kernelRelease, parseRecordingHeader, perfVersion } from '../perf/version.js';
+import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
+import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
+import { formatFolded } from '../stacks/folded.js';
+import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
+import { checkPerfData } from './inputs.js';
+import { PartialOutputs } from './outputs.js';
+import { placePerfMaps } from './perf-maps.js';
+import { PerfScriptTee } from './tee.js';
+
+/** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
+export type FrameResolverFactory = (
+  dir: string,
+  warn: Warn,
+) => FrameResolver | undefined | Promise<FrameResolver | undefined>;
+
+export interface PostprocessOptions {
+  /** Fold options (src/stacks/fold.ts). Default `{}`: the fold stage's defaults. */
+  fold: Partial<FoldOptions>;
+  /** Title of the SVG and HTML flame graphs and name of the speedscope profile. Default: each renderer's own. */
+  title: string | undefined;
+  /** SVG options (src/render/svg.ts); `title` above wins over `svg.title`. Default `{}`. */
+  svg: Partial<SvgOptions>;
+  /** HTML options (src/render/html.ts). Default `{}`. */
+  html: Partial<HtmlOptions>;
+  /** speedscope options (src/render/speedscope.ts). Default `{}`. */
+  speedscope: Partial<SpeedscopeOptions>;
+  /** Names frames perf left unnamed, or a factory building one from the folder. Default none. */
+  resolver: FrameResolver | FrameResolverFactory | undefined;
+  /** The perf executable. Default `perf` (on PATH). */
+  perfPath: string;
+  /** Arguments appended to `perf script -i perf.data --header --no-inline`. Default none. */
+  perfScriptArgs: readonly string[];
+  /** Read a perf.data owned by another user (perf's -f). Default false. */
+  force: boolean;
+  /** Place target/perf-<nspid>.map at /tmp/perf-<pid>.map while perf script runs (see perf-maps.ts). Default true. */
+  placePerfMaps: boolean;
+  /** Write prof.tar.gz. Default true. */
+  tarball: boolean;
+  /** Milliseconds between progress lines while perf script streams. Default 1000. */
+  progressIntervalMs: number;
+}
+
+export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.freeze({
+  fold: Object.freeze({}),
+  title: undefined,
+  svg: Object.freeze({}),
+  html: Object.freeze({}),
+  speedscope: Object.freeze({}),
+  resolver: undefined,
+  perfPath: defaultPerfPath,
+  perfScriptArgs: Object.freeze([]),
+  force: false,
+  placePerfMaps: true,
+  tarball: true,
+  progressIntervalMs: 1000,
+});
+
+export interface PostprocessContext {
+  signal?: AbortSignal;
+  warn?: Warn;
+  progress?: (message: string) => void;
+  /** Added to manifest.json at the top level (collect: target info, its commands, timings). */
+  manifestExtra?: Record<string, unknown>;
+}
+
+export interface PostprocessResult {
+  dir: string;
+  /** Absolute paths of the files written, by layout name (`flamegraph.svg`, `flamescope/perf_script.out`...). */
+  files: Record<string, string>;
+  fold: FoldResult;
+  manifest: Manifest;
+}
+
+export async function postprocess(
+  dir: string,
+  options: Partial<PostprocessOptions> = {},
+  context: PostprocessContext = {},
+): Promise<PostprocessResult> {
+  const opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
+  const { signal, warn = ignoreWarnings, progress = () => {} } = context;
+  const durationsMs: Record<string, number> = {};
+  const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    try {
+      return await work();
+    } finally {
+      durationsMs[phase] = Math.round(performance.now() - start);
+    }
+  };
+
+  try {
+    signal?.throwIfAborted();
+    const perfData = await checkPerfData(dir, { force: opts.force, euid: effectiveUid() });
+    const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal });
+    perfVersionPromise.catch(() => {});
+    const resolver = typeof opts.resolver === 'function' ? await opts.resolver(dir, warn) : opts.resolver;
+    const outputs = new PartialOutputs(dir);
+    try {
+      // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
+      const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+      const { fold, header, scriptBytes, perfMaps } = await timed('perfScript', () =>
+        runScriptAndFold(dir, opts, outputs, { signal, warn, progress }, resolver),
+      );
+      checkSamples(fold, dir);
+      await timed('render', () => writeRenders(outputs, fold, opts, signal));
+      const files = await outputs.commit();
+
+      // Phases after this point cannot time themselves into the manifest they write.
+      const manifest = await (async () => {
+        const listing = await listFolder(dir, new Set(unhashedFiles.flatMap((f) => [f, `${f}.partial`])));
+        const hashed = await hashFiles(
+          dir,
+          listing.entries.filter((_, i) => !listing.isDir[i]),
+          signal,
+        );
+        const built = buildManifest(
+          await toolInfo(),
+          {
+            createdAt: new Date().toISOString(),
+            host: {
+              hostname: hostname(),
+              kernelRelease: kernelRelease(),
+              perfVersion: await perfVersionPromise,
+              ...runtimeFacts(),
+            },
+            recording: header,
+            postprocess: { commands: [scriptCommand], durationsMs, perfScriptBytes: scriptBytes, perfMaps },
+            samples: {
+              parsed: fold.samples,
+              kept: fold.keptSamples,
+              weight: fold.weight,
+              distinctStacks: fold.stacks.size,
+              events: fold.events,
+            },
+            skipped: fold.skipped,
+            naming: fold.quality,
+          },
+          hashed,
+          context.manifestExtra,
+        );
+        for (const key of built.collisions) warn(`manifest: the caller's "${key}" is left out (a manifest field)`);
+        await outputs.write(layout.manifest, formatManifest(built.manifest));
+        Object.assign(files, await outputs.commit());
+        return built.manifest;
+      })();
+
+      if (opts.tarball) {
+        signal?.throwIfAborted();
+        progress(`writing ${layout.tarball}`);
+        const mtime = new Date(Math.floor(perfData.stat.mtimeMs / 1000) * 1000);
+        const tarball = await writeTarball(dir, join(dir, layout.tarball), { mtime });
+        for (const path of tarball.skipped) warn(`${layout.tarball}: left out ${path} (not a regular file or folder)`);
+        files[layout.tarball] = tarball.path;
+      }
+      return { dir, files, fold, manifest };
+    } finally {
+      await outputs.discard();
+    }
+  } catch (error) {
+    if (signal?.aborted && !isProfcpuError(error, 'ABORTED')) {
+      throw new ProfcpuError('ABORTED', `post-processing ${dir} was aborted`, {
+        remedy: 'Run `profcpu postprocess --dir` on the folder again: its raw data was kept.',
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+/** The effective uid (libuv's passwd lookup uses geteuid), or undefined where the uid has no passwd entry. */
+function effectiveUid(): number | undefined {
+  try {
+    return userInfo().uid;
+  } catch {
+    return undefined;
+  }
+}
+
+function perfScriptOptions(opts: PostprocessOptions) {
+  return { extraArgs: opts.perfScriptArgs, force: opts.force };
+}
+
+/** Runs perf script once, teeing its text into the FlameScope file and the fold, with perf maps placed meanwhile. */
+async function runScriptAndFold(
+  dir: string,
+  opts: PostprocessOptions,
+  outputs: PartialOutputs,
+  context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & { signal: AbortSignal | undefined },
+  resolver: FrameResolver | undefined,
+) {
+  const { signal, warn, progress } = context;
+  const placement = opts.placePerfMaps ? await placePerfMaps(dir, warn) : undefined;
+  const folder = new StackFolder(opts.fold, warn, resolver);
+  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder.write(chunk));
+  let lastProgress = performance.now();
+  const report = () =>
+    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  try {
+    const run = await perfScript(
+      layout.perfData,
+      async (chunk) => {
+        await tee.sink(chunk);
+        if (performance.now() - lastProgress >= opts.progressIntervalMs) {
+          lastProgress = performance.now();
+          report();
+        }
+      },
+      { ...perfScriptOptions(opts), perfPath: opts.perfPath, signal, cwd: dir },
+    );
+    await tee.finish();
+    report();
+    if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
+    return {
+      fold: folder.end(),
+      header: parseRecordingHeader(tee.headerLines()),
+      scriptBytes: run.bytes,
+      perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
+    };
+  } catch (error) {
+    tee.destroy();
+    throw error;
+  } finally {
+    await placement?.remove();
+  }
+}
+
+/** perf script's warnings (lost chunks, maps it could not open), passed on once each. */
+function warnPerfStderr(stderr: string, warn: Warn): void {
+  const lines = [...new Set(stderr.split('\n').map((line) => line.trim()))].filter((line) => line !== '');
+  const shown = lines.slice(-5);
+  for (const line of shown) warn(`perf script: ${line}`);
+  if (lines.length > shown.length) warn(`perf script: (${lines.length - shown.length} earlier messages not shown)`);
+}
+
+/** Fails when there is nothing to draw, telling "nothing recorded" apart from "everything filtered out". */
+function checkSamples(fold: FoldResult, dir: string): void {
+  if (fold.samples === 0) {
+    throw new ProfcpuError('NO_SAMPLES', `no samples collected: ${join(dir, layout.perfData)} holds no samples`, {
+      remedy:
+        'Record again for longer or at a higher frequency (-F), and check the target was busy on CPU and was the ' +
+        'right process (`profcpu ps`); `profcpu doctor` checks perf’s permissions.',
+    });
+  }
+  if (fold.keptSamples === 0) {
+    throw new ProfcpuError(
+      'ALL_FILTERED',
+      `all samples filtered out: ${group(fold.samples)} samples were read but the fold options kept none`,
+      { remedy: 'Loosen the filters (event, pid, tid...) or drop them to keep every sample.' },
+    );
+  }
+}
+
+async function writeRenders(
+  outputs: PartialOutputs,
+  fold: FoldResult,
+  opts: PostprocessOptions,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const title = opts.title === undefined ? {} : { title: opts.title };
+  await outputs.write(layout.foldedStacks, [...formatFolded(fold.stacks)].join(''));
+  signal?.throwIfAborted();
+  await outputs.write(layout.flamegraphSvg, renderSvg(fold.stacks, { ...opts.svg, ...title }));
+  signal?.throwIfAborted();
+  await outputs.write(layout.flamegraphHtml, renderHtml(fold.stacks, { ...opts.html, ...title }));
+  signal?.throwIfAborted();
+  const name = opts.title === undefined ? {} : { name: opts.title };
+  await outputs.write(layout.speedscope, renderSpeedscope(fold.stacks, { ...opts.speedscope, ...name }));
+}
+
+function formatMegabytes(bytes: number): string {
+  const mb = bytes / 1e6;
+  return mb < 10 ? `${mb.toFixed(1)} MB` : `${group(Math.round(mb))} MB`;
+}
+
+/** 12345 → `12 345`: groups of three digits, as the progress lines print them. */
+function group(n: number): string {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
+}

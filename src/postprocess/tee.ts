@@ -1,0 +1,83 @@
+// The tee between perf script and the rest: each chunk of perf-script text goes to the FlameScope file and into the
+// fold as it arrives, and the `#` header lines are kept aside for the manifest. Takes chunks, gives a ChunkSink that
+// waits for the file when it falls behind (so perf is held back instead of memory growing), plus running counts for
+// progress lines.
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
+import type { ChunkSink } from '../perf/script.js';
+
+/** How much of the start of the text may hold header lines; perf's header is a few KB. */
+const headerLimit = 256 * 1024;
+
+export interface TeeCounts {
+  bytes: number;
+  /** Samples seen so far: blank lines ending a sample (an estimate for progress only; the fold counts exactly). */
+  samples: number;
+}
+
+export class PerfScriptTee {
+  readonly counts: TeeCounts = { bytes: 0, samples: 0 };
+  private readonly file: WriteStream;
+  private header: Buffer[] = [];
+  private headerBytes = 0;
+  private headerDone = false;
+  private lastByte = -1;
+
+  /** `fold` receives every chunk in order; `path` gets a byte-for-byte copy. */
+  constructor(
+    path: string,
+    private readonly fold: (chunk: Uint8Array) => void,
+  ) {
+    this.file = createWriteStream(path);
+    // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
+    this.file.on('error', () => {});
+  }
+
+  readonly sink: ChunkSink = async (chunk) => {
+    this.counts.bytes += chunk.length;
+    if (!this.headerDone) this.keepHeader(chunk);
+    this.countSamples(chunk);
+    this.fold(chunk);
+    if (!this.file.write(chunk)) await once(this.file, 'drain');
+  };
+
+  /** Flushes and closes the file. */
+  async finish(): Promise<void> {
+    this.file.end();
+    await finished(this.file);
+  }
+
+  /** Closes the file without waiting for it (after a failure; the caller deletes it). */
+  destroy(): void {
+    this.file.destroy();
+  }
+
+  /** The `#` lines perf printed before the first sample. */
+  headerLines(): string[] {
+    const lines = Buffer.concat(this.header).toString('utf8').split('\n');
+    const end = lines.findIndex((line) => !line.startsWith('#'));
+    return end === -1 ? lines : lines.slice(0, end);
+  }
+
+  private keepHeader(chunk: Buffer): void {
+    this.header.push(chunk);
+    this.headerBytes += chunk.length;
+    // Done once a line not starting with `#` has begun (or enough is kept); `lastByte` is still the previous chunk's.
+    const atLineStart = this.lastByte === -1 || this.lastByte === 10;
+    if (
+      this.headerBytes >= headerLimit ||
+      (atLineStart && chunk.length > 0 && chunk[0] !== 0x23) ||
+      /\n[^#]/.test(chunk.toString('latin1'))
+    ) {
+      this.headerDone = true;
+    }
+  }
+
+  private countSamples(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    if (this.lastByte === 10 && chunk[0] === 10) this.counts.samples++;
+    for (let at = chunk.indexOf('\n\n'); at !== -1; at = chunk.indexOf('\n\n', at + 1)) this.counts.samples++;
+    this.lastByte = chunk[chunk.length - 1]!;
+  }
+}

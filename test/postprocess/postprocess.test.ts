@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { chown, cp, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test, type TestContext } from 'node:test';
+import { list } from 'tar';
+import { layout } from '../../src/bundle/layout.js';
+import { writeTarball } from '../../src/bundle/tarball.js';
+import { isProfcpuError } from '../../src/error.js';
+import { postprocess } from '../../src/postprocess/postprocess.js';
+import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
+import { burnFunctions, keepPerfMap, recordNode, recordNothing, type Recording } from './recording.js';
+
+let root: string;
+/** A folder as collect leaves it: perf.data, target/perf-<pid>.map and target/target.json; never modified. */
+let recorded: string;
+let recording: Recording | undefined;
+
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'profcpu-postprocess-'));
+  recorded = join(root, 'recorded');
+  if (isRoot() && have('perf')) {
+    recording = await recordNode(recorded);
+    await keepPerfMap(recorded, recording.pid);
+  }
+});
+after(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+let copies = 0;
+/** A fresh copy of the recorded folder, or undefined (test skipped) without root and perf. */
+async function folder(t: TestContext): Promise<string | undefined> {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !recording) return undefined;
+  const dir = join(root, `case-${++copies}`);
+  await cp(recorded, dir, { recursive: true });
+  return dir;
+}
+
+const sha256 = async (path: string) =>
+  createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
+// FlameScope (FACTS.md §5): a "perf" file's first non-# line, and each frame line.
+const flamescopeEvent = / +([0-9.]+): .+?:/;
+const flamescopeFrame = /^[\t ]*[0-9a-fA-F]+ (.+) \((.*?)\)$/;
+
+test('a real recording becomes every output, named, hashed and bundled', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const progress: string[] = [];
+  const warnings: string[] = [];
+  const result = await postprocess(
+    dir,
+    { title: 'burn test' },
+    { progress: (m) => progress.push(m), warn: (m) => warnings.push(m), manifestExtra: { target: { pid: 1 } } },
+  );
+  const names = [
+    layout.perfScript,
+    layout.foldedStacks,
+    layout.flamegraphSvg,
+    layout.flamegraphHtml,
+    layout.speedscope,
+    layout.manifest,
+    layout.tarball,
+  ];
+  assert.deepEqual(Object.keys(result.files).sort(), [...names].sort());
+  for (const name of names) assert.ok((await stat(join(dir, name))).size > 0, name);
+  assert.deepEqual(warnings, []);
+  assert.match(progress.join('\n'), /perf script: [\d.]+ MB read, [\d ]+ samples/);
+
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  const svg = await readFile(join(dir, layout.flamegraphSvg), 'utf8');
+  for (const name of burnFunctions) {
+    assert.ok(folded.includes(name), `${name} in folded stacks`);
+    assert.ok(svg.includes(name), `${name} in the SVG`);
+  }
+  assert.ok(svg.includes('burn test'));
+  assert.ok(result.fold.keptSamples > 50, `${result.fold.keptSamples} samples`);
+
+  // FlameScope recognises the text, and it lives alone in its folder.
+  assert.deepEqual(await readdir(join(dir, 'flamescope')), ['perf_script.out']);
+  const script = (await readFile(join(dir, layout.perfScript), 'utf8')).split('\n');
+  const firstEvent = script.find((line) => line !== '' && !line.startsWith('#'));
+  assert.match(firstEvent ?? '', flamescopeEvent);
+  const frames = script.filter((line) => line.startsWith('\t'));
+  assert.ok(frames.length > 100);
+  for (const line of frames) assert.match(line, flamescopeFrame);
+
+  // The manifest: hashes match the files; everything but itself and the tarball is listed.
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as typeof result.manifest;
+  assert.deepEqual(manifest.target, { pid: 1 });
+  assert.equal(manifest.samples.kept, result.fold.keptSamples);
+  assert.equal(manifest.samples.distinctStacks, result.fold.stacks.size);
+  assert.match(manifest.host.perfVersion, /^\d+\.\d+/);
+  assert.equal(manifest.recording.events?.[0], 'cpu-clock');
+  assert.deepEqual(manifest.postprocess.commands, [['perf', 'script', '-i', 'perf.data', '--header', '--no-inline']]);
+  assert.deepEqual(manifest.postprocess.perfMaps, [
+    { from: `target/perf-${recording!.pid}.map`, placedAt: `/tmp/perf-${recording!.pid}.map` },
+  ]);
+  assert.deepEqual(manifest.unhashed.files, [layout.manifest, layout.tarball]);
+  assert.deepEqual(
+    manifest.files.map((f) => f.path),
+    [
+      layout.flamegraphHtml,
+      layout.flamegraphSvg,
+      layout.perfScript,
+      layout.foldedStacks,
+      layout.perfData,
+      layout.speedscope,
+      `target/perf-${recording!.pid}.map`,
+      'target/target.json',
+    ],
+  );
+  for (const file of manifest.files) {
+    assert.equal(file.sha256, await sha256(join(dir, file.path)), file.path);
+    assert.equal(file.bytes, (await stat(join(dir, file.path))).size, file.path);
+  }
+
+  // The tarball: every file under the folder's name, fixed modes, and the same bytes when built again.
+  const top = dir.split('/').at(-1)!;
+  const entries: { path: string; mode: number | undefined }[] = [];
+  await list({ file: join(dir, layout.tarball), onReadEntry: (e) => entries.push({ path: e.path, mode: e.mode }) });
+  assert.deepEqual(
+    entries.filter((e) => !e.path.endsWith('/')).map((e) => e.path),
+    [...manifest.files.map((f) => f.path), layout.manifest].sort().map((p) => `${top}/${p}`),
+  );
+  for (const e of entries) assert.equal(e.mode, e.path.endsWith('/') ? 0o755 : 0o644, e.path);
+  const before = await readFile(join(dir, layout.tarball));
+  await writeTarball(dir, join(dir, layout.tarball), {
+    mtime: new Date(Math.floor((await stat(join(dir, 'perf.data'))).mtimeMs / 1000) * 1000),
+  });
+  assert.deepEqual(await readFile(join(dir, layout.tarball)), before);
+});
+
+test('the perf map copy is placed for perf script and removed after: names resolve, /tmp is left clean', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const placed = `/tmp/perf-${recording!.pid}.map`;
+  await assert.rejects(stat(placed), { code: 'ENOENT' });
+  const result = await postprocess(dir, { tarball: false });
+  const frames = [...result.fold.stacks.keys()].join(';');
+  for (const name of burnFunctions) assert.ok(frames.includes(name), name);
+  await assert.rejects(stat(placed), { code: 'ENOENT' });
+  assert.equal(result.files[layout.tarball], undefined);
+
+  // Without the copy the same frames stay unnamed: the names above came from it.
+  await rm(join(dir, 'target'), { recursive: true });
+  const bare = await postprocess(dir, { tarball: false });
+  const bareFrames = [...bare.fold.stacks.keys()].join(';');
+  for (const name of burnFunctions) assert.ok(!bareFrames.includes(name), name);
+});
+
+test('no perf.data: NO_PERF_DATA', async () => {
+  await assert.rejects(postprocess(root), (e) => isProfcpuError(e, 'NO_PERF_DATA') && Boolean(e.remedy));
+});
+
+test('perf missing: NO_PERF naming the package', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  await assert.rejects(
+    postprocess(dir, { perfPath: join(root, 'no-perf-here') }),
+    (e) => isProfcpuError(e, 'NO_PERF') && /linux-perf/.test(e.remedy ?? ''),
+  );
+  await assert.rejects(stat(join(dir, layout.flamegraphSvg)), { code: 'ENOENT' });
+});
+
+test('perf.data owned by another user: PERF_DATA_OWNER; --force reads it', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  await chown(join(dir, layout.perfData), 65534, 65534);
+  await assert.rejects(postprocess(dir), (e) => isProfcpuError(e, 'PERF_DATA_OWNER') && /chown/.test(e.remedy ?? ''));
+  const forced = await postprocess(dir, { force: true, tarball: false });
+  assert.ok(forced.fold.keptSamples > 0);
+});
+
+test('a perf.data with no samples is NO_SAMPLES; samples all dropped by the fold is ALL_FILTERED', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  await assert.rejects(
+    postprocess(dir, { fold: { eventFilter: 'no-such-event' } }),
+    (e) => isProfcpuError(e, 'ALL_FILTERED') && /all samples filtered out/.test(e.message),
+  );
+  const empty = join(root, 'empty');
+  await recordNothing(empty);
+  await assert.rejects(
+    postprocess(empty),
+    (e) => isProfcpuError(e, 'NO_SAMPLES') && /no samples collected/.test(e.message) && Boolean(e.remedy),
+  );
+  // Neither failure leaves outputs behind, and the raw data stays.
+  for (const d of [dir, empty]) {
+    const left = (await readdir(d, { recursive: true })).sort();
+    assert.ok(left.includes('perf.data'));
+    assert.deepEqual(
+      left.filter((f) => !f.startsWith('target') && f !== 'perf.data'),
+      [],
+    );
+  }
+});
+
+test('aborting while perf script streams: ABORTED, no half-written output, raw data kept', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const controller = new AbortController();
+  await assert.rejects(
+    postprocess(dir, { progressIntervalMs: 0 }, { signal: controller.signal, progress: () => controller.abort() }),
+    (e) => isProfcpuError(e, 'ABORTED'),
+  );
+  const left = (await readdir(dir, { recursive: true })).sort();
+  assert.deepEqual(left, ['perf.data', 'target', `target/perf-${recording!.pid}.map`, 'target/target.json']);
+  await assert.rejects(stat(`/tmp/perf-${recording!.pid}.map`), { code: 'ENOENT' });
+});

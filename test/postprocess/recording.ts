@@ -1,0 +1,64 @@
+// Records a real profile for the postprocess tests: a small Node program with distinctive function names, run under
+// `perf record -F 199 -g -e cpu-clock` with --perf-basic-prof so its JIT frames are named from /tmp/perf-<pid>.map.
+import { execa } from 'execa';
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Function names a flame graph of the program must show. */
+export const burnFunctions = ['profcpuFibonacciBurner', 'profcpuSquareRootSpinner'] as const;
+
+const program = `
+function profcpuFibonacciBurner(n) { return n < 2 ? n : profcpuFibonacciBurner(n - 1) + profcpuFibonacciBurner(n - 2); }
+function profcpuSquareRootSpinner() { let s = 0; for (let i = 0; i < 2e6; i++) s += Math.sqrt(i); return s; }
+process.stdout.write(process.pid + '\\n');
+const end = Date.now() + Number(process.argv[2]);
+while (Date.now() < end) { profcpuFibonacciBurner(22); profcpuSquareRootSpinner(); }
+`;
+
+export interface Recording {
+  /** The Node process's pid (host and namespace are the same here). */
+  pid: number;
+  /** The perf record command run. */
+  command: string[];
+}
+
+/** Records `ms` milliseconds of the program into `dir/perf.data`; its perf map stays at /tmp/perf-<pid>.map. */
+export async function recordNode(dir: string, ms = 1500): Promise<Recording> {
+  const scratch = await mkdtemp(join(tmpdir(), 'profcpu-burn-'));
+  try {
+    const script = join(scratch, 'burn.js');
+    await writeFile(script, program);
+    await mkdir(dir, { recursive: true });
+    const args = ['record', '-F', '199', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data'), '--'];
+    const command = ['perf', ...args, process.execPath, '--perf-basic-prof', script, String(ms)];
+    const { stdout } = await execa(command[0]!, command.slice(1), { stdin: 'ignore' });
+    return { pid: Number(stdout.trim().split('\n')[0]), command };
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Moves /tmp/perf-<pid>.map into the folder as collect would keep it, with target.json; /tmp is left clean. */
+export async function keepPerfMap(dir: string, pid: number): Promise<void> {
+  await mkdir(join(dir, 'target'), { recursive: true });
+  await rename(`/tmp/perf-${pid}.map`, join(dir, 'target', `perf-${pid}.map`));
+  await writeFile(join(dir, 'target', 'target.json'), JSON.stringify({ pid, nspid: pid, comm: 'node' }));
+}
+
+/** Records a perf.data holding no sample: a short command at one sample per 100 s of CPU. */
+export async function recordNothing(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await execa('perf', [
+    'record',
+    '-e',
+    'cpu-clock',
+    '-c',
+    '100000000000',
+    '-g',
+    '-o',
+    join(dir, 'perf.data'),
+    '--',
+    'true',
+  ]);
+}
