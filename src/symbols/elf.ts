@@ -203,6 +203,7 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
   async function findBuildId(offset: number, size: number, align: number, what: string): Promise<string | undefined> {
     if (size > elfReadLimits.maxNoteBytes) throw fail(`${what} of ${size} bytes`);
     const v = await readExact(offset, size, what);
+    // 8-byte aligned notes (.note.gnu.property) align the descriptor and the next note, not the name's size.
     const step = align === 8 ? 8 : 4;
     const pad = (n: number) => Math.ceil(n / step) * step;
     for (let at = 0; at + 12 <= size;) {
@@ -210,14 +211,14 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
       const descsz = u32(v, at + 4);
       const type = u32(v, at + 8);
       const nameAt = at + 12;
-      const descAt = nameAt + pad(namesz);
+      const descAt = pad(nameAt + namesz);
       if (descAt + descsz > size) throw fail(`${what} has a note running past its end`);
       const name = new Uint8Array(v.buffer, v.byteOffset + nameAt, namesz);
       if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0) === 'GNU') {
         if (descsz === 0) throw fail('empty build-id note');
         return Buffer.from(v.buffer, v.byteOffset + descAt, descsz).toString('hex');
       }
-      at = descAt + pad(descsz);
+      at = pad(descAt + descsz);
     }
     return undefined;
   }

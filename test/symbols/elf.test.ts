@@ -54,6 +54,15 @@ test('the library as linked has .symtab and DWARF; --only-keep-debug keeps them 
   assert.deepEqual([debug.buildId, debug.hasSymtab, debug.hasDebugInfo, debug.hasCode], [l.buildId, true, true, false]);
 });
 
+test('an executable with 8-byte aligned notes (.note.gnu.property) before its build-id', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const expected = /Build ID: ([0-9a-f]+)/.exec(execFileSync('readelf', ['-n', l.program], { encoding: 'utf8' }))?.[1];
+  const info = await readElfFile(l.program);
+  assert.equal(info.buildId, expected);
+  assert.deepEqual([info.hasSymtab, info.hasDebugInfo, info.hasCode], [true, true, true]);
+});
+
 test('strip --strip-debug keeps .symtab and drops DWARF', async (t) => {
   const l = needLib(t);
   if (!l) return;

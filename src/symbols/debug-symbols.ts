@@ -1,0 +1,185 @@
+// A target process (or some ELF files) in; for each native library that lacks symbols, its debug file fetched by
+// build-id, verified, and placed in perf's build-id cache out, with a report of which build-id was found where
+// (for manifest.json). The target's files are read through /proc/PID/root, so nothing is added to the target and
+// nothing needs to run inside it. Server trouble never throws: it is a status and a reason per library.
+import { readFile } from 'node:fs/promises';
+import { basename, resolve } from 'node:path';
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { isProfcpuError, ProfcpuError } from '../error.js';
+import { placeDebugFile } from '../perf/buildid-cache.js';
+import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
+import { readElfFile } from './elf.js';
+import {
+  SymbolFetcher,
+  type SymbolFetchAttempt,
+  type SymbolFetchOptions,
+  type SymbolFetchProgress,
+} from './symbol-server-fetch.js';
+import type { SymbolServer } from './symbol-server.js';
+
+export type LibrarySymbolsStatus =
+  /** The file has .symtab or DWARF already: nothing to fetch. */
+  | 'has-symbols'
+  /** The file has no GNU build-id note: no server can be asked. */
+  | 'no-build-id'
+  /** The file could not be read (vanished, permission, malformed). */
+  | 'unreadable'
+  /** The debug file is in perf's build-id cache. */
+  | 'placed'
+  | 'not-found'
+  | 'failed'
+  /** No server to ask and not in profcpu's cache. */
+  | 'offline';
+
+export interface LibrarySymbols {
+  /** The path as the target sees it (or as given with --file). */
+  path: string;
+  buildId?: string;
+  status: LibrarySymbolsStatus;
+  /** `cache` or the server URL it was downloaded from. */
+  source?: string;
+  /** The verified debug file in profcpu's cache. */
+  debugFile?: string;
+  /** The `debug` file in perf's build-id cache. */
+  placedAt?: string;
+  reason?: string;
+  attempts?: SymbolFetchAttempt[];
+}
+
+export interface SymbolsReport {
+  servers: string[];
+  cacheDir: string;
+  buildIdDir: string;
+  libraries: LibrarySymbols[];
+}
+
+export interface DebugSymbolsOptions {
+  /** Servers in order (symbolServerList); empty: offline, cache only. */
+  servers: readonly SymbolServer[];
+  /** profcpu's symbol cache (defaultSymbolCacheDir). */
+  cacheDir: string;
+  /** perf's build-id cache (perfBuildIdDir). */
+  buildIdDir: string;
+  /** Timeouts, retries, size cap...: symbolFetchDefaults unless given. */
+  fetch?: Partial<Omit<SymbolFetchOptions, 'servers' | 'cacheDir' | 'signal' | 'warn' | 'progress'>>;
+  /** Libraries handled at once. Default 4. */
+  concurrency?: number;
+  signal?: AbortSignal | undefined;
+  warn?: Warn | undefined;
+  progress?: ((p: SymbolFetchProgress) => void) | undefined;
+}
+
+export interface TargetSymbolsOptions extends DebugSymbolsOptions {
+  /** The target as this process sees it (host PID, or the target's PID in a sidecar sharing its namespace). */
+  pid: number;
+  /** Where /proc is mounted. Default `/proc`. */
+  procRoot?: string;
+  /** coreclr: libcoreclr.so only (what collect does by default); all: every mapped native library. */
+  libraries: 'coreclr' | 'all';
+}
+
+/** Symbols for the native libraries mapped by a running process. */
+export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise<SymbolsReport> {
+  const procRoot = options.procRoot ?? '/proc';
+  let mapsText: string;
+  try {
+    mapsText = await readFile(`${procRoot}/${options.pid}/maps`, 'utf8');
+  } catch (cause) {
+    throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot read ${procRoot}/${options.pid}/maps`, {
+      remedy: 'Check the PID, and run as root (or the target’s user) in a PID namespace that shows the target.',
+      cause,
+    });
+  }
+  const paths = new Set<string>();
+  for (const mapping of parseProcMaps(mapsText).mappings) {
+    const path = mapping.path;
+    if (!isExecutable(mapping) || !path.startsWith('/') || path.endsWith(' (deleted)')) continue;
+    if (options.libraries === 'coreclr' && basename(path) !== 'libcoreclr.so') continue;
+    paths.add(path);
+  }
+  const files = [...paths].sort().map((path) => ({ path, open: `${procRoot}/${options.pid}/root${path}` }));
+  const report = await symbolsFor(files, options);
+  // Executable mappings of files that are not ELF (.NET maps its PE assemblies executable) are no native library.
+  report.libraries = report.libraries.filter((l) => !(l.status === 'unreadable' && l.reason?.includes('no ELF magic')));
+  return report;
+}
+
+/** Symbols for ELF files named directly (`profcpu symbols --file`). */
+export async function fetchFileSymbols(files: readonly string[], options: DebugSymbolsOptions): Promise<SymbolsReport> {
+  return symbolsFor(
+    files.map((file) => ({ path: resolve(file), open: file })),
+    options,
+  );
+}
+
+async function symbolsFor(
+  files: readonly { path: string; open: string }[],
+  options: DebugSymbolsOptions,
+): Promise<SymbolsReport> {
+  const warn = options.warn ?? ignoreWarnings;
+  const fetcher = new SymbolFetcher({
+    ...options.fetch,
+    servers: options.servers,
+    cacheDir: options.cacheDir,
+    signal: options.signal,
+    warn,
+    progress: options.progress,
+  });
+  const libraries: LibrarySymbols[] = new Array(files.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < files.length; i = next++) libraries[i] = await one(files[i]!, fetcher, options);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, worker));
+  return {
+    servers: options.servers.map((s) => `${s.kind}:${s.url}`),
+    cacheDir: options.cacheDir,
+    buildIdDir: options.buildIdDir,
+    libraries,
+  };
+}
+
+async function one(
+  file: { path: string; open: string },
+  fetcher: SymbolFetcher,
+  options: DebugSymbolsOptions,
+): Promise<LibrarySymbols> {
+  const { path } = file;
+  let elf;
+  try {
+    elf = await readElfFile(file.open);
+  } catch (error) {
+    if (!isProfcpuError(error)) throw error;
+    return { path, status: 'unreadable', reason: error.message };
+  }
+  const buildId = elf.buildId;
+  if (!buildId) return { path, status: 'no-build-id' };
+  if (elf.hasSymtab || elf.hasDebugInfo) return { path, buildId, status: 'has-symbols' };
+
+  const fetched = await fetcher.fetch(buildId);
+  const attempts = fetched.attempts.length > 0 ? { attempts: fetched.attempts } : {};
+  if (!fetched.path) {
+    const reason = fetched.attempts.map((a) => `${a.server}: ${a.reason ?? a.outcome}`).join('; ');
+    return {
+      path,
+      buildId,
+      status: fetched.status as LibrarySymbolsStatus,
+      ...(reason ? { reason } : {}),
+      ...attempts,
+    };
+  }
+  const source = fetched.status === 'cached' ? 'cache' : fetched.server!;
+  try {
+    const placed = await placeDebugFile({
+      buildIdDir: options.buildIdDir,
+      buildId,
+      debugFile: fetched.path,
+      dsoPath: path,
+    });
+    return { path, buildId, status: 'placed', source, debugFile: fetched.path, placedAt: placed.path, ...attempts };
+  } catch (error) {
+    if (!isProfcpuError(error) || error.code === 'ABORTED') throw error;
+    (options.warn ?? ignoreWarnings)(`${path}: ${error.message}`);
+    return { path, buildId, status: 'failed', source, debugFile: fetched.path, reason: error.message, ...attempts };
+  }
+}

@@ -1,0 +1,152 @@
+// fetchTargetSymbols over an injected /proc (a folder holding `<pid>/maps` and `<pid>/root`), and fetchFileSymbols,
+// against a static SSQP store on loopback.
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, test, type TestContext } from 'node:test';
+import { isProfcpuError } from '../../src/error.js';
+import { fetchFileSymbols, fetchTargetSymbols } from '../../src/symbols/debug-symbols.js';
+import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
+import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { have, needCommand } from '../support/requirements.js';
+import { startStaticServer, type StaticServer } from '../support/static-server.js';
+
+let work: string;
+let lib: NativeLib | undefined;
+let store: StaticServer;
+let servers: SymbolServer[];
+
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), 'profcpu-debug-symbols-'));
+  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) {
+    lib = buildNativeLib(join(work, 'lib'));
+    const key = join(work, 'store', ssqpDebugKey(lib.buildId));
+    mkdirSync(dirname(key), { recursive: true });
+    copyFileSync(lib.debug, key);
+  }
+  store = await startStaticServer(join(work, 'store'));
+  servers = [{ kind: 'ssqp', url: store.url, origin: 'test' }];
+});
+after(async () => {
+  await store.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+function needLib(t: TestContext): NativeLib | undefined {
+  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
+  return lib;
+}
+
+/** A /proc with one process whose root is a folder holding the library at /opt/app/ and a PE-like .dll. */
+function fakeProc(l: NativeLib): string {
+  const proc = join(work, `proc-${Math.random().toString(36).slice(2)}`);
+  const root = join(proc, '42', 'root');
+  mkdirSync(join(root, 'opt/app'), { recursive: true });
+  copyFileSync(l.stripped, join(root, 'opt/app/libhotlib.so'));
+  copyFileSync(l.program, join(root, 'opt/app/hotprog'));
+  writeFileSync(join(root, 'opt/app/App.dll'), 'MZ not an ELF file');
+  mkdirSync(join(root, 'usr/share/dotnet'), { recursive: true });
+  copyFileSync(l.stripped, join(root, 'usr/share/dotnet/libcoreclr.so'));
+  const maps = [
+    '55d0a0000000-55d0a0001000 r--p 00000000 08:01 11 /opt/app/hotprog',
+    '55d0a0001000-55d0a0002000 r-xp 00001000 08:01 11 /opt/app/hotprog',
+    '7f0000000000-7f0000001000 r--p 00000000 08:01 12 /opt/app/libhotlib.so',
+    '7f0000001000-7f0000002000 r-xp 00001000 08:01 12 /opt/app/libhotlib.so',
+    '7f0000010000-7f0000020000 r-xp 00000000 08:01 13 /opt/app/App.dll',
+    '7f0000020000-7f0000030000 r-xp 00000000 08:01 14 /usr/share/dotnet/libcoreclr.so',
+    '7f0000030000-7f0000040000 r-xp 00000000 00:01 15 /memfd:doublemapper (deleted)',
+    '7f0000040000-7f0000050000 rw-p 00000000 00:00 0 ',
+    '7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]',
+    '',
+  ].join('\n');
+  writeFileSync(join(proc, '42', 'maps'), maps);
+  return proc;
+}
+
+test('every mapped native library lacking symbols gets its debug file placed; others say why not', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const procRoot = fakeProc(l);
+  const cacheDir = join(work, 'cache-all');
+  const buildIdDir = join(work, 'perf-all');
+  const report = await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'all', servers, cacheDir, buildIdDir });
+  assert.deepEqual(report.servers, [`ssqp:${store.url}`]);
+  assert.deepEqual(
+    report.libraries.map((x) => [x.path, x.status, x.source]),
+    [
+      ['/opt/app/hotprog', 'has-symbols', undefined],
+      ['/opt/app/libhotlib.so', 'placed', store.url],
+      // The same build-id under another name: one download, placed once (the entry is keyed by build-id).
+      ['/usr/share/dotnet/libcoreclr.so', 'placed', store.url],
+    ],
+  );
+  const placed = report.libraries[1]!;
+  assert.equal(placed.placedAt, join(buildIdDir, 'opt/app/libhotlib.so', l.buildId, 'debug'));
+  assert.deepEqual(readFileSync(placed.placedAt), readFileSync(l.debug));
+  assert.equal(report.libraries[2]!.placedAt, placed.placedAt);
+  assert.equal(store.requests.length, 1);
+});
+
+test('coreclr only, from the cache when offline, and a target that cannot be seen', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const procRoot = fakeProc(l);
+  const cacheDir = join(work, 'cache-coreclr');
+  const buildIdDir = join(work, 'perf-coreclr');
+  const offline = await fetchTargetSymbols({
+    pid: 42,
+    procRoot,
+    libraries: 'coreclr',
+    servers: [],
+    cacheDir,
+    buildIdDir,
+  });
+  assert.deepEqual(
+    offline.libraries.map((x) => [x.path, x.status]),
+    [['/usr/share/dotnet/libcoreclr.so', 'offline']],
+  );
+  await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'coreclr', servers, cacheDir, buildIdDir });
+  const cached = await fetchTargetSymbols({
+    pid: 42,
+    procRoot,
+    libraries: 'coreclr',
+    servers: [],
+    cacheDir,
+    buildIdDir,
+  });
+  assert.deepEqual(
+    cached.libraries.map((x) => [x.status, x.source]),
+    [['placed', 'cache']],
+  );
+  await assert.rejects(
+    fetchTargetSymbols({ pid: 43, procRoot, libraries: 'all', servers, cacheDir, buildIdDir }),
+    (e: unknown) => isProfcpuError(e, 'TARGET_NOT_VISIBLE'),
+  );
+});
+
+test('files named directly; unreadable and build-id-less files are reported, not thrown', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const noId = join(work, 'noid.so');
+  const bytes = Buffer.from(readFileSync(l.stripped));
+  bytes.writeBigUInt64LE(0n, 40); // no section headers...
+  bytes.writeUInt16LE(0, 56); // ...and no program headers: nowhere to find a build-id
+  writeFileSync(noId, bytes);
+  const link = join(work, 'link.so');
+  symlinkSync(l.stripped, link);
+  const report = await fetchFileSymbols([link, noId, join(work, 'missing.so')], {
+    servers,
+    cacheDir: join(work, 'cache-files'),
+    buildIdDir: join(work, 'perf-files'),
+  });
+  assert.deepEqual(
+    report.libraries.map((x) => [x.path, x.status]),
+    [
+      [link, 'placed'],
+      [noId, 'no-build-id'],
+      [join(work, 'missing.so'), 'unreadable'],
+    ],
+  );
+  assert.match(report.libraries[2]!.reason ?? '', /cannot open/);
+});
