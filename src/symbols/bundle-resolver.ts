@@ -25,20 +25,21 @@ export interface NamingSources {
   pids: number[];
 }
 
-export interface LoadedResolver {
-  resolver: DotnetResolver;
-  sources: NamingSources;
+/** The resolver, with what it read attached (for manifest.json and the naming advice). */
+export interface BundleResolver extends DotnetResolver {
+  readonly sources: NamingSources;
 }
 
 /**
  * Reads the folder's snapshots. Returns undefined (after a warning) when there is neither a perf map nor a jitdump.
- * `extraMappings` (perf's mmap events, say) are added to those of target/maps.
+ * `extraMappings` (perf's mmap events, say) are added to those of target/maps. Its signature is postprocess's
+ * FrameResolverFactory.
  */
 export async function loadBundleResolver(
   dir: string,
   warn: Warn = ignoreWarnings,
   extraMappings: readonly ProcMapping[] = [],
-): Promise<LoadedResolver | undefined> {
+): Promise<BundleResolver | undefined> {
   const ids = await readTargetIds(dir);
   const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
   const pick = (fileOf: (nspid: number) => string, pattern: RegExp): string | undefined => {
@@ -115,7 +116,7 @@ export async function loadBundleResolver(
   }
   mappings.push(...extraMappings);
 
-  return { resolver: createDotnetResolver({ symbols, mappings, pids: sources.pids }), sources };
+  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids }), { sources });
 }
 
 /** `{ pid, nspid }` from target.json, or undefined when it is missing or unusable. */

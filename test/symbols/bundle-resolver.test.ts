@@ -55,7 +55,7 @@ test('reads the snapshots named after target.json and resolves JIT and ReadyToRu
   assert.deepEqual(warnings, []);
   assert.deepEqual(loaded.sources.pids, [4321, 1]);
   assert.equal(loaded.sources.jitDump?.readyToRun, 1);
-  const { resolver } = loaded;
+  const resolver = loaded;
   // The method inside the stub block keeps its own name: the jitdump's copy of the block does not hide it.
   assert.equal(resolver.resolve({ pid: 1, ip: 0x10110n, dso: '/memfd:doublemapper (deleted)' })?.name, method.name);
   assert.equal(resolver.resolve({ pid: 4321, ip: 0x10010n, dso: '/memfd:doublemapper (deleted)' })?.name, stub.name);
@@ -79,7 +79,7 @@ test('without target.json takes the single snapshot there; warns about what is m
   assert.equal(warnings.length, 2);
   assert.match(warnings[0]!, /jit-77\.dump.*not a jitdump.*ReadyToRun frames stay unnamed/);
   assert.match(warnings[1]!, /target\/maps/);
-  assert.equal(loaded.resolver.resolve({ pid: 5, ip: method.start, dso: '[unknown]' })?.name, method.name);
+  assert.equal(loaded.resolve({ pid: 5, ip: method.start, dso: '[unknown]' })?.name, method.name);
 });
 
 test('nothing to name with: undefined and a warning', async (t) => {

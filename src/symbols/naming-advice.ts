@@ -1,0 +1,127 @@
+// The naming-quality figures of a fold (and what the resolver read) in, the likely causes of unnamed frames with a
+// remedy for each out, when fewer than 95% of samples have every frame named. Pure: collect prints the lines in its
+// summary, postprocess keeps the advice in manifest.json.
+
+import type { NamingSources } from './bundle-resolver.js';
+import type { ResolverStats } from './resolver.js';
+
+/** The share of fully named samples below which profcpu warns. */
+export const namingShareTarget = 0.95;
+
+/** What the advice reads from the fold's figures (src/stacks/stack-table.ts NamingQuality). */
+export interface NamingFigures {
+  samples: number;
+  fullyNamed: number;
+  /** Fully named when unnamed frames inside libcoreclr.so are forgiven. */
+  fullyNamedExceptCoreclr: number;
+  /** Frames by kind over all samples. */
+  framesByKind: Record<'jit' | 'readytorun' | 'native' | 'native-unnamed' | 'kernel' | 'unknown', number>;
+}
+
+export interface NamingAdviceContext {
+  /** False for a target that is not a .NET process: the perf-map causes are then not offered. Default true. */
+  dotnet?: boolean;
+  /** What the .NET resolver read from the output folder; undefined when there was no perf map nor jitdump. */
+  sources?: NamingSources;
+  /** How the resolver fared (over distinct frame lines). */
+  resolver?: ResolverStats;
+  /** How the runtime came to write its perf map: profcpu's EnablePerfMap over IPC, or the app's own environment. */
+  perfMapEnabledBy?: 'ipc' | 'environment';
+}
+
+export interface NamingCause {
+  cause: string;
+  remedy: string;
+}
+
+export interface NamingAdvice {
+  /** fullyNamed / samples. */
+  share: number;
+  /** Likely causes, the weightiest first. */
+  causes: NamingCause[];
+}
+
+/** Advice when fewer than 95% of samples are fully named; undefined when naming is good or there are no samples. */
+export function namingAdvice(figures: NamingFigures, context: NamingAdviceContext = {}): NamingAdvice | undefined {
+  if (figures.samples <= 0) return undefined;
+  const share = figures.fullyNamed / figures.samples;
+  if (share >= namingShareTarget) return undefined;
+  const causes: NamingCause[] = [];
+  const kinds = figures.framesByKind;
+  const dotnet = context.dotnet ?? true;
+  const sources = context.sources;
+
+  if (dotnet && !sources) {
+    causes.push({
+      cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
+      remedy:
+        'Let profcpu enable the perf map over the diagnostic socket (.NET 8 or later; profcpu must reach ' +
+        '/proc/<pid>/root/tmp/dotnet-diagnostic-*: share the PID namespace and run as root or as the app’s user), ' +
+        'or start the app with DOTNET_PerfMapEnabled=1.',
+    });
+  } else if (dotnet && sources && (!sources.jitDump || sources.jitDump.readyToRun === 0)) {
+    const abandoned = sources.jitDump?.truncated === true && context.perfMapEnabledBy !== 'ipc';
+    causes.push({
+      cause: abandoned
+        ? 'the jitdump stops early (the runtime gives up on it when it cannot copy a stub block, which .NET 10 ' +
+          'does at startup when DOTNET_PerfMapEnabled is set in its environment), so ReadyToRun (precompiled ' +
+          'framework) methods have no names'
+        : 'no ReadyToRun (precompiled framework) method is named: they are logged only to the jitdump, which is ' +
+          (sources.jitDump ? 'empty of them' : 'missing'),
+      remedy: abandoned
+        ? 'Start the app without DOTNET_PerfMapEnabled and let profcpu enable the perf map over the diagnostic ' +
+          'socket: the runtime then writes a complete jitdump.'
+        : 'Use DOTNET_PerfMapEnabled=1 (map and jitdump) rather than 3 (map only), or leave it unset and let ' +
+          'profcpu enable both over the diagnostic socket.',
+    });
+  }
+
+  if (kinds.unknown > 0 && (context.resolver?.noSymbol ?? 1) > 0) {
+    causes.push({
+      cause:
+        `${kinds.unknown} frames lie in code nothing names: runtime stubs created before the perf map was ` +
+        'enabled (the runtime does not replay them), or frame-pointer chains broken by native code built without ' +
+        'frame pointers',
+      remedy:
+        'The runtime logs its stubs only when the perf map is on from its start: set DOTNET_PerfMapEnabled=1 in the ' +
+        'app’s environment. Chains broken inside native code are only mended by DWARF unwinding ' +
+        '(perf record --call-graph dwarf), at a much higher cost.',
+    });
+  }
+
+  const coreclrOnly = figures.fullyNamedExceptCoreclr / figures.samples >= namingShareTarget;
+  if (kinds['native-unnamed'] > 0 && figures.fullyNamedExceptCoreclr > figures.fullyNamed) {
+    causes.push({
+      cause: `frames inside libcoreclr.so (the runtime: GC, JIT helpers) have no names: its debug file is missing${
+        coreclrOnly ? ', and that alone keeps the share below target' : ''
+      }`,
+      remedy:
+        'Run `profcpu symbols --pid <pid> --libraries coreclr` while the app runs (fetches libcoreclr.so.dbg from ' +
+        'the Microsoft symbol server into perf’s build-id cache), then `profcpu postprocess` again.',
+    });
+  }
+  if (kinds['native-unnamed'] > 0 && !coreclrOnly) {
+    causes.push({
+      cause: 'native libraries other than libcoreclr.so have frames without names (stripped, no debug file)',
+      remedy:
+        'Run `profcpu symbols --pid <pid>` (debuginfod and symbol servers), or install the distribution’s debug ' +
+        'packages for those libraries, then `profcpu postprocess` again.',
+    });
+  }
+  if (causes.length === 0) {
+    causes.push({
+      cause: 'unnamed frames of no single kind',
+      remedy: 'Look for `[dso]` frames in folded_stacks.out to see which mappings lack names.',
+    });
+  }
+  return { share, causes };
+}
+
+/** The advice as warning lines: the figure first, then one line per cause with its remedy. */
+export function formatNamingAdvice(advice: NamingAdvice): string[] {
+  const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
+  return [
+    `only ${percent(advice.share)} of samples have every frame named (target ${percent(namingShareTarget)}):`,
+    ...advice.causes.map((c) => `- ${c.cause}. ${c.remedy}`),
+  ];
+}
