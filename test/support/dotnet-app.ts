@@ -28,10 +28,15 @@ export interface DotnetAppOptions {
   workloads?: readonly DotnetAppWorkload[];
   /** How long to wait for "ready" (default 60 s, the first start after a build is the slowest). */
   readyTimeoutMs?: number;
+  /**
+   * Starts the app through another command (e.g. `unshare` for namespaces): given the executable and its arguments,
+   * returns the command line to run. The app's own pid is then found among that command's descendants.
+   */
+  wrap?: (executable: string, args: readonly string[]) => readonly string[];
 }
 
 export interface DotnetApp {
-  /** The app's pid as this test sees it. */
+  /** The app's pid as this test sees it (not the wrapper's). */
   readonly pid: number;
   /** The pid the app printed, i.e. in its own PID namespace. */
   readonly nspid: number;
@@ -126,7 +131,8 @@ export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<Do
   if (options.seconds !== undefined) args.push('--seconds', String(options.seconds));
   if (options.workloads) args.push('--workloads', options.workloads.join(','));
 
-  const child = spawn(executable, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, ...commandArgs] = options.wrap ? options.wrap(executable, args) : [executable, ...args];
+  const child = spawn(command!, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
@@ -137,10 +143,17 @@ export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<Do
   });
   await spawned;
 
+  // Known once the app said "ready"; until then kill() signals the direct child.
+  let appPid: number | undefined = undefined;
   const kill = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    // The app itself, not a wrapper (`unshare --fork` ignores SIGTERM). As PID 1 of a namespace the runtime's
+    // re-raised SIGTERM is ignored, so a wrapped app gets SIGKILL at once.
+    signal(appPid ?? child.pid!, options.wrap && appPid !== undefined ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => {
+      if (appPid !== undefined) signal(appPid, 'SIGKILL');
+      child.kill('SIGKILL');
+    }, 5000);
     await exited;
     clearTimeout(timer);
   };
@@ -171,5 +184,33 @@ export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<Do
     throw error;
   });
 
-  return { pid: child.pid!, nspid, executable, child, output: () => text, exited, kill };
+  appPid = options.wrap ? await findDescendant(child.pid!, 'ProfcpuFixture') : child.pid!;
+  if (appPid === undefined) {
+    await kill();
+    throw new Error(`the .NET fixture said "ready" but is not among the descendants of ${child.pid}`);
+  }
+  return { pid: appPid, nspid, executable, child, output: () => text, exited, kill };
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+/** The first descendant of `pid` (breadth first) whose comm is `comm`. */
+async function findDescendant(pid: number, comm: string): Promise<number | undefined> {
+  const queue = [pid];
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    const name = await readFile(`/proc/${next}/comm`, 'utf8').catch(() => '');
+    if (name.trim() === comm) return next;
+    const tasks = await readdir(`/proc/${next}/task`).catch(() => [] as string[]);
+    for (const task of tasks) {
+      const children = await readFile(`/proc/${next}/task/${task}/children`, 'utf8').catch(() => '');
+      queue.push(...children.split(/\s+/).filter(Boolean).map(Number));
+    }
+  }
+  return undefined;
 }

@@ -1,0 +1,23 @@
+// Run inside a sidecar (own mount namespace and /tmp, the target's PID namespace, a fresh /proc) by
+// namespaces.test.ts: drives the IPC client against `argv[2]` (the target's pid as the sidecar sees it) and prints
+// what it saw as one JSON line.
+import { existsSync } from 'node:fs';
+import { getProcessInfo } from '../../src/dotnet/client.js';
+import { preparePerfMap } from '../../src/dotnet/perfmap-session.js';
+import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
+
+const pid = Number(process.argv[2]);
+const socket = await findDiagnosticSocket(pid);
+const info = await getProcessInfo(pid);
+const session = await preparePerfMap(pid, 'auto');
+const result = {
+  socketPath: socket.path,
+  nspid: socket.nspid,
+  infoPid: info.pid,
+  state: session.state,
+  perfMapPath: session.perfMapPath,
+  perfMapVisible: session.perfMapPath !== undefined && existsSync(session.perfMapPath),
+  perfMapInOwnTmp: existsSync(`/tmp/perf-${socket.nspid}.map`),
+};
+await session.restore();
+process.stdout.write(`${JSON.stringify(result)}\n`);
