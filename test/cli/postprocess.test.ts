@@ -35,7 +35,7 @@ test('`postprocess -dir D` (seed spelling) writes every output and lists it; pro
   const dir = await folder(t);
   if (!dir) return;
   const run = await runCli(['postprocess', '-dir', dir, '--title', 'cli test', '--keep-args', '--colors', 'hot']);
-  assert.equal(run.exitCode, 0, run.all);
+  assert.equal(run.exitCode, 0, String(run.all));
   for (const name of [layout.perfScript, layout.foldedStacks, layout.flamegraphSvg, layout.manifest, layout.tarball]) {
     assert.ok((await stat(join(dir, name))).isFile(), name);
     assert.ok(String(run.stdout).includes(name), `${name} listed`);
@@ -51,7 +51,7 @@ test('`--dir D --quiet` prints no progress, only the result', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
   const run = await runCli(['postprocess', '--dir', dir, '--quiet', '--no-tarball']);
-  assert.equal(run.exitCode, 0, run.all);
+  assert.equal(run.exitCode, 0, String(run.all));
   assert.equal(String(run.stderr), '');
   await assert.rejects(stat(join(dir, layout.tarball)), { code: 'ENOENT' });
 });
@@ -76,7 +76,7 @@ test('errors print the message and the remedy, exit 1; no --dir is a usage error
   assert.equal(owner.exitCode, 1);
   assert.match(String(owner.stderr), /belongs to uid 65534[\s\S]*fix: .*chown/);
   const forced = await runCli(['postprocess', '--dir', dir, '--force', '-q']);
-  assert.equal(forced.exitCode, 0, forced.all);
+  assert.equal(forced.exitCode, 0, String(forced.all));
 });
 
 test('flags map onto the pipeline options', () => {
