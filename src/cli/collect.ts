@@ -3,7 +3,8 @@
 // a second one aborts post-processing and leaves the raw data.
 import type { Argv, CommandModule } from 'yargs';
 import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
-import { collectDefaults } from '../collect/options.js';
+import { collectDefaults, type CollectOptions } from '../collect/options.js';
+import type { CollectStep } from '../collect/steps.js';
 import { formatSummary } from '../collect/summary.js';
 import { postprocess } from '../postprocess/postprocess.js';
 import { createReporter, type Reporter } from './reporter.js';
@@ -91,53 +92,60 @@ export function progressPrinter(reporter: Reporter, quiet: boolean) {
   };
 }
 
+/** Runs a collect session with the terminal's signals, progress and summary: shared by `collect` and `demo`. */
+export async function runCollectSession(
+  options: Partial<CollectOptions>,
+  quiet: boolean,
+  steps: readonly CollectStep[] = [],
+): Promise<void> {
+  const reporter = createReporter({ quiet });
+  let current: CollectPhase | undefined;
+  const signals = trapSignals(reporter, () => current);
+  const progress = progressPrinter(reporter, quiet);
+  const say = (print: (m: string) => void) => (message: string) => {
+    progress.end();
+    print(message);
+  };
+  try {
+    const result = await collect(options, {
+      stop: signals.stop,
+      signal: signals.signal,
+      warn: say((m) => reporter.warn(m)),
+      info: say((m) => reporter.info(m)),
+      onPhase: (p) => {
+        progress.end();
+        current = p;
+      },
+      onRecordingProgress: (p) => progress.update(p),
+      postprocess,
+      steps,
+      cwd: process.cwd(),
+    });
+    progress.end();
+    process.stdout.write(`${formatSummary(result, process.cwd()).join('\n')}\n`);
+  } finally {
+    progress.end();
+    signals.release();
+  }
+}
+
 const command: CommandModule<object, CollectArgs> = {
   command: 'collect',
   describe: 'record a process with perf, then post-process it into flame graphs and a tarball',
   builder: (yargs) => collectOptions(yargs) as unknown as Argv<CollectArgs>,
-  handler: async (args) => {
-    const reporter = createReporter({ quiet: args.quiet });
-    let current: CollectPhase | undefined;
-    const signals = trapSignals(reporter, () => current);
-    const progress = progressPrinter(reporter, args.quiet);
-    try {
-      const result = await collect(
-        {
-          ...(args.pid !== undefined && { pid: args.pid }),
-          ...(args.name !== undefined && { name: args.name }),
-          ...(args.output !== undefined && { output: args.output }),
-          ...(args.event !== undefined && { event: args.event }),
-          durationSeconds: args.duration,
-          frequency: args.frequency,
-          postprocess: args.postprocess,
-        },
-        {
-          stop: signals.stop,
-          signal: signals.signal,
-          warn: (m) => {
-            progress.end();
-            reporter.warn(m);
-          },
-          info: (m) => {
-            progress.end();
-            reporter.info(m);
-          },
-          onPhase: (p) => {
-            progress.end();
-            current = p;
-          },
-          onRecordingProgress: (p) => progress.update(p),
-          postprocess,
-          cwd: process.cwd(),
-        },
-      );
-      progress.end();
-      process.stdout.write(`${formatSummary(result, process.cwd()).join('\n')}\n`);
-    } finally {
-      progress.end();
-      signals.release();
-    }
-  },
+  handler: (args) =>
+    runCollectSession(
+      {
+        ...(args.pid !== undefined && { pid: args.pid }),
+        ...(args.name !== undefined && { name: args.name }),
+        ...(args.output !== undefined && { output: args.output }),
+        ...(args.event !== undefined && { event: args.event }),
+        durationSeconds: args.duration,
+        frequency: args.frequency,
+        postprocess: args.postprocess,
+      },
+      args.quiet,
+    ),
 };
 
 export default command;

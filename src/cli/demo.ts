@@ -1,12 +1,61 @@
-// `profcpu demo`: not written yet.
-import type { CommandModule } from 'yargs';
-import { ProfcpuError } from '../error.js';
+// `profcpu demo`: profiles a bundled CPU-burning Node workload for a few seconds and writes a full output folder,
+// whose flame graph shows the workload's JavaScript function names. The quickest check that perf works here.
+import type { Argv, CommandModule } from 'yargs';
+import { startDemoWorkload } from '../collect/demo.js';
+import type { CollectStep } from '../collect/steps.js';
+import { runCollectSession } from './collect.js';
+import { createReporter } from './reporter.js';
 
-const command: CommandModule = {
+interface DemoArgs {
+  duration: number;
+  frequency: number;
+  output?: string;
+  quiet: boolean;
+}
+
+const command: CommandModule<object, DemoArgs> = {
   command: 'demo',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu demo` is not implemented yet');
+  describe: 'profile a bundled CPU-burning Node.js workload and write a full output folder',
+  builder: (yargs) =>
+    yargs
+      .option('duration', { type: 'number', default: 5, describe: 'seconds to record' })
+      .option('frequency', { type: 'number', default: 99, describe: 'samples per second' })
+      .option('output', { type: 'string', describe: 'output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
+      .option('quiet', { type: 'boolean', default: false, describe: 'print only warnings, errors and the summary' })
+      .check((args) => {
+        if (!(args.duration > 0 && args.duration <= 600)) throw new Error('--duration must be between 0 and 600 s');
+        return true;
+      }) as unknown as Argv<DemoArgs>,
+  handler: async (args) => {
+    const workload = await startDemoWorkload({
+      nodePath: process.execPath,
+      // Outlives the recording by a margin, and ends by itself should profcpu die.
+      lifetimeSeconds: args.duration + 30,
+    });
+    createReporter({ quiet: args.quiet }).info(`started the demo workload (PID ${workload.pid})`);
+    // Stopped once recording ends, so it no longer competes for the CPU with post-processing; that also exercises
+    // the snapshots taken while it ran (node deletes its perf map on exit).
+    const stopWorkload: CollectStep = {
+      name: 'demo-workload',
+      afterRecording: async () => {
+        await workload.stop();
+        return { stopped: true };
+      },
+    };
+    try {
+      await runCollectSession(
+        {
+          pid: workload.pid,
+          durationSeconds: args.duration,
+          frequency: args.frequency,
+          ...(args.output !== undefined && { output: args.output }),
+        },
+        args.quiet,
+        [stopWorkload],
+      );
+    } finally {
+      await workload.stop();
+    }
   },
 };
 

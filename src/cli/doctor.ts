@@ -1,12 +1,72 @@
-// `profcpu doctor`: not written yet.
-import type { CommandModule } from 'yargs';
-import { ProfcpuError } from '../error.js';
+// `profcpu doctor [--pid N | --name NAME] [--output DIR]`: the checks collect runs before recording, each printed
+// with its remedy. Exit code 0 when all pass, 3 when some only warn, 1 when one is fatal (collect would stop).
+import type { Argv, CommandModule } from 'yargs';
+import { isProfcpuError } from '../error.js';
+import { gatherFacts, judgeFacts, worstStatus, type Check } from '../perf/preflight.js';
+import { chooseTarget } from '../target/discover.js';
+import { createReporter } from './reporter.js';
 
-const command: CommandModule = {
+interface DoctorArgs {
+  pid?: number;
+  name?: string;
+  output: string;
+  quiet: boolean;
+}
+
+export const doctorExitCodes = Object.freeze({ ok: 0, fatal: 1, warn: 3 });
+
+const label = { ok: 'ok   ', warn: 'warn ', fatal: 'FAIL ' } as const;
+
+const command: CommandModule<object, DoctorArgs> = {
   command: 'doctor',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu doctor` is not implemented yet');
+  describe: 'check that perf can profile the target from here (exit 0 ok, 3 warnings, 1 fatal)',
+  builder: (yargs) =>
+    yargs
+      .option('pid', { type: 'number', describe: 'the process to check (default: the one collect would choose)' })
+      .option('name', { type: 'string', describe: 'the process to check, by name' })
+      .option('output', { type: 'string', default: '.', describe: 'where recordings will be written (disk space)' })
+      .option('quiet', { type: 'boolean', default: false, describe: 'print only the checks that are not ok' })
+      .conflicts('pid', 'name') as unknown as Argv<DoctorArgs>,
+  handler: async (args) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    const checks: Check[] = [];
+    let pid = args.pid;
+    if (pid === undefined) {
+      // The same choice collect makes, so doctor checks the process collect would record.
+      try {
+        const chosen = await chooseTarget(args.name === undefined ? {} : { name: args.name });
+        pid = chosen.target.pid;
+        checks.push({
+          id: 'target-choice',
+          status: 'ok',
+          message: `collect would profile PID ${pid}: ${chosen.reason}`,
+        });
+      } catch (error) {
+        if (!isProfcpuError(error)) throw error;
+        checks.push({
+          id: 'target-choice',
+          status: 'fatal',
+          message: error.message,
+          ...(error.remedy && { remedy: error.remedy }),
+        });
+      }
+    }
+    const facts = await gatherFacts({ ...(pid !== undefined && { pid }), outputDir: args.output });
+    checks.push(...judgeFacts(facts));
+    for (const check of checks) {
+      if (args.quiet && check.status === 'ok') continue;
+      process.stdout.write(`${label[check.status]}${check.id}: ${check.message}\n`);
+      if (check.remedy && check.status !== 'ok') process.stdout.write(`       fix: ${check.remedy}\n`);
+    }
+    const worst = worstStatus(checks);
+    reporter.info(
+      worst === 'ok'
+        ? 'all checks passed'
+        : worst === 'warn'
+          ? 'collect can run, with the warnings above'
+          : 'collect would stop: fix the FAIL lines',
+    );
+    process.exitCode = doctorExitCodes[worst];
   },
 };
 

@@ -19,9 +19,18 @@ function profcpuDemoHashStrings(rounds: number): number {
   return hash;
 }
 
+// Named rather than arrow callbacks, so every JavaScript frame in the flame graph has a readable name.
+function profcpuDemoScramble(_: unknown, i: number): number {
+  return (i * 7919) % 10007;
+}
+
+function profcpuDemoCompare(a: number, b: number): number {
+  return a - b;
+}
+
 function profcpuDemoSortNumbers(count: number): number {
-  const values = Array.from({ length: count }, (_, i) => (i * 7919) % 10007);
-  values.sort((a, b) => a - b);
+  const values = Array.from({ length: count }, profcpuDemoScramble);
+  values.sort(profcpuDemoCompare);
   return values[count >> 1] ?? 0;
 }
 

@@ -3,7 +3,7 @@
 // say which process was chosen and why. Throws NO_TARGET / TARGET_AMBIGUOUS with a remedy.
 import { basename } from 'node:path';
 import { ProfcpuError } from '../error.js';
-import { inspectProcess, noSuchProcess, type TargetInfo } from './inspect.js';
+import { inspectProcess, type TargetInfo } from './inspect.js';
 import { listPids, ownPid, type ProcfsOptions } from './procfs.js';
 
 /** Every visible user-space process, inspected; processes that vanish or cannot be read are left out. */
@@ -70,10 +70,9 @@ export async function chooseTarget(query: TargetQuery, options: ProcfsOptions = 
   const dotnet = others.filter((p) => p.runtime === 'dotnet');
   if (dotnet.length === 1) return { target: dotnet[0]!, reason: 'it is the only .NET process visible' };
   if (dotnet.length > 1) throw ambiguous(`${dotnet.length} .NET processes are visible`, dotnet);
-  const init = others.find((p) => p.pid === 1);
-  if (!init) throw noSuchProcess(1);
   return {
-    target: init,
+    // Inspected again rather than looked up in the list, so an unreadable PID 1 fails with the precise reason.
+    target: await inspectProcess(1, options),
     reason: 'no .NET process is visible, so PID 1 was chosen (pass --pid or --name to change it)',
   };
 }

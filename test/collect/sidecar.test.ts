@@ -1,0 +1,46 @@
+// The sidecar scenario: a Node target in its own PID and mount namespace with a private /tmp, profiled by the built
+// CLI from a sidecar with a different /tmp, joined to the target's PID namespace with its own /proc. JIT names must
+// resolve without any shared /tmp, and again when the folder is post-processed after the target has exited.
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { layout } from '../../src/bundle/layout.js';
+import { runCli } from '../support/cli.js';
+import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+import { demoWorkload, namesWorkload } from '../fixtures/node-burn/node-burn.js';
+
+test('collect from a sidecar names JIT frames, and so does postprocess after the target exited', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  const work = await mkdtemp('/var/tmp/profcpu-sidecar-');
+  t.after(() => rm(work, { recursive: true, force: true }));
+  const target = await startNamespacedTarget(process.execPath, ['--perf-basic-prof', demoWorkload, '60'], {
+    ready: ({ hostPid, nsPid }) =>
+      stat(`/proc/${hostPid}/root/tmp/perf-${nsPid}.map`).then(
+        () => true,
+        () => false,
+      ),
+  });
+  t.after(() => target.kill());
+  assert.equal(target.nsPid, 1);
+  // The map lives only in the target's /tmp.
+  await assert.rejects(stat(`/tmp/perf-${target.nsPid}.map`).then((s) => assert.ok(s.size === -1)));
+
+  const dir = join(work, 'out');
+  const run = await runCliInSidecar(target.hostPid, ['collect', '--pid', '1', '--duration', '3', '--output', dir], {
+    cwd: work,
+  });
+  assert.equal(run.exitCode, 0, String(run.all));
+  const targetJson = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as { pid: number; nspid: number };
+  assert.deepEqual([targetJson.pid, targetJson.nspid], [1, 1]);
+  assert.ok((await stat(join(dir, layout.perfMap(1)))).size > 0, 'the perf map was snapshotted');
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  assert.ok(namesWorkload(folded), `the workload's functions are named in the sidecar's profile:\n${folded}`);
+
+  await target.kill();
+  const again = await runCli(['postprocess', '--dir', dir], { cwd: work });
+  assert.equal(again.exitCode, 0, String(again.all));
+  const refolded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  assert.ok(namesWorkload(refolded), `the workload's functions are named after the target exited:\n${refolded}`);
+});
