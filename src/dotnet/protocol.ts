@@ -53,8 +53,17 @@ export interface ProcessInfo {
   arch: string | null;
   /** ProcessInfo2 only; `undefined` when the runtime answered only ProcessInfo. */
   managedEntrypointAssemblyName?: string | null;
-  /** ProcessInfo2 only, e.g. "10.0.0-rc.1.25451.107+2a..." . */
+  /** ProcessInfo2 only, e.g. "10.0.12". */
   clrProductVersion?: string | null;
+}
+
+/**
+ * Whether `request` is one of the commands profcpu may send. Whoever reaches the socket can also make the runtime
+ * load code (startup hooks, profilers), so the transport refuses everything else.
+ */
+export function isAllowedRequest(request: Uint8Array): boolean {
+  const allowed: number[] = Object.values(processCommand);
+  return request.length >= HEADER_SIZE && request[16] === commandSet.process && allowed.includes(request[17]!);
 }
 
 export function hresultName(hresult: number): string {

@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
-import { decodeHeader, HEADER_SIZE, MAX_MESSAGE_SIZE, type IpcHeader } from './protocol.js';
+import { decodeHeader, HEADER_SIZE, isAllowedRequest, MAX_MESSAGE_SIZE, type IpcHeader } from './protocol.js';
 
 export interface IpcCallOptions {
   signal?: AbortSignal;
@@ -29,6 +29,9 @@ export interface IpcReply {
 
 /** Sends `request` to the socket at `socketPath` and reads one reply. */
 export async function exchange(socketPath: string, request: Buffer, options: IpcCallOptions = {}): Promise<IpcReply> {
+  if (!isAllowedRequest(request)) {
+    throw new RangeError('profcpu sends only ProcessInfo, ProcessInfo2, EnablePerfMap and DisablePerfMap');
+  }
   if (Buffer.byteLength(socketPath) <= SUN_PATH_MAX) return exchangeAt(socketPath, socketPath, request, options);
   // Too long for connect(2): a symlink to it from a short private path resolves in the kernel, where no limit applies.
   const base = Buffer.byteLength(tmpdir()) < 60 ? tmpdir() : '/tmp';

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { encodeProcessInfo2Request } from '../../src/dotnet/protocol.js';
+import { encodeProcessInfo2Request, encodeRequest } from '../../src/dotnet/protocol.js';
 import { exchange, SUN_PATH_MAX } from '../../src/dotnet/transport.js';
 import { isProfcpuError, type ErrorCode } from '../../src/error.js';
 import { okReply, processInfoPayload, startFakeIpcServer, type Script } from './ipc-bytes.js';
@@ -63,6 +63,23 @@ describe('one IPC exchange against a fake server', () => {
       (path) => exchange(path, request),
     );
     assert.deepEqual([...reply.payload], [1, 2, 3, 4]);
+  });
+
+  it('refuses to send any command but the four profcpu uses', async () => {
+    await withServer(
+      () => assert.fail('nothing may reach the server'),
+      async (path) => {
+        for (const [set, id] of [
+          [0x04, 0x01], // ResumeRuntime
+          [0x04, 0x03], // SetEnvironmentVariable
+          [0x04, 0x07], // ApplyStartupHook
+          [0x03, 0x01], // AttachProfiler
+          [0x01, 0x00], // Dump
+        ] as const) {
+          await assert.rejects(exchange(path, encodeRequest(set, id)), RangeError);
+        }
+      },
+    );
   });
 
   it('short reply: the server closes inside the header', async () => {
