@@ -23,6 +23,8 @@ export interface NamingSources {
   procMaps?: { file: string; mappings: number; skipped: number };
   /** The target's pids from target.json (host pid, namespace pid). */
   pids: number[];
+  /** target.json's `runtime` (`dotnet` for a .NET target), when it says. */
+  runtime: string | undefined;
 }
 
 /** The resolver, with what it read attached (for manifest.json and the naming advice). */
@@ -31,7 +33,8 @@ export interface BundleResolver extends DotnetResolver {
 }
 
 /**
- * Reads the folder's snapshots. Returns undefined (after a warning) when there is neither a perf map nor a jitdump.
+ * Reads the folder's snapshots. Without a perf map or jitdump: for a .NET target (target.json says so) a resolver
+ * that names nothing but carries `sources` for the naming advice, after a warning; otherwise undefined.
  * `extraMappings` (perf's mmap events, say) are added to those of target/maps. Its signature is postprocess's
  * FrameResolverFactory.
  */
@@ -52,7 +55,7 @@ export async function loadBundleResolver(
     return found.length === 1 ? `${layout.targetDir}/${found[0]!}` : undefined;
   };
 
-  const sources: NamingSources = { pids: ids ? [...new Set([ids.pid, ids.nspid])] : [] };
+  const sources: NamingSources = { pids: ids ? [...new Set([ids.pid, ids.nspid])] : [], runtime: ids?.runtime };
   const symbols: CodeSymbol[] = [];
 
   const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
@@ -95,11 +98,12 @@ export async function loadBundleResolver(
   }
 
   if (!sources.perfMap && !sources.jitDump) {
+    if (sources.runtime !== 'dotnet') return undefined;
     warn(
       `no perf map or jitdump in ${join(dir, layout.targetDir)}: .NET frames are left to perf, which cannot name ` +
         'JIT code under W^X nor any ReadyToRun code',
     );
-    return undefined;
+    return Object.assign(createDotnetResolver({ symbols: [], mappings: [] }), { sources });
   }
 
   const mappings: ProcMapping[] = [];
@@ -119,13 +123,13 @@ export async function loadBundleResolver(
   return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids }), { sources });
 }
 
-/** `{ pid, nspid }` from target.json, or undefined when it is missing or unusable. */
-async function readTargetIds(dir: string): Promise<{ pid: number; nspid: number } | undefined> {
+/** `{ pid, nspid, runtime }` from target.json, or undefined when it is missing or unusable. */
+async function readTargetIds(dir: string): Promise<{ pid: number; nspid: number; runtime?: string } | undefined> {
   try {
     const info = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as Record<string, unknown>;
-    const { pid, nspid } = info ?? {};
+    const { pid, nspid, runtime } = info ?? {};
     if (!isPid(pid)) return undefined;
-    return { pid, nspid: isPid(nspid) ? nspid : pid };
+    return { pid, nspid: isPid(nspid) ? nspid : pid, runtime: typeof runtime === 'string' ? runtime : undefined };
   } catch {
     return undefined;
   }

@@ -2,8 +2,8 @@
 // remedy for each out, when fewer than 95% of samples have every frame named. Pure: collect prints the lines in its
 // summary, postprocess keeps the advice in manifest.json.
 
-import type { NamingSources } from './bundle-resolver.js';
-import type { ResolverStats } from './resolver.js';
+import type { BundleResolver, NamingSources } from './bundle-resolver.js';
+import type { FrameResolver, ResolverStats } from './resolver.js';
 
 /** The share of fully named samples below which profcpu warns. */
 export const namingShareTarget = 0.95;
@@ -19,7 +19,10 @@ export interface NamingFigures {
 }
 
 export interface NamingAdviceContext {
-  /** False for a target that is not a .NET process: the perf-map causes are then not offered. Default true. */
+  /**
+   * False for a target that is not a .NET process: the perf-map causes are then not offered. Default: true, unless
+   * `sources` says the target is another runtime and nothing .NET was read.
+   */
   dotnet?: boolean;
   /** What the .NET resolver read from the output folder; undefined when there was no perf map nor jitdump. */
   sources?: NamingSources;
@@ -48,10 +51,15 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
   if (share >= namingShareTarget) return undefined;
   const causes: NamingCause[] = [];
   const kinds = figures.framesByKind;
-  const dotnet = context.dotnet ?? true;
   const sources = context.sources;
+  const dotnet =
+    context.dotnet ??
+    (sources === undefined ||
+      sources.runtime === 'dotnet' ||
+      sources.perfMap !== undefined ||
+      sources.jitDump !== undefined);
 
-  if (dotnet && !sources) {
+  if (dotnet && (!sources || (!sources.perfMap && !sources.jitDump))) {
     causes.push({
       cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
       remedy:
@@ -77,16 +85,24 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
   }
 
   if (kinds.unknown > 0 && (context.resolver?.noSymbol ?? 1) > 0) {
-    causes.push({
-      cause:
-        `${kinds.unknown} frames lie in code nothing names: runtime stubs created before the perf map was ` +
-        'enabled (the runtime does not replay them), or frame-pointer chains broken by native code built without ' +
-        'frame pointers',
-      remedy:
-        'The runtime logs its stubs only when the perf map is on from its start: set DOTNET_PerfMapEnabled=1 in the ' +
-        'app’s environment. Chains broken inside native code are only mended by DWARF unwinding ' +
-        '(perf record --call-graph dwarf), at a much higher cost.',
-    });
+    const chains =
+      'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
+      '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
+    causes.push(
+      dotnet
+        ? {
+            cause:
+              `${kinds.unknown} frames lie in code nothing names: runtime stubs created before the perf map was ` +
+              `enabled (the runtime does not replay them), or ${chains}`,
+            remedy:
+              'The runtime logs its stubs only when the perf map is on from its start: set DOTNET_PerfMapEnabled=1 ' +
+              'in the app’s environment.',
+          }
+        : {
+            cause: `${kinds.unknown} frames lie in no file nor perf map: JIT code without a perf map, or ${chains}`,
+            remedy: 'Have the runtime write /tmp/perf-<pid>.map (Node: --perf-basic-prof; Java: perf-map-agent).',
+          },
+    );
   }
 
   const coreclrOnly = figures.fullyNamedExceptCoreclr / figures.samples >= namingShareTarget;
@@ -124,4 +140,35 @@ export function formatNamingAdvice(advice: NamingAdvice): string[] {
     `only ${percent(advice.share)} of samples have every frame named (target ${percent(namingShareTarget)}):`,
     ...advice.causes.map((c) => `- ${c.cause}. ${c.remedy}`),
   ];
+}
+
+/** What manifest.json says about naming: the fold's figures, what the .NET resolver read and did, and the advice. */
+export type NamingReport<Q extends NamingFigures> = Q & {
+  /** The perf map, jitdump and maps snapshots read, and the resolver's outcomes over distinct frame lines. */
+  dotnet?: { sources: NamingSources; resolved: ResolverStats };
+  /** Present when fewer than 95% of samples are fully named. */
+  advice?: NamingAdvice;
+};
+
+/**
+ * The naming report for a fold's figures and the resolver postprocess used (the one loadBundleResolver built, or
+ * any other, or none: only loadBundleResolver's carries what it read). A target without one is taken for non-.NET.
+ */
+export function namingReport<Q extends NamingFigures>(
+  quality: Q,
+  resolver: FrameResolver | undefined,
+  context: NamingAdviceContext = {},
+): NamingReport<Q> {
+  const bundle = resolver && 'sources' in resolver ? (resolver as BundleResolver) : undefined;
+  const advice = namingAdvice(quality, {
+    dotnet: bundle !== undefined || resolver !== undefined,
+    sources: bundle?.sources,
+    resolver: bundle?.stats,
+    ...context,
+  });
+  return {
+    ...quality,
+    ...(bundle ? { dotnet: { sources: bundle.sources, resolved: { ...bundle.stats } } } : {}),
+    ...(advice ? { advice } : {}),
+  };
 }

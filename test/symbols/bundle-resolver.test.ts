@@ -54,6 +54,7 @@ test('reads the snapshots named after target.json and resolves JIT and ReadyToRu
   assert.ok(loaded);
   assert.deepEqual(warnings, []);
   assert.deepEqual(loaded.sources.pids, [4321, 1]);
+  assert.equal(loaded.sources.runtime, undefined);
   assert.equal(loaded.sources.jitDump?.readyToRun, 1);
   const resolver = loaded;
   // The method inside the stub block keeps its own name: the jitdump's copy of the block does not hide it.
@@ -82,9 +83,18 @@ test('without target.json takes the single snapshot there; warns about what is m
   assert.equal(loaded.resolve({ pid: 5, ip: method.start, dso: '[unknown]' })?.name, method.name);
 });
 
-test('nothing to name with: undefined and a warning', async (t) => {
-  const dir = await folder(t, { 'target/maps': maps });
+test('nothing to name with: for a .NET target a resolver that only carries what was missing; else undefined', async (t) => {
+  const dotnet = await folder(t, {
+    'target/maps': maps,
+    'target/target.json': JSON.stringify({ pid: 5, nspid: 1, runtime: 'dotnet' }),
+  });
   const warnings: string[] = [];
-  assert.equal(await loadBundleResolver(dir, (m) => warnings.push(m)), undefined);
+  const loaded = await loadBundleResolver(dotnet, (m) => warnings.push(m));
+  assert.deepEqual(loaded?.sources, { pids: [5, 1], runtime: 'dotnet' });
+  assert.equal(loaded?.resolve({ pid: 5, ip: 0x7f0000100100n, dso: '[unknown]' }), undefined);
   assert.match(warnings[0]!, /no perf map or jitdump/);
+
+  const other = await folder(t, { 'target/maps': maps });
+  assert.equal(await loadBundleResolver(other, (m) => warnings.push(m)), undefined);
+  assert.equal(warnings.length, 1);
 });

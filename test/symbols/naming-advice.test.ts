@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NamingSources } from '../../src/symbols/bundle-resolver.js';
-import { formatNamingAdvice, namingAdvice, type NamingFigures } from '../../src/symbols/naming-advice.js';
+import { formatNamingAdvice, namingAdvice, namingReport, type NamingFigures } from '../../src/symbols/naming-advice.js';
+import { createDotnetResolver } from '../../src/symbols/resolver.js';
 
 const kinds = (over: Partial<NamingFigures['framesByKind']> = {}) => ({
   jit: 0,
@@ -20,6 +21,7 @@ const figures = (fullyNamed: number, exceptCoreclr: number, over: Partial<Naming
 });
 const complete: NamingSources = {
   pids: [1],
+  runtime: 'dotnet',
   perfMap: { file: 'target/perf-1.map', symbols: 700, skipped: 0, truncated: false },
   jitDump: { file: 'target/jit-1.dump', symbols: 1400, readyToRun: 700, skipped: 0, truncated: false },
 };
@@ -78,4 +80,20 @@ test('a target that is not .NET is not told about perf maps', () => {
     advice!.causes.map((c) => c.cause.slice(0, 20)),
     ['native libraries oth'],
   );
+});
+
+test('namingReport: the figures, what the resolver read and did, and the advice, for manifest.json', () => {
+  const quality = figures(90, 99, { jit: 500, readytorun: 100, 'native-unnamed': 50 });
+  const resolver = Object.assign(createDotnetResolver({ symbols: [], mappings: [] }), { sources: complete });
+  resolver.resolve({ pid: 1, ip: 0x10n, dso: '[unknown]' });
+  const report = namingReport(quality, resolver);
+  assert.equal(report.fullyNamed, 90);
+  assert.deepEqual(report.dotnet?.sources, complete);
+  assert.equal(report.dotnet?.resolved.noSymbol, 1);
+  assert.match(report.advice!.causes[0]!.cause, /libcoreclr/);
+  // JSON-ready: no bigint, no class instances.
+  assert.deepEqual(JSON.parse(JSON.stringify(report)), report);
+  // No resolver: not taken for .NET, no perf-map advice; good naming: no advice at all.
+  assert.doesNotMatch(JSON.stringify(namingReport(figures(10, 10, { unknown: 5 }), undefined)), /\.NET|DOTNET_/);
+  assert.equal(namingReport(figures(99, 99, {}), undefined).advice, undefined);
 });
