@@ -43,8 +43,11 @@ export interface PreparePerfMapOptions extends IpcOptions {
   type?: PerfMapType;
 }
 
-/** The variable users set on the target when profcpu cannot switch perf maps on. */
-export const perfMapVariable = 'DOTNET_PerfMapEnabled=1';
+/**
+ * What users set on the target when profcpu cannot switch perf maps on. Seen with .NET 10.0.12: a jitdump enabled
+ * at startup stops during startup (the runtime closes it after logging a stub block) unless stub logging is off.
+ */
+export const perfMapVariable = 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=4';
 
 const noop = (): Promise<void> => Promise.resolve();
 
@@ -113,8 +116,7 @@ export async function preparePerfMap(
     const how = perfMapEnabledBySetting(setting)
       ? `the target sets DOTNET_PerfMapEnabled=${setting}`
       : 'the target already writes them (enabled over diagnostic IPC earlier)';
-    const missing =
-      open && !open.jitDump ? ' It writes no jitdump now, so ReadyToRun framework frames may stay unnamed.' : '';
+    const missing = open && !open.jitDump ? ` ${noJitDumpAdvice(setting)}` : '';
     return { ...base, ...files, state: 'already-enabled', message: `Perf maps on: ${how}.${missing}` };
   }
 
@@ -143,6 +145,16 @@ export async function preparePerfMap(
     message: `Perf maps switched on over diagnostic IPC (type ${type}); they are switched off again after the recording.`,
     restore,
   };
+}
+
+function noJitDumpAdvice(setting: string | undefined): string {
+  const advice = 'It writes no jitdump now, so ReadyToRun framework frames may stay unnamed';
+  const type = perfMapEnabledBySetting(setting) ? Number.parseInt(setting!.trim().replace(/^0x/i, ''), 16) : 0;
+  if (type === perfMapType.perfMap) return `${advice}: set DOTNET_PerfMapEnabled=1 to add it.`;
+  if (type === perfMapType.all || type === perfMapType.jitDump) {
+    return `${advice}: .NET 10 stops a jitdump enabled at startup unless DOTNET_PerfMapStubGranularity=4 is set too.`;
+  }
+  return `${advice}.`;
 }
 
 function offMessage(setting: string | undefined): string {

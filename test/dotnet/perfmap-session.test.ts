@@ -64,8 +64,20 @@ describe('preparePerfMap against the real runtime', () => {
     assert.equal(session.state, 'already-enabled');
     assert.equal(session.environmentSetting, '1');
     assert.match(session.message, /DOTNET_PerfMapEnabled=1/);
+    // .NET 10 closed the jitdump during startup; the message says how to keep it.
+    assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: false });
+    assert.match(session.message, /DOTNET_PerfMapStubGranularity=4/);
     await session.restore();
     assert.equal((await openPerfMapFiles(target.pid, target.nspid))?.perfMap, true);
+  });
+
+  it('with DOTNET_PerfMapStubGranularity=4 as well, the jitdump enabled at startup stays open', async (t) => {
+    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1', DOTNET_PerfMapStubGranularity: '4' } });
+    const session = await preparePerfMap(target.pid, 'auto');
+    assert.equal(session.state, 'already-enabled');
+    assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: true });
+    assert.doesNotMatch(session.message, /jitdump/);
   });
 
   it('restore after the target exited is quiet', async (t) => {
