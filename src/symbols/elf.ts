@@ -62,8 +62,8 @@ function malformed(what: string, detail: string): ProfcpuError {
   });
 }
 
-/** Reads the build-id, debuglink and symbol presence of the ELF file at `path`. */
-export async function readElfFile(path: string): Promise<ElfInfo> {
+/** Reads the build-id, debuglink and symbol presence of the ELF file at `path`; `label` names it in errors. */
+export async function readElfFile(path: string, label = path): Promise<ElfInfo> {
   let handle;
   try {
     handle = await open(path, 'r');
@@ -83,7 +83,7 @@ export async function readElfFile(path: string): Promise<ElfInfo> {
         return buffer.subarray(0, bytesRead);
       },
     };
-    return await readElf(source, path);
+    return await readElf(source, label);
   } finally {
     await handle.close();
   }

@@ -60,11 +60,9 @@ export class SymbolCache {
     try {
       let found: string | undefined;
       try {
-        found = (await readElfFile(tempPath)).buildId;
+        found = (await readElfFile(tempPath, 'the file received')).buildId;
       } catch (cause) {
-        throw new VerificationError('SYMBOL_FETCH', `the file received is not ELF (${(cause as Error).message})`, {
-          cause,
-        });
+        throw new VerificationError('SYMBOL_FETCH', (cause as Error).message, { cause });
       }
       if (found !== buildId)
         throw new VerificationError(

@@ -49,7 +49,10 @@ test('commit verifies the build-id, renames into place, and never leaves the tem
   await assert.rejects(cache.commit(wrong, wrongId), (e: unknown) => e instanceof VerificationError);
   const html = await cache.tempPath(wrongId);
   writeFileSync(html, '<html>a login page</html>');
-  await assert.rejects(cache.commit(html, wrongId), /not ELF/);
+  await assert.rejects(
+    cache.commit(html, wrongId),
+    (e: unknown) => (e as Error).message === 'the file received: not a usable ELF file (no ELF magic)',
+  );
   assert.equal(await cache.lookup(wrongId), undefined);
   assert.deepEqual(readdirSync(join(cache.dir, 'tmp')), []);
 });
