@@ -6,6 +6,7 @@
 // of frame ids, so naming rules (frame-name.ts) run once per distinct frame, and a sample is an array of ids until
 // its stack is first seen (stack-table.ts).
 import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
+import { BytesMap } from './bytes-map.js';
 import { nameFrameLine, type FrameNamingOptions, type FrameResolver } from './frame-name.js';
 import type { FoldedStacks } from './folded.js';
 import {
@@ -111,10 +112,10 @@ export class StackFolder {
   private readonly skips: SkipCounter;
   private readonly frames = new FrameTable();
   private readonly stacks = new StackTable();
-  private readonly lineCache = new Map<string, Int32Array>();
-  private readonly javaLineCache = new Map<string, Int32Array>();
-  private readonly roots = new Map<string, Root>();
+  private readonly lineCache = new BytesMap<Int32Array>();
+  private readonly roots = new BytesMap<Root>();
   private readonly events: string[] = [];
+  private readonly eventBytes: Buffer[] = [];
   private readonly header: HeaderFields = { commEnd: 0, firstStart: 0, firstEnd: 0, secondStart: -1, secondEnd: 0 };
   private readonly event: EventFields = { eventStart: -1, eventEnd: 0, periodStart: -1, periodEnd: 0 };
   private readonly frame: FrameFields = { ipStart: 0, ipEnd: 0, symStart: 0 };
@@ -252,9 +253,8 @@ export class StackFolder {
     matchEvent(buf, start, end, this.event);
     let period = -1;
     if (this.event.eventStart >= 0) {
-      const name = buf.toString('utf8', this.event.eventStart, this.event.eventEnd);
+      const name = this.eventName(buf, this.event.eventStart, this.event.eventEnd);
       if (this.eventFilter === '') this.eventFilter = name;
-      if (!this.events.includes(name)) this.events.push(name);
       if (name !== this.eventFilter) {
         this.skips.add(
           'other-event',
@@ -275,10 +275,22 @@ export class StackFolder {
     this.state = root.falsy ? State.Filtered : State.InSample;
   }
 
+  /** The event's name, a string shared by all samples of that event. */
+  private eventName(buf: Buffer, start: number, end: number): string {
+    for (let i = 0; i < this.eventBytes.length; i++) {
+      const known = this.eventBytes[i]!;
+      if (known.length === end - start && known.compare(buf, start, end) === 0) return this.events[i]!;
+    }
+    const name = buf.toString('utf8', start, end);
+    this.eventBytes.push(Buffer.from(buf.subarray(start, end)));
+    this.events.push(name);
+    return name;
+  }
+
   private rootOf(buf: Buffer, start: number): Root {
     const h = this.header;
-    const key = buf.toString('latin1', start, h.secondStart >= 0 ? h.secondEnd : h.firstEnd);
-    let root = this.roots.get(key);
+    const keyEnd = h.secondStart >= 0 ? h.secondEnd : h.firstEnd;
+    let root = this.roots.get(buf, start, keyEnd, 0);
     if (root !== undefined) return root;
     const comm = buf.toString('utf8', start, h.commEnd);
     const first = buf.toString('latin1', h.firstStart, h.firstEnd);
@@ -295,7 +307,7 @@ export class StackFolder {
       java: name.startsWith('java'),
       falsy: this.options.compat && name === '0',
     };
-    this.roots.set(key, root);
+    this.roots.set(buf, start, keyEnd, 0, root);
     return root;
   }
 
@@ -314,13 +326,13 @@ export class StackFolder {
     const unnamed = isUnknownSymbol(buf, f.symStart, textEnd);
     // An unnamed frame's name (and the resolver's answer) depends on its address, and its process.
     const keyStart = unnamed ? f.ipStart : f.symStart;
-    let key = buf.toString('latin1', keyStart, textEnd);
-    if (unnamed && this.resolver) key = `${root.pid ?? '?'} ${key}`;
-    const cache = root.java && this.options.compat ? this.javaLineCache : this.lineCache;
-    let ids = cache.get(key);
+    // Salt: names in java processes differ in compat mode; a resolver's answer depends on the pid.
+    const salt =
+      (root.java && this.options.compat ? 1 : 0) | (unnamed && this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
+    let ids = this.lineCache.get(buf, keyStart, textEnd, salt);
     if (ids === undefined) {
       ids = this.internLine(buf, f, textEnd, root);
-      cache.set(key, ids);
+      this.lineCache.set(buf, keyStart, textEnd, salt, ids);
     }
     if (ids === NOT_A_FRAME) {
       this.unrecognized(buf, start, end);

@@ -1,0 +1,79 @@
+// A hash map keyed by byte ranges of a Buffer (plus a small integer salt), so that the folder can look up a frame
+// or header line by its bytes without turning each line into a string. Takes (buffer, start, end, salt), gives the
+// value stored for equal bytes and salt. Keys are copied into one growing arena; memory grows with distinct keys.
+
+const EMPTY = -1;
+
+export class BytesMap<V> {
+  private arena = Buffer.allocUnsafe(1 << 16);
+  private used = 0;
+  private table = new Int32Array(1 << 12).fill(EMPTY);
+  private starts: number[] = [];
+  private lengths: number[] = [];
+  private salts: number[] = [];
+  private hashes: number[] = [];
+  private readonly values: V[] = [];
+  /** Where the last missed lookup would insert, for set(). */
+  private missSlot = -1;
+  private missHash = 0;
+
+  get size(): number {
+    return this.values.length;
+  }
+
+  /** The value for bytes [start, end) of `buf` and `salt`, or undefined (then set() stores one for that key). */
+  get(buf: Uint8Array, start: number, end: number, salt: number): V | undefined {
+    // Two bytes per step halves the multiplications; the length is mixed in for the odd last byte.
+    let h = Math.imul(0x811c9dc5 ^ salt, 16777619) ^ (end - start);
+    let i = start;
+    for (; i + 1 < end; i += 2) h = Math.imul(h ^ (buf[i]! | (buf[i + 1]! << 8)), 16777619);
+    if (i < end) h = Math.imul(h ^ buf[i]!, 16777619);
+    const mask = this.table.length - 1;
+    const length = end - start;
+    for (let slot = h & mask; ; slot = (slot + 1) & mask) {
+      const index = this.table[slot]!;
+      if (index === EMPTY) {
+        this.missSlot = slot;
+        this.missHash = h;
+        return undefined;
+      }
+      if (this.hashes[index] === h && this.lengths[index] === length && this.salts[index] === salt) {
+        const at = this.starts[index]!;
+        let i = 0;
+        while (i < length && this.arena[at + i] === buf[start + i]) i++;
+        if (i === length) return this.values[index];
+      }
+    }
+  }
+
+  /** Stores `value` for the key of the last get() that returned undefined. */
+  set(buf: Uint8Array, start: number, end: number, salt: number, value: V): void {
+    const length = end - start;
+    if (this.used + length > this.arena.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.arena.length * 2, this.used + length));
+      this.arena.copy(grown, 0, 0, this.used);
+      this.arena = grown;
+    }
+    this.arena.set(buf.subarray(start, end), this.used);
+    const index = this.values.length;
+    this.starts.push(this.used);
+    this.lengths.push(length);
+    this.salts.push(salt);
+    this.hashes.push(this.missHash);
+    this.values.push(value);
+    this.used += length;
+    this.table[this.missSlot] = index;
+    if (this.values.length * 2 > this.table.length) this.rehash();
+  }
+
+  private rehash(): void {
+    const table = new Int32Array(this.table.length * 2).fill(EMPTY);
+    const mask = table.length - 1;
+    for (let index = 0; index < this.values.length; index++) {
+      let slot = this.hashes[index]! & mask;
+      while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
+      table[slot] = index;
+    }
+    this.table = table;
+  }
+}
