@@ -59,7 +59,9 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
       sources.perfMap !== undefined ||
       sources.jitDump !== undefined);
 
-  if (dotnet && (!sources || (!sources.perfMap && !sources.jitDump))) {
+  // Without any map every managed frame is unnamed, whatever else is wrong: that cause alone is worth reading.
+  const noMaps = dotnet && (!sources || (!sources.perfMap && !sources.jitDump));
+  if (noMaps) {
     causes.push({
       cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
       remedy:
@@ -84,7 +86,7 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
     });
   }
 
-  if (kinds.unknown > 0 && (context.resolver?.noSymbol ?? 1) > 0) {
+  if (!noMaps && kinds.unknown > 0 && (context.resolver?.noSymbol ?? 1) > 0) {
     const chains =
       'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
       '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
@@ -116,7 +118,7 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
         'the Microsoft symbol server into perf’s build-id cache), then `profcpu postprocess` again.',
     });
   }
-  if (kinds['native-unnamed'] > 0 && !coreclrOnly) {
+  if (!noMaps && kinds['native-unnamed'] > 0 && !coreclrOnly) {
     causes.push({
       cause: 'native libraries other than libcoreclr.so have frames without names (stripped, no debug file)',
       remedy:

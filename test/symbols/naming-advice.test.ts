@@ -37,6 +37,8 @@ test('no perf map at all: says so and how to get one', () => {
   assert.equal(advice.share, 0.03);
   assert.match(advice.causes[0]!.cause, /wrote no perf map nor jitdump/);
   assert.match(advice.causes[0]!.remedy, /DOTNET_PerfMapEnabled=1/);
+  // The unknown and unnamed frames follow from it: not blamed on anything else.
+  assert.equal(advice.causes.length, 1);
 });
 
 test('a jitdump abandoned by the runtime (variable set in the app) points to enabling over IPC', () => {
