@@ -138,3 +138,30 @@ test('perf script names the stripped library’s static functions once `debug` i
   await placeDebugFile({ buildIdDir, buildId: l.buildId, debugFile: l.debug, dsoPath: join(app, 'libhotlib.so') });
   assert.match(script(), /profcpu_hot_inner\+0x[0-9a-f]+ \(.*libhotlib\.so\)/);
 });
+
+test('placed before perf record made the entry: record keeps it and perf script names the functions', async (t) => {
+  const l = needLib(t);
+  if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const home = join(work, 'perf-home-first');
+  const app = join(work, 'app-first');
+  mkdirSync(app, { recursive: true });
+  copyFileSync(l.program, join(app, 'hotprog'));
+  copyFileSync(l.stripped, join(app, 'libhotlib.so'));
+  const buildIdDir = await perfBuildIdDir({ home });
+  await placeDebugFile({ buildIdDir, buildId: l.buildId, debugFile: l.debug, dsoPath: join(app, 'libhotlib.so') });
+  const env = { ...process.env, HOME: home };
+  const data = join(work, 'perf-first.data');
+  execFileSync(
+    'perf',
+    ['record', '-q', '-e', 'cpu-clock', '-F', '499', '-g', '-o', data, '--', join(app, 'hotprog'), '1'],
+    { env, stdio: 'ignore' },
+  );
+  const text = execFileSync('perf', ['script', '--no-inline', '-i', data], {
+    env,
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+  });
+  assert.match(text, /profcpu_hot_inner\+0x[0-9a-f]+ \(.*libhotlib\.so\)/);
+  // perf record added its copy of the binary next to the debug file.
+  assert.ok(existsSync(join(buildIdDir, app, 'libhotlib.so', l.buildId, 'elf')));
+});
