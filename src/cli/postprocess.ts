@@ -113,6 +113,14 @@ const command: CommandModule<object, PostprocessArgs> = {
       })
       .option('quiet', { type: 'boolean', default: false, alias: 'q', describe: 'No progress lines' })
       .example('$0 postprocess -dir profilings/15-02-11_2026-11-22', 'Re-render a recording (seed spelling)')
+      .epilogue(
+        `Writes into the folder: ${layout.flamegraphSvg} (open in a browser), ${layout.flamegraphHtml} (offline ` +
+          `d3-flame-graph), ${layout.speedscope} (speedscope.app), ${layout.foldedStacks} (flamegraph.pl/inferno ` +
+          `input), ${layout.perfScript} (perf script text with times: FlameScope lists every file of the folder it ` +
+          `is given, so point it at ${dirname(layout.perfScript)}/ alone), ${layout.manifest} (versions, commands, ` +
+          `counts, SHA-256 of each file) and ${layout.tarball} (the whole folder, raw data included). perf.data ` +
+          'and target/ are never changed; run it again at any time, anywhere perf is installed.',
+      )
       .example(
         '$0 postprocess --dir out --title "checkout service"',
         'With a title',

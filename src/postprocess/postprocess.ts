@@ -28,6 +28,8 @@ import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
+import { loadBundleResolver } from '../symbols/bundle-resolver.js';
+import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
 import { checkPerfData } from './inputs.js';
 import { PartialOutputs } from './outputs.js';
 import { placePerfMaps } from './perf-maps.js';
@@ -50,7 +52,10 @@ export interface PostprocessOptions {
   html: Partial<HtmlOptions>;
   /** speedscope options (src/render/speedscope.ts). Default `{}`. */
   speedscope: Partial<SpeedscopeOptions>;
-  /** Names frames perf left unnamed, or a factory building one from the folder. Default none. */
+  /**
+   * Names frames perf left unnamed, or a factory building one from the folder. Default: the .NET resolver over the
+   * folder's perf map, jitdump and maps snapshots (src/symbols/bundle-resolver.ts).
+   */
   resolver: FrameResolver | FrameResolverFactory | undefined;
   /** The perf executable. Default `perf` (on PATH). */
   perfPath: string;
@@ -72,7 +77,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   svg: Object.freeze({}),
   html: Object.freeze({}),
   speedscope: Object.freeze({}),
-  resolver: undefined,
+  resolver: loadBundleResolver,
   perfPath: defaultPerfPath,
   perfScriptArgs: Object.freeze([]),
   force: false,
@@ -128,6 +133,8 @@ export async function postprocess(
         runScriptAndFold(dir, opts, outputs, { signal, warn, progress }, resolver),
       );
       checkSamples(fold, dir);
+      const naming = namingReport(fold.quality, resolver);
+      if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
       await timed('render', () => writeRenders(outputs, fold, opts, signal));
       const files = await outputs.commit();
 
@@ -159,7 +166,7 @@ export async function postprocess(
               events: fold.events,
             },
             skipped: fold.skipped,
-            naming: fold.quality,
+            naming,
           },
           hashed,
           context.manifestExtra,
@@ -186,6 +193,13 @@ export async function postprocess(
     if (signal?.aborted && !isProfcpuError(error, 'ABORTED')) {
       throw new ProfcpuError('ABORTED', `post-processing ${dir} was aborted`, {
         remedy: 'Run `profcpu postprocess --dir` on the folder again: its raw data was kept.',
+        cause: error,
+      });
+    }
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    if (!isProfcpuError(error) && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
+      throw new ProfcpuError('IO', `cannot write the outputs in ${dir}: ${(error as Error).message}`, {
+        remedy: 'Check the folder is writable and its disk has room, or copy the folder somewhere writable.',
         cause: error,
       });
     }

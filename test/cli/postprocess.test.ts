@@ -15,8 +15,7 @@ before(async () => {
   root = await mkdtemp(join(tmpdir(), 'profcpu-cli-postprocess-'));
   if (isRoot() && have('perf')) {
     recorded = join(root, 'recorded');
-    const { pid } = await recordNode(recorded, 1000);
-    await keepPerfMap(recorded, pid);
+    await keepPerfMap(recorded, await recordNode(recorded, 1000));
   }
 });
 after(async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chown, cp, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chown, cp, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
@@ -22,7 +22,7 @@ before(async () => {
   recorded = join(root, 'recorded');
   if (isRoot() && have('perf')) {
     recording = await recordNode(recorded);
-    await keepPerfMap(recorded, recording.pid);
+    await keepPerfMap(recorded, recording);
   }
 });
 after(async () => {
@@ -109,6 +109,7 @@ test('a real recording becomes every output, named, hashed and bundled', async (
       layout.foldedStacks,
       layout.perfData,
       layout.speedscope,
+      layout.procMaps,
       `target/perf-${recording!.pid}.map`,
       'target/target.json',
     ],
@@ -208,6 +209,24 @@ test('aborting while perf script streams: ABORTED, no half-written output, raw d
     (e) => isProfcpuError(e, 'ABORTED'),
   );
   const left = (await readdir(dir, { recursive: true })).sort();
-  assert.deepEqual(left, ['perf.data', 'target', `target/perf-${recording!.pid}.map`, 'target/target.json']);
+  assert.deepEqual(left, [
+    'perf.data',
+    'target',
+    layout.procMaps,
+    `target/perf-${recording!.pid}.map`,
+    'target/target.json',
+  ]);
   await assert.rejects(stat(`/tmp/perf-${recording!.pid}.map`), { code: 'ENOENT' });
+});
+
+test('an output that cannot be written is an IO error with a remedy, and perf.data stays', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  // A file where the FlameScope folder should be.
+  await writeFile(join(dir, 'flamescope'), 'in the way');
+  await assert.rejects(
+    postprocess(dir),
+    (e) => isProfcpuError(e, 'IO') && /flamescope/.test(e.message) && Boolean(e.remedy),
+  );
+  assert.ok((await stat(join(dir, layout.perfData))).size > 0);
 });

@@ -1,7 +1,8 @@
 // Records a real profile for the postprocess tests: a small Node program with distinctive function names, run under
 // `perf record -F 199 -g -e cpu-clock` with --perf-basic-prof so its JIT frames are named from /tmp/perf-<pid>.map.
 import { execa } from 'execa';
-import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -19,6 +20,8 @@ while (Date.now() < end) { profcpuFibonacciBurner(22); profcpuSquareRootSpinner(
 export interface Recording {
   /** The Node process's pid (host and namespace are the same here). */
   pid: number;
+  /** /proc/<pid>/maps, read while the program ran (as collect snapshots it). */
+  maps: string;
   /** The perf record command run. */
   command: string[];
 }
@@ -32,16 +35,22 @@ export async function recordNode(dir: string, ms = 1500): Promise<Recording> {
     await mkdir(dir, { recursive: true });
     const args = ['record', '-F', '199', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data'), '--'];
     const command = ['perf', ...args, process.execPath, '--perf-basic-prof', script, String(ms)];
-    const { stdout } = await execa(command[0]!, command.slice(1), { stdin: 'ignore' });
-    return { pid: Number(stdout.trim().split('\n')[0]), command };
+    const perf = execa(command[0]!, command.slice(1), { stdin: 'ignore' });
+    // The program prints its pid first thing, then burns for `ms`: its maps can be read meanwhile.
+    const [first] = (await once(perf.stdout, 'data')) as [Buffer];
+    const pid = Number(String(first).trim().split('\n')[0]);
+    const maps = await readFile(`/proc/${pid}/maps`, 'utf8');
+    await perf;
+    return { pid, maps, command };
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
 }
 
-/** Moves /tmp/perf-<pid>.map into the folder as collect would keep it, with target.json; /tmp is left clean. */
-export async function keepPerfMap(dir: string, pid: number): Promise<void> {
+/** Keeps what collect would (perf map moved out of /tmp, maps snapshot, target.json); /tmp is left clean. */
+export async function keepPerfMap(dir: string, { pid, maps }: Pick<Recording, 'pid' | 'maps'>): Promise<void> {
   await mkdir(join(dir, 'target'), { recursive: true });
+  await writeFile(join(dir, 'target', 'maps'), maps);
   await rename(`/tmp/perf-${pid}.map`, join(dir, 'target', `perf-${pid}.map`));
   await writeFile(join(dir, 'target', 'target.json'), JSON.stringify({ pid, nspid: pid, comm: 'node' }));
 }
