@@ -12,7 +12,7 @@ import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/prefl
 import { startRecord, type RecordOutcome } from '../perf/record.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { readStat, clockTicksPerSecond } from '../target/procfs.js';
+import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
 import { TargetSnapshotter, type SnapshotReport } from '../target/snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import type { CollectStep, StepContext, StepReport } from './steps.js';
@@ -133,6 +133,7 @@ export async function collect<R>(
   // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
   await writeFile(join(dir, layout.targetInfo), `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
   const snapshotter = new TargetSnapshotter(dir, target, procfs);
+  info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);
   const recorded = await phase('recording', () => record(options, target, dir, event, snapshotter, context, signal));
   info(
     `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
@@ -211,7 +212,20 @@ async function record<R>(
   }, options.progressIntervalMs);
   if (context.stop?.aborted) onStop();
   try {
-    const outcome = await recording.done;
+    const outcome = await recording.done.catch(async (error: unknown) => {
+      // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
+      if (
+        !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
+          () => true,
+          () => false,
+        ))
+      )
+        throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
+          remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
+          cause: error,
+        });
+      throw error;
+    });
     await snapshotting;
     throwIfAborted(signal);
     const cpu = process.cpuUsage(cpuBefore);

@@ -1,0 +1,227 @@
+// `profcpu collect` end to end on this machine: a real Node target with distinctive function names, real perf.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { access, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test, type TestContext } from 'node:test';
+import { list } from 'tar';
+import { layout } from '../../src/bundle/layout.js';
+import { cliPath, runCli } from '../support/cli.js';
+import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { namesWorkload, startNodeBurn } from '../fixtures/node-burn/node-burn.js';
+import { execa } from 'execa';
+
+async function workDir(t: TestContext): Promise<string> {
+  const dir = await mkdtemp('/var/tmp/profcpu-collect-');
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+
+interface CollectManifest {
+  files: { path: string }[];
+  collect: { record: { end: string; samples: number }; phaseMs: Record<string, number>; cpuMs: { profcpu: number } };
+}
+
+function canRecord(t: TestContext): boolean {
+  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
+}
+
+test('collect with the seed spelling names the JIT frames, and writes a complete tarball and manifest', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const run = await runCli(['collect', '-pid', String(target.pid), '-duration', '2', '-output', dir], { cwd: work });
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stderr), new RegExp(`profiling process ${target.pid} .*PID ${target.pid} was given`));
+  assert.match(String(run.stdout), /flame graph .*flamegraph\.svg/);
+  assert.match(String(run.stdout), /tarball .*prof\.tar\.gz/);
+  assert.match(String(run.stdout), /named +\d+\.\d% of samples/);
+
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  assert.ok(namesWorkload(folded), `folded stacks name the workload:\n${folded}`);
+  assert.ok(namesWorkload(await readFile(join(dir, layout.flamegraphSvg), 'utf8')), 'the SVG names the workload');
+
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as CollectManifest;
+  const inManifest = manifest.files.map((f) => f.path);
+  const expected = [
+    layout.perfData,
+    layout.perfMap(target.pid),
+    layout.procMaps,
+    layout.targetInfo,
+    layout.foldedStacks,
+    layout.flamegraphSvg,
+    layout.perfScript,
+  ];
+  for (const file of expected) assert.ok(inManifest.includes(file), `${file} in the manifest`);
+  assert.equal(manifest.collect.record.end, 'duration');
+  assert.ok(manifest.collect.record.samples > 0);
+  assert.ok(manifest.collect.phaseMs['recording']! >= 2000);
+
+  const entries: string[] = [];
+  await list({ file: join(dir, layout.tarball), onReadEntry: (e) => entries.push(e.path) });
+  for (const file of [...expected, layout.manifest])
+    assert.ok(entries.includes(`out/${file}`), `${file} in the tarball`);
+});
+
+test('Ctrl-C stops the recording early and still post-processes it', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const collect = execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
+    {
+      cwd: work,
+      reject: false,
+      all: true,
+    },
+  );
+  t.after(() => void collect.kill('SIGKILL'));
+  await waitForOutput(collect, /recording for 60 s/);
+  await sleep(1500);
+  collect.kill('SIGINT');
+  const run = await collect;
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stdout), /stopped early/);
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as CollectManifest;
+  assert.equal(manifest.collect.record.end, 'stopped');
+  assert.ok(namesWorkload(await readFile(join(dir, layout.foldedStacks), 'utf8')));
+});
+
+test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const collect = execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
+    {
+      cwd: work,
+      reject: false,
+      all: true,
+    },
+  );
+  t.after(() => void collect.kill('SIGKILL'));
+  await waitForOutput(collect, /recording for 60 s/);
+  await sleep(1000);
+  collect.kill('SIGINT');
+  await waitForOutput(collect, /stopping the recording/);
+  collect.kill('SIGINT');
+  const run = await collect;
+  assert.equal(run.exitCode, 130, String(run.all));
+  assert.match(String(run.stderr), /aborting; the raw data already written is kept/);
+  assert.ok((await stat(join(dir, layout.perfData))).size > 0, 'perf.data is kept');
+  assert.ok(await exists(join(dir, layout.targetInfo)), 'target.json is kept');
+  assert.equal(await exists(join(dir, layout.tarball)), false, 'no tarball');
+});
+
+test('a target that exits mid-recording still yields a named profile', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  // Long enough to outlast collect's start on a busy machine, short enough to end mid-recording.
+  const target = await startNodeBurn(6);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const run = await runCli(['collect', '--pid', String(target.pid), '--duration', '30', '--output', dir], {
+    cwd: work,
+  });
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stdout), /the target exited/);
+  assert.ok((await stat(join(dir, layout.perfMap(target.pid)))).size > 0);
+  assert.ok(namesWorkload(await readFile(join(dir, layout.foldedStacks), 'utf8')));
+  // With the target gone and its map removed, the names can only come from the snapshot taken while it ran.
+  await target.exited;
+  await rm(`/tmp/perf-${target.pid}.map`, { force: true });
+  const again = await runCli(['postprocess', '--dir', dir]);
+  assert.equal(again.exitCode, 0, String(again.all));
+  assert.ok(namesWorkload(await readFile(join(dir, layout.foldedStacks), 'utf8')));
+});
+
+test('--no-postprocess leaves only the raw data, which postprocess can finish later', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const run = await runCli([
+    'collect',
+    '--pid',
+    String(target.pid),
+    '--duration',
+    '1',
+    '--no-postprocess',
+    '--output',
+    dir,
+  ]);
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stdout), /not post-processed: run `profcpu postprocess --dir/);
+  assert.ok(await exists(join(dir, layout.perfData)));
+  assert.ok(await exists(join(dir, layout.perfMap(target.pid))));
+  assert.equal(await exists(join(dir, layout.flamegraphSvg)), false);
+});
+
+test('a PID that does not exist fails with a remedy', async () => {
+  const gone = spawnSync('true').pid!;
+  const run = await runCli(['collect', '--pid', String(gone), '--duration', '1', '--output', '/var/tmp/profcpu-never']);
+  assert.equal(run.exitCode, 1, String(run.all));
+  assert.match(String(run.stderr), new RegExp(`error: no process ${gone} is visible here`));
+  assert.match(String(run.stderr), /fix: Check the PID with `profcpu ps`/);
+  assert.equal(await exists('/var/tmp/profcpu-never'), false, 'nothing written');
+});
+
+test('a process that is not visible to the user profcpu runs as fails with a remedy', async (t) => {
+  if (!needRoot(t) || !need(t, have('setpriv'), '`setpriv` (Debian package util-linux)')) return;
+  const target = await startNodeBurn(60, { perfMap: false });
+  t.after(() => target.kill());
+  // As nobody, without capabilities, a root process's environ and maps cannot be read.
+  const run = await execa(
+    'setpriv',
+    [
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      '--inh-caps=-all',
+      process.execPath,
+      cliPath,
+      'collect',
+      '--pid',
+      String(target.pid),
+      '--duration',
+      '1',
+      '--output',
+      '/var/tmp/profcpu-never',
+    ],
+    { reject: false, all: true, cwd: '/' },
+  );
+  assert.equal(run.exitCode, 1, String(run.all));
+  assert.match(String(run.stderr), new RegExp(`process ${target.pid} exists but its /proc entries cannot be read`));
+  assert.match(String(run.stderr), /fix: Run profcpu as root/);
+});
+
+async function waitForOutput(subprocess: ReturnType<typeof execa>, pattern: RegExp): Promise<void> {
+  let seen = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (pattern.test(seen)) {
+        subprocess.stderr?.off('data', onData);
+        resolve();
+      }
+    };
+    subprocess.stderr?.on('data', onData);
+    void subprocess.then(() => reject(new Error(`exited before printing ${pattern}: ${seen}`)));
+  });
+}
