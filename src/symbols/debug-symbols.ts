@@ -13,6 +13,7 @@ import {
   SymbolFetcher,
   type SymbolFetchAttempt,
   type SymbolFetchOptions,
+  type SymbolFetchResult,
   type SymbolFetchProgress,
 } from './symbol-server-fetch.js';
 import type { SymbolServer } from './symbol-server.js';
@@ -117,6 +118,7 @@ async function symbolsFor(
   options: DebugSymbolsOptions,
 ): Promise<SymbolsReport> {
   const warn = options.warn ?? ignoreWarnings;
+  const limit = Math.max(1, options.concurrency ?? 4);
   const fetcher = new SymbolFetcher({
     ...options.fetch,
     servers: options.servers,
@@ -125,12 +127,16 @@ async function symbolsFor(
     warn,
     progress: options.progress,
   });
-  const libraries: LibrarySymbols[] = new Array(files.length);
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < files.length; i = next++) libraries[i] = await one(files[i]!, fetcher, options);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, worker));
+  // Three passes, so the report does not depend on which download ends first: read every file, fetch each build-id
+  // once, then place in file order (libraries sharing a build-id share perf's entry, named after the first).
+  const examined = await mapLimit(files, limit, examine);
+  const wanted = [...new Set(examined.flatMap((e) => (e.status === undefined ? [e.buildId!] : [])))];
+  const fetched = new Map(await mapLimit(wanted, limit, async (id) => [id, await fetcher.fetch(id)] as const));
+  const libraries: LibrarySymbols[] = [];
+  for (const entry of examined) {
+    if (entry.status !== undefined) libraries.push(entry as LibrarySymbols);
+    else libraries.push(await place(entry.path, fetched.get(entry.buildId!)!, options));
+  }
   return {
     servers: options.servers.map((s) => `${s.kind}:${s.url}`),
     cacheDir: options.cacheDir,
@@ -139,11 +145,18 @@ async function symbolsFor(
   };
 }
 
-async function one(
-  file: { path: string; open: string },
-  fetcher: SymbolFetcher,
-  options: DebugSymbolsOptions,
-): Promise<LibrarySymbols> {
+async function mapLimit<T, R>(items: readonly T[], limit: number, f: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < items.length; i = next++) out[i] = await f(items[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** The library's ELF facts; `status` stays unset when its debug file must be fetched. */
+async function examine(file: { path: string; open: string }): Promise<Partial<LibrarySymbols> & { path: string }> {
   const { path } = file;
   let elf;
   try {
@@ -155,8 +168,11 @@ async function one(
   const buildId = elf.buildId;
   if (!buildId) return { path, status: 'no-build-id' };
   if (elf.hasSymtab || elf.hasDebugInfo) return { path, buildId, status: 'has-symbols' };
+  return { path, buildId };
+}
 
-  const fetched = await fetcher.fetch(buildId);
+async function place(path: string, fetched: SymbolFetchResult, options: DebugSymbolsOptions): Promise<LibrarySymbols> {
+  const buildId = fetched.buildId;
   const attempts = fetched.attempts.length > 0 ? { attempts: fetched.attempts } : {};
   if (!fetched.path) {
     const reason = fetched.attempts.map((a) => `${a.server}: ${a.reason ?? a.outcome}`).join('; ');
