@@ -8,7 +8,9 @@ import { ProfcpuError } from '../error.js';
 import { pathInTarget, procPath } from '../target/procfs.js';
 import { disablePerfMap, enablePerfMap, type IpcOptions } from './client.js';
 import { perfMapType, type PerfMapType } from './protocol.js';
-import { findDiagnosticSocket, readEnvironment, runtimeSetting } from './socket-path.js';
+import { findDiagnosticSocket, perfMapVariable, readEnvironment, runtimeSetting } from './socket-path.js';
+
+export { perfMapVariable };
 
 export type PerfMapMode = 'auto' | 'on' | 'off';
 
@@ -28,6 +30,8 @@ export interface PerfMapSession {
   /** The target's files as this process reaches them, through /proc/PID/root. They are never deleted. */
   perfMapPath: string | undefined;
   jitDumpPath: string | undefined;
+  /** What profcpu switched on (state `enabled-by-profcpu`), same values as DOTNET_PerfMapEnabled. */
+  enabledType: PerfMapType | undefined;
   /** DOTNET_PerfMapEnabled's value in the target's environment, when set. */
   environmentSetting: string | undefined;
   /** One or two sentences for the user. */
@@ -42,12 +46,6 @@ export interface PreparePerfMapOptions extends IpcOptions {
   /** What to enable. Default 1: perf map and jitdump (the jitdump also names ReadyToRun framework code). */
   type?: PerfMapType;
 }
-
-/**
- * What users set on the target when profcpu cannot switch perf maps on. Seen with .NET 10.0.12: a jitdump enabled
- * at startup stops during startup (the runtime closes it after logging a stub block) unless stub logging is off.
- */
-export const perfMapVariable = 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=4';
 
 const noop = (): Promise<void> => Promise.resolve();
 
@@ -85,7 +83,7 @@ export async function preparePerfMap(
 ): Promise<PerfMapSession> {
   const environment = await readEnvironment(pid, options);
   const setting = runtimeSetting(environment, 'PerfMapEnabled');
-  const base = { pid, environmentSetting: setting, error: undefined, restore: noop };
+  const base = { pid, environmentSetting: setting, enabledType: undefined, error: undefined, restore: noop };
 
   let socket;
   try {
@@ -142,6 +140,7 @@ export async function preparePerfMap(
     ...base,
     ...files,
     state: 'enabled-by-profcpu',
+    enabledType: type,
     message: `Perf maps switched on over diagnostic IPC (type ${type}); they are switched off again after the recording.`,
     restore,
   };

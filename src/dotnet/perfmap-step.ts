@@ -3,11 +3,13 @@
 // switch them off again if profcpu switched them on. The report goes to the manifest under `collect.steps.perfMap`.
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import {
+  openPerfMapFiles,
   preparePerfMap,
   type PerfMapMode,
   type PerfMapSession,
   type PreparePerfMapOptions,
 } from './perfmap-session.js';
+import { perfMapType } from './protocol.js';
 
 export interface PerfMapStepOptions extends Omit<PreparePerfMapOptions, 'signal'> {
   mode: PerfMapMode;
@@ -43,10 +45,20 @@ export function perfMapStep(options: PerfMapStepOptions = perfMapStepDefaults): 
       }
       return report(mode, session);
     },
-    async afterRecording(): Promise<StepReport | undefined> {
-      if (session?.state !== 'enabled-by-profcpu') return undefined;
+    async afterRecording(context: StepContext): Promise<StepReport | undefined> {
+      if (session?.state !== 'enabled-by-profcpu' || session.nspid === undefined) return undefined;
+      // .NET 10.0.12 was seen closing a jitdump within seconds of switching it on, after logging a stub block,
+      // unless the target sets DOTNET_PerfMapStubGranularity=4; then ReadyToRun frames stay unnamed. Say so.
+      const open = await openPerfMapFiles(session.pid, session.nspid, ipcOptions);
+      const wantedJitDump = session.enabledType === perfMapType.all || session.enabledType === perfMapType.jitDump;
+      const jitDumpStopped = wantedJitDump && open !== undefined && !open.jitDump;
+      if (jitDumpStopped) {
+        context.warn(
+          'the .NET runtime stopped writing its jitdump during the recording, so ReadyToRun framework frames may stay unnamed; start the target with DOTNET_PerfMapStubGranularity=4 to keep it (a .NET 10 behaviour)',
+        );
+      }
       await session.restore();
-      return { restored: true };
+      return { restored: true, ...(jitDumpStopped && { jitDumpStopped }) };
     },
   };
 }

@@ -22,6 +22,12 @@ export interface DiagnosticSocket {
   environment: Map<string, string> | undefined;
 }
 
+/**
+ * What users set on the target when profcpu cannot switch perf maps on. Seen with .NET 10.0.12: a jitdump enabled
+ * at startup stops during startup (the runtime closes it after logging a stub block) unless stub logging is off.
+ */
+export const perfMapVariable = 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=4';
+
 function unreachable(message: string, remedy: string, cause?: unknown): ProfcpuError {
   return new ProfcpuError('IPC_UNREACHABLE', message, { remedy, cause });
 }
@@ -63,7 +69,7 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
   if (disabled) {
     throw unreachable(
       `process ${pid} runs with DOTNET_${disabled}=0: its diagnostic IPC is switched off`,
-      'Restart it without that variable, or with DOTNET_PerfMapEnabled=1 so perf maps need no IPC.',
+      `Restart it without that variable, or with ${perfMapVariable} so perf maps need no IPC.`,
     );
   }
   const tmpDir = environment?.get('TMPDIR') || '/tmp';
@@ -97,8 +103,7 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
   return { path: `${dir}/${name}`, pid, nspid, tmpDir, environment };
 }
 
-const notDotnetRemedy =
-  'Is it a .NET (Core 3.0 or later) process? If it is, its diagnostics may be off (DOTNET_EnableDiagnostics=0) or its $TMPDIR differ; start it with DOTNET_PerfMapEnabled=1 so perf maps need no IPC.';
+const notDotnetRemedy = `Is it a .NET (Core 3.0 or later) process? If it is, its diagnostics may be off (DOTNET_EnableDiagnostics=0) or its $TMPDIR differ; start it with ${perfMapVariable} so perf maps need no IPC.`;
 
 async function newest(dir: string, names: readonly string[]): Promise<string> {
   const stamped = await Promise.all(

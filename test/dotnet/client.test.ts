@@ -1,4 +1,5 @@
-// Against the real runtime: the fixture app started with nothing set.
+// Against the real runtime: the fixture app started with perf maps off. It sets DOTNET_PerfMapStubGranularity=4
+// where the jitdump is checked: without it .NET 10 closes a jitdump within seconds (see perfmap-session.test.ts).
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -29,7 +30,7 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs = 20_00
 describe('diagnostic IPC with a real .NET runtime', () => {
   it('ProcessInfo2, then EnablePerfMap writes perf map and jitdump, DisablePerfMap stops them', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
-    const app = await startDotnetApp({ seconds: 120 });
+    const app = await startDotnetApp({ seconds: 120, env: { DOTNET_PerfMapStubGranularity: '4' } });
     t.after(() => app.kill());
     const perfMap = `/tmp/perf-${app.nspid}.map`;
     const jitDump = `/tmp/jit-${app.nspid}.dump`;

@@ -29,9 +29,10 @@ describe('perfMapEnabledBySetting reads the variable as the runtime does', () =>
 });
 
 describe('preparePerfMap against the real runtime', () => {
-  it('off sends nothing; auto on a target with nothing set enables, restore disables', async (t) => {
+  it('off sends nothing; auto on a target with perf maps off enables, restore disables', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
-    const target = await app(t);
+    // Stub logging off keeps the jitdump open (.NET 10 closes it otherwise, tested below).
+    const target = await app(t, { env: { DOTNET_PerfMapStubGranularity: '4' } });
 
     const off = await preparePerfMap(target.pid, 'off');
     assert.equal(off.state, 'left-alone');

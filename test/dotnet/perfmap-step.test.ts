@@ -5,9 +5,11 @@ import { describe, it, type TestContext } from 'node:test';
 import type { StepContext } from '../../src/collect/steps.js';
 import { openPerfMapFiles } from '../../src/dotnet/perfmap-session.js';
 import { perfMapStep } from '../../src/dotnet/perfmap-step.js';
-import { inspectProcess } from '../../src/target/inspect.js';
+import { inspectProcess, type TargetInfo } from '../../src/target/inspect.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { needCommand } from '../support/requirements.js';
+import { makeFakeProc } from './fake-proc.js';
+import { okReply, startFakeIpcServer } from './ipc-bytes.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -24,7 +26,12 @@ async function stepContext(pid: number, signal: AbortSignal) {
 }
 
 async function dotnetTarget(t: TestContext) {
-  const app = await startDotnetApp({ seconds: 60, workloads: ['generic'] });
+  // Stub logging off keeps the jitdump open (.NET 10 closes it otherwise; the warning for that is tested below).
+  const app = await startDotnetApp({
+    seconds: 60,
+    workloads: ['generic'],
+    env: { DOTNET_PerfMapStubGranularity: '4' },
+  });
   t.after(() => app.kill());
   t.after(() => rm(`/tmp/perf-${app.nspid}.map`, { force: true }));
   t.after(() => rm(`/tmp/jit-${app.nspid}.dump`, { force: true }));
@@ -60,6 +67,35 @@ describe('the perfMap collect step', () => {
       await sleep(50);
     }
     assert.deepEqual(await openPerfMapFiles(app.pid, app.nspid), { perfMap: false, jitDump: false });
+  });
+
+  it('warns when the runtime stopped writing its jitdump during the recording', async (t) => {
+    const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55 });
+    t.after(() => fake.cleanup());
+    const server = await startFakeIpcServer(
+      (_req, socket) => socket.end(okReply(Buffer.alloc(4))),
+      `${fake.targetRoot}/tmp/dotnet-diagnostic-1-55-socket`,
+    );
+    t.after(() => server.close());
+    const lines: string[] = [];
+    const context: StepContext = {
+      target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
+      dir: '/nonexistent',
+      signal: new AbortController().signal,
+      warn: (m) => lines.push(m),
+      progress: () => {},
+    };
+    const step = perfMapStep({ mode: 'auto', procRoot: fake.procRoot });
+    assert.equal((await step.beforeRecording!(context))?.['state'], 'enabled-by-profcpu');
+    // While recording, the runtime kept its perf map open but closed the jitdump.
+    await fake.openFd(7, '/tmp/perf-1.map');
+    assert.deepEqual(await step.afterRecording!(context), { restored: true, jitDumpStopped: true });
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, /stopped writing its jitdump.*DOTNET_PerfMapStubGranularity=4/);
+    assert.deepEqual(
+      server.requests.map((r) => r[17]),
+      [0x05, 0x06],
+    );
   });
 
   it('leaves a process that is not .NET alone, without warnings', async (t) => {
