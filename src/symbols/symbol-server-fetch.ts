@@ -199,7 +199,10 @@ export class SymbolFetcher {
       arm(answerTimeoutMs, `no answer within ${seconds(answerTimeoutMs)}`);
       let response: Response;
       try {
-        response = await fetch(url, { signal: controller.signal, headers: { 'user-agent': 'profcpu' } });
+        // identity: fetch() would otherwise ask for gzip and decode it, and Content-Length would no longer
+        // tell the size of what arrives.
+        const headers = { 'user-agent': 'profcpu', 'accept-encoding': 'identity' };
+        response = await fetch(url, { signal: controller.signal, headers });
       } catch (cause) {
         this.throwIfAborted();
         const reason = timeoutReason ?? `cannot connect: ${describe(cause)}`;
@@ -215,7 +218,8 @@ export class SymbolFetcher {
         return { kind: 'failed', reason: `HTTP ${response.status}`, transient, unreachable: false };
       }
       const lengthHeader = response.headers.get('content-length');
-      const total = lengthHeader !== null && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined;
+      const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
+      const total = lengthHeader !== null && /^\d+$/.test(lengthHeader) && !encoded ? Number(lengthHeader) : undefined;
       const tooLarge = (n: number): Failure => ({
         kind: 'failed',
         reason: `file larger than the ${maxBytes}-byte limit (${n} bytes)`,

@@ -1,11 +1,12 @@
 // A real HTTP server on a free loopback port serving a folder (an SSQP-layout symbol store in the tests), with
 // faults that can be switched on per path: a status code, no answer at all, a body cut short, a body without
-// Content-Length. Records every request path, so a test can assert the exact URL a client asked for.
+// Content-Length, a gzip-encoded body. Records every request path, so a test can assert the exact URL a client asked for.
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join, normalize } from 'node:path';
+import { gzipSync } from 'node:zlib';
 
 export type Fault =
   | { kind: 'status'; status: number }
@@ -14,7 +15,9 @@ export type Fault =
   /** Announce the whole file in Content-Length, send `bytes` of it, then drop the connection. */
   | { kind: 'truncate'; bytes: number }
   /** Send the file chunked, without Content-Length (the client only learns the size as it reads). */
-  | { kind: 'no-length' };
+  | { kind: 'no-length' }
+  /** Send the file gzip-compressed (Content-Encoding: gzip, Content-Length of the compressed bytes). */
+  | { kind: 'gzip' };
 
 export interface StaticServer {
   /** `http://127.0.0.1:PORT` */
@@ -61,6 +64,11 @@ export async function startStaticServer(root: string): Promise<StaticServer> {
       const stream = createReadStream(file, { start: 0, end: Math.max(0, fault.bytes - 1) });
       stream.on('end', () => res.socket?.destroy());
       stream.pipe(res, { end: false });
+      return;
+    }
+    if (fault?.kind === 'gzip') {
+      const body = gzipSync(await readFile(file));
+      res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': String(body.length) }).end(body);
       return;
     }
     res.writeHead(200, fault?.kind === 'no-length' ? {} : { 'content-length': String(size) });

@@ -135,6 +135,17 @@ test('from a real debuginfod server, after a server that does not have it', asyn
   assert.equal(missing.attempts[1]?.reason, 'HTTP 404');
 });
 
+test('a server that gzips the body anyway: decoded, and its Content-Length not taken for the file size', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const { f, warnings } = fetcher([ssqp]);
+  store.faults.set('*', { kind: 'gzip' });
+  const result = await f.fetch(l.buildId);
+  assert.equal(result.status, 'downloaded', JSON.stringify(result.attempts));
+  assert.deepEqual(readFileSync(result.path!), readFileSync(l.debug));
+  assert.deepEqual(warnings, []);
+});
+
 test('concurrent requests for one build-id share one download', async (t) => {
   const l = needLib(t);
   if (!l) return;
