@@ -69,10 +69,15 @@ export async function openPerfMapFiles(
   };
 }
 
-/** Nonzero DOTNET_PerfMapEnabled (read as the runtime does, in hex) means the target writes maps by itself. */
+/** DOTNET_PerfMapEnabled's value as the runtime reads it (hex); unset or unreadable counts as 0, off. */
+export function perfMapSettingValue(value: string | undefined): number {
+  if (value === undefined || !/^\s*(0x)?[0-9a-f]+\s*$/i.test(value)) return 0;
+  return Number.parseInt(value.trim().replace(/^0x/i, ''), 16);
+}
+
+/** Nonzero DOTNET_PerfMapEnabled means the target writes maps by itself. */
 export function perfMapEnabledBySetting(value: string | undefined): boolean {
-  if (value === undefined || !/^\s*(0x)?[0-9a-f]+\s*$/i.test(value)) return false;
-  return Number.parseInt(value.trim().replace(/^0x/i, ''), 16) !== 0;
+  return perfMapSettingValue(value) !== 0;
 }
 
 /** Decides and, in auto/on, switches perf maps on for the recording of `pid`. Mode `on` throws where auto degrades. */
@@ -148,7 +153,7 @@ export async function preparePerfMap(
 
 function noJitDumpAdvice(setting: string | undefined): string {
   const advice = 'It writes no jitdump now, so ReadyToRun framework frames may stay unnamed';
-  const type = perfMapEnabledBySetting(setting) ? Number.parseInt(setting!.trim().replace(/^0x/i, ''), 16) : 0;
+  const type = perfMapSettingValue(setting);
   if (type === perfMapType.perfMap) return `${advice}: set DOTNET_PerfMapEnabled=1 to add it.`;
   if (type === perfMapType.all || type === perfMapType.jitDump) {
     return `${advice}: .NET 10 stops a jitdump enabled at startup unless DOTNET_PerfMapStubGranularity=4 is set too.`;
