@@ -39,10 +39,16 @@ export interface TargetIds {
 }
 
 /**
- * Places the folder's perf-map copies. `perfTmp` is where perf looks (`/tmp`; other values are for tests).
+ * Places the folder's perf-map copies. `perfTmp` is where perf looks (`/tmp`; other values are for tests); `euid`,
+ * when known, is the user perf runs as.
  * Never throws for a missing or unreadable copy: perf script still runs, with fewer names, and `warn` says why.
  */
-export async function placePerfMaps(dir: string, warn: Warn, perfTmp = '/tmp'): Promise<PerfMapPlacement> {
+export async function placePerfMaps(
+  dir: string,
+  warn: Warn,
+  options: { perfTmp?: string; euid?: number | undefined } = {},
+): Promise<PerfMapPlacement> {
+  const { perfTmp = '/tmp', euid } = options;
   const pairs = await mapsToPlace(dir, warn);
   // Identity of each placed file: inode numbers are reused at once, so the change time is compared too.
   const placed: (PlacedPerfMap & { identity: string })[] = [];
@@ -63,7 +69,7 @@ export async function placePerfMaps(dir: string, warn: Warn, perfTmp = '/tmp'): 
         await copyFile(join(dir, from), placedAt, constants.COPYFILE_EXCL);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === 'EEXIST') await warnIfDifferent(dir, from, placedAt, warn);
+        if (code === 'EEXIST') await warnIfUnfit(dir, from, placedAt, euid, warn);
         else warn(`could not place ${from} at ${placedAt} (${code ?? String(error)}): JIT frames may stay unnamed`);
         continue;
       }
@@ -133,9 +139,29 @@ function isPid(value: unknown): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value > 0;
 }
 
-async function warnIfDifferent(dir: string, from: string, placedAt: string, warn: Warn): Promise<void> {
+/**
+ * Says when a map found in place will not serve: perf ignores one owned by another user (unless -f), and one smaller
+ * than the copy is older or another process's (a live target's map only grows). A larger one, the usual case of a
+ * target still running, is the better copy: no warning.
+ */
+async function warnIfUnfit(
+  dir: string,
+  from: string,
+  placedAt: string,
+  euid: number | undefined,
+  warn: Warn,
+): Promise<void> {
   const [ours, theirs] = await Promise.all([stat(join(dir, from)), stat(placedAt)]).catch(() => [undefined, undefined]);
-  if (ours && theirs && ours.size !== theirs.size) {
-    warn(`${placedAt} already exists and differs from ${from}: left in place, perf script names JIT frames from it`);
+  if (!ours || !theirs) return;
+  if (euid !== undefined && theirs.uid !== euid && theirs.uid !== 0) {
+    warn(
+      `${placedAt} already exists, owned by uid ${theirs.uid}: perf ignores it, so JIT frames may stay unnamed ` +
+        `(remove it to use ${from}, or pass --force)`,
+    );
+  } else if (theirs.size < ours.size) {
+    warn(
+      `${placedAt} already exists and is smaller than ${from} (older, or another process's): left in place, ` +
+        `perf names JIT frames from it (remove it to use the copy)`,
+    );
   }
 }

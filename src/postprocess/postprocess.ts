@@ -121,7 +121,8 @@ export async function postprocess(
 
   try {
     signal?.throwIfAborted();
-    const perfData = await checkPerfData(dir, { force: opts.force, euid: effectiveUid() });
+    const euid = effectiveUid();
+    const perfData = await checkPerfData(dir, { force: opts.force, euid });
     const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal });
     perfVersionPromise.catch(() => {});
     const resolver = typeof opts.resolver === 'function' ? await opts.resolver(dir, warn) : opts.resolver;
@@ -130,7 +131,7 @@ export async function postprocess(
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
       const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
       const { fold, header, scriptBytes, perfMaps } = await timed('perfScript', () =>
-        runScriptAndFold(dir, opts, outputs, { signal, warn, progress }, resolver),
+        runScriptAndFold(dir, opts, outputs, { signal, warn, progress, euid }, resolver),
       );
       checkSamples(fold, dir);
       const naming = namingReport(fold.quality, resolver);
@@ -225,11 +226,14 @@ async function runScriptAndFold(
   dir: string,
   opts: PostprocessOptions,
   outputs: PartialOutputs,
-  context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & { signal: AbortSignal | undefined },
+  context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
+    signal: AbortSignal | undefined;
+    euid: number | undefined;
+  },
   resolver: FrameResolver | undefined,
 ) {
   const { signal, warn, progress } = context;
-  const placement = opts.placePerfMaps ? await placePerfMaps(dir, warn) : undefined;
+  const placement = opts.placePerfMaps ? await placePerfMaps(dir, warn, { euid: context.euid }) : undefined;
   const folder = new StackFolder(opts.fold, warn, resolver);
   const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder.write(chunk));
   let lastProgress = performance.now();
