@@ -5,7 +5,7 @@
 import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { decodeHeader, HEADER_SIZE, isAllowedRequest, MAX_MESSAGE_SIZE, type IpcHeader } from './protocol.js';
 
@@ -38,7 +38,7 @@ export async function exchange(socketPath: string, request: Buffer, options: Ipc
   const dir = await mkdtemp(join(base, 'profcpu-ipc-'));
   try {
     const link = join(dir, 's');
-    await symlink(socketPath, link);
+    await symlink(resolve(socketPath), link);
     return await exchangeAt(link, socketPath, request, options);
   } finally {
     await rm(dir, { recursive: true, force: true });
