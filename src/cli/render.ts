@@ -112,7 +112,8 @@ const command: CommandModule<object, RenderArgs> = {
   handler: async (args) => {
     const reporter = createReporter({ quiet: args.quiet });
     const options = renderOptionsFromArgs(args);
-    const file = args.file === undefined || args.file === '-' ? undefined : args.file;
+    // yargs hands a lone `-` over as ''.
+    const file = args.file === undefined || args.file === '-' || args.file === '' ? undefined : args.file;
     const input = await readInput(file);
     const source = file ?? 'standard input';
     if (input.skipped > 0) reporter.warn(`skipped ${input.skipped} line(s) of ${source} that are not "stack count"`);

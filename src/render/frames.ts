@@ -13,7 +13,9 @@ export type FrameStyle =
   /** `[unknown]`, or `[libfoo.so]` (a known file without a symbol). */
   | 'unknown'
   /** Anything else: native code with a name. */
-  | 'native';
+  | 'native'
+  /** Not a frame: a block standing for several adjacent frames too light to draw one by one. */
+  | 'merged';
 
 export interface DisplayFrame {
   /** The name without its `_[x]` annotation (not yet sanitized). */
@@ -50,6 +52,7 @@ export const styleCodes: Readonly<Record<FrameStyle, string>> = Object.freeze({
   inline: 'i',
   unknown: 'u',
   native: 'n',
+  merged: 'g',
 });
 
 /** The style of a one-letter code; native for anything unknown. */
@@ -63,6 +66,8 @@ export function styleOfCode(code: string | undefined): FrameStyle {
       return 'inline';
     case 'u':
       return 'unknown';
+    case 'g':
+      return 'merged';
     default:
       return 'native';
   }
@@ -73,9 +78,12 @@ export function styleOfCode(code: string | undefined): FrameStyle {
 const unsafeCharacters =
   /[\u0000-\u001f\u007f-\u009f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
+// Cheap first look: most names hold none of these, and surrogate pairs (emoji) are rare enough to check fully.
+const maybeUnsafe = /[\u0000-\u001f\u007f-\u009f\ud800-\udfff\ufffe\uffff]/;
+
 /** Removes characters that cannot appear in XML text or that would break a one-line label. */
 export function sanitizeText(text: string): string {
-  return text.replace(unsafeCharacters, '');
+  return maybeUnsafe.test(text) ? text.replace(unsafeCharacters, '') : text;
 }
 
 /**

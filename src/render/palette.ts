@@ -53,6 +53,7 @@ type Hue = 'red' | 'green' | 'blue' | 'aqua' | 'yellow' | 'purple' | 'orange' | 
 
 /** The colour of one frame. */
 export function frameColor(palette: PaletteName, style: FrameStyle, name: string, seed: number): string {
+  if (style === 'merged') return mergedColor;
   const h = hashName(name, seed);
   const v1 = (h & 0xff) / 255;
   const v2 = ((h >>> 8) & 0xff) / 255;
@@ -82,7 +83,7 @@ export function frameColor(palette: PaletteName, style: FrameStyle, name: string
   }
 }
 
-const dotnetHues: Readonly<Record<FrameStyle, Hue>> = {
+const dotnetHues: Readonly<Record<Exclude<FrameStyle, 'merged'>, Hue>> = {
   managed: 'green',
   native: 'red',
   kernel: 'orange',

@@ -1,10 +1,9 @@
 // Folded stacks to a speedscope file (https://www.speedscope.app, schema in jlfwong/speedscope
 // src/lib/file-format-spec.ts): one "sampled" profile whose samples are the distinct stacks, weighted by their
 // counts, over a shared frame table. Takes FoldedStacks and SpeedscopeOptions; gives the JSON text. Deterministic:
-// stacks sorted, frames numbered in order of first appearance.
+// stacks sorted by text, frames numbered in order of first appearance.
 import type { FoldedStacks } from '../stacks/folded.js';
 import { describeFrame } from './frames.js';
-import { orderStacks } from './order.js';
 
 /** Units speedscope knows for sample weights. */
 export type SpeedscopeUnit = 'none' | 'nanoseconds' | 'microseconds' | 'milliseconds' | 'seconds' | 'bytes';
@@ -44,12 +43,20 @@ export interface SpeedscopeFile {
 /** Builds the speedscope document as an object. */
 export function toSpeedscope(stacks: FoldedStacks, options: Partial<SpeedscopeOptions> = {}): SpeedscopeFile {
   const o: SpeedscopeOptions = { ...defaultSpeedscopeOptions, ...options };
-  const ordered = orderStacks(stacks);
+  const keys: string[] = [];
+  let total = 0;
+  for (const [stack, weight] of stacks) {
+    if (!(weight > 0)) continue;
+    keys.push(stack);
+    total += weight;
+  }
+  keys.sort();
   const frames: { name: string }[] = [];
   const index = new Map<string, number>();
   const samples: number[][] = [];
   const weights: number[] = [];
-  for (const { frames: stack, weight } of ordered.stacks) {
+  for (const key of keys) {
+    const stack = key.split(';');
     const sample = new Array<number>(stack.length);
     for (let i = 0; i < stack.length; i++) {
       const frame = stack[i]!;
@@ -62,14 +69,12 @@ export function toSpeedscope(stacks: FoldedStacks, options: Partial<SpeedscopeOp
       sample[i] = id;
     }
     samples.push(sample);
-    weights.push(weight);
+    weights.push(stacks.get(key)!);
   }
   return {
     $schema: speedscopeSchema,
     shared: { frames },
-    profiles: [
-      { type: 'sampled', name: o.name, unit: o.unit, startValue: 0, endValue: ordered.total, samples, weights },
-    ],
+    profiles: [{ type: 'sampled', name: o.name, unit: o.unit, startValue: 0, endValue: total, samples, weights }],
     name: o.name,
     activeProfileIndex: 0,
     exporter: 'profcpu',

@@ -81,7 +81,7 @@ const script = String.raw`
     if (d0 === 0) unzoom.setAttribute('class', 'button hide');
     else unzoom.setAttribute('class', 'button');
   }
-  function resetZoom() { zoom(frames.lastElementChild); }
+  function resetZoom() { zoom(frames.firstElementChild); }
   function search(term) {
     var re;
     try { re = new RegExp(term); } catch (e) { re = new RegExp(term.replace(/[.*+?^$()|[\]{}\\]/g, '\\$&')); }
@@ -131,10 +131,11 @@ const script = String.raw`
   unzoom.addEventListener('click', resetZoom);
   searchButton.addEventListener('click', function () { if (searching) clearSearch(); else promptSearch(); });
   window.addEventListener('keydown', function (e) {
-    if (e.keyCode === 114 || ((e.ctrlKey || e.metaKey) && e.keyCode === 70)) {
+    var key = e.key || '';
+    if (key === 'F3' || e.keyCode === 114 || ((e.ctrlKey || e.metaKey) && (key.toLowerCase() === 'f' || e.keyCode === 70))) {
       e.preventDefault();
       promptSearch();
-    } else if (e.keyCode === 27) {
+    } else if (key === 'Escape' || e.keyCode === 27) {
       clearSearch();
       resetZoom();
     }

@@ -3,11 +3,11 @@
 // name, no timestamps. Every name passes through sanitize, truncate, then escape, so it cannot break the XML or
 // reach the script.
 import type { FoldedStacks } from '../stacks/folded.js';
-import { layoutFlame, type LaidFrame } from './flame-layout.js';
+import { buildFlameTree, walkFlameTree, type FlameNode } from './flame-layout.js';
 import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
-import { orderStacks } from './order.js';
 import { backgroundGradient, frameColor, mergedColor, searchColor, type PaletteName } from './palette.js';
 import { svgScript, svgStyle } from './svg-script.js';
+import { TextSink } from './text-sink.js';
 
 export interface SvgOptions {
   /** Title at the top. Default 'Flame Graph'; an inverted graph left at the default says 'Icicle Graph'. */
@@ -66,52 +66,60 @@ const framePad = 1;
 export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {}): string {
   const o: SvgOptions = { ...defaultSvgOptions, ...options };
   if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
-  const ordered = orderStacks(stacks, o.reverse);
+  let total = 0;
+  for (const weight of stacks.values()) if (weight > 0) total += weight;
   const plotWidth = o.width - 2 * xpad;
-  const perSample = ordered.total > 0 ? plotWidth / ordered.total : 0;
-  const layout = layoutFlame(ordered, perSample > 0 ? o.minWidth / perSample : 0);
+  const perSample = total > 0 ? plotWidth / total : 0;
+  const layout = buildFlameTree(stacks, { reverse: o.reverse, minWeight: perSample > 0 ? o.minWidth / perSample : 0 });
 
   const top = o.fontSize * 3 + (o.subtitle ? o.fontSize * 2 : 0);
   const bottom = o.fontSize * 2 + 10;
   const height = (layout.maxDepth + 1) * o.frameHeight + top + bottom;
-  const out: string[] = [header(o, height)];
+  const textDrop = o.frameHeight / 2 + o.fontSize / 3;
+  const out = new TextSink(layout.nodeCount * 260);
+  out.append(header(o, height));
 
-  if (ordered.total === 0) {
-    out.push(
+  if (total === 0) {
+    out.append(
       `<text x="${o.width / 2}" y="${top + o.fontSize}" text-anchor="middle">No samples: the input has no stack with a positive count.</text>\n</svg>\n`,
     );
-    return out.join('');
+    return out.toString();
   }
 
-  out.push(`<g id="frames">\n`);
+  out.append(`<g id="frames">\n`);
   const charWidth = o.fontSize * o.fontWidth;
-  const countName = sanitizeText(o.countName);
-  for (const frame of layout.frames) {
+  const countName = ` ${escapeXml(sanitizeText(o.countName))}, `;
+  const rectHeight = o.frameHeight - framePad;
+  // A frame name recurs in many stacks: prepare its text and colour once per render.
+  const looks = new Map<string, Look>();
+  walkFlameTree(layout.root, (frame) => {
     const x = xpad + frame.start * perSample;
     const w = frame.weight * perSample;
-    const y = o.inverted ? top + frame.depth * o.frameHeight : height - bottom - (frame.depth + 1) * o.frameHeight;
-    const { name, fill } = present(frame, o);
-    const title = `${truncateText(name, maxTitleLength)} (${formatCount(frame.weight)} ${countName}, ${percent(frame.weight, ordered.total)}%)`;
-    const label = truncateText(name, Math.floor(w / charWidth));
-    out.push(
-      `<g fg:x="${frame.start}" fg:w="${frame.weight}" fg:d="${frame.depth}"><title>${escapeXml(title)}</title>`,
-      `<rect x="${fixed(x)}" y="${y + framePad}" width="${fixed(w)}" height="${o.frameHeight - framePad}" fill="${fill}" rx="2" ry="2"/>`,
-      `<text x="${fixed(x + 3)}" y="${y + framePad + o.frameHeight / 2 + o.fontSize / 3}">${escapeXml(label)}</text></g>\n`,
+    const y =
+      framePad + (o.inverted ? top + frame.depth * o.frameHeight : height - bottom - (frame.depth + 1) * o.frameHeight);
+    let look = frame.kind === 'frame' ? looks.get(frame.frame) : undefined;
+    if (!look) {
+      look = present(frame, o);
+      if (frame.kind === 'frame') looks.set(frame.frame, look);
+    }
+    const label = truncateText(look.name, Math.floor(w / charWidth));
+    out.append(
+      `<g fg:x="${frame.start}" fg:w="${frame.weight}" fg:d="${frame.depth}"><title>${look.title} (${formatCount(frame.weight)}${countName}${percent(frame.weight, total)}%)</title><rect x="${fixed(x)}" y="${y}" width="${fixed(w)}" height="${rectHeight}" fill="${look.fill}" rx="2" ry="2"/><text x="${fixed(x + 3)}" y="${y + textDrop}">${label === look.name ? look.escaped : escapeXml(label)}</text></g>\n`,
     );
-  }
-  out.push(`</g>\n`);
-  out.push(
+  });
+  out.append(`</g>\n`);
+  out.append(
     `<script type="text/ecmascript"><![CDATA[${svgScript({
       width: o.width,
       xpad,
-      total: ordered.total,
+      total,
       fontSize: o.fontSize,
       fontWidth: o.fontWidth,
       searchColor,
       nameType: sanitizeText(o.nameType),
     })}]]></script>\n</svg>\n`,
   );
-  return out.join('');
+  return out.toString();
 }
 
 function header(o: SvgOptions, height: number): string {
@@ -138,13 +146,33 @@ function header(o: SvgOptions, height: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-function present(frame: LaidFrame, o: SvgOptions): { name: string; fill: string } {
-  if (frame.kind === 'root') return { name: 'all', fill: frameColor(o.colors, 'native', 'all', o.seed) };
-  if (frame.kind === 'merged')
-    return { name: `[${frame.merged} frames, each narrower than ${o.minWidth} px]`, fill: mergedColor };
-  const { name, style } = describeFrame(frame.frame);
-  const clean = sanitizeText(name);
-  return { name: clean, fill: frameColor(o.colors, style, clean, o.seed) };
+interface Look {
+  /** Sanitized, not escaped. */
+  name: string;
+  /** `name` escaped. */
+  escaped: string;
+  /** `name` cut for tooltips, escaped. */
+  title: string;
+  fill: string;
+}
+
+function present(frame: FlameNode, o: SvgOptions): Look {
+  let name: string;
+  let fill: string;
+  if (frame.kind === 'root') {
+    name = 'all';
+    fill = frameColor(o.colors, 'native', name, o.seed);
+  } else if (frame.kind === 'merged') {
+    name = `[${frame.merged} frames, each narrower than ${o.minWidth} px]`;
+    fill = mergedColor;
+  } else {
+    const described = describeFrame(frame.frame);
+    name = sanitizeText(described.name);
+    fill = frameColor(o.colors, described.style, name, o.seed);
+  }
+  const escaped = escapeXml(name);
+  const title = name.length > maxTitleLength ? escapeXml(truncateText(name, maxTitleLength)) : escaped;
+  return { name, escaped, title, fill };
 }
 
 function fixed(n: number): string {
@@ -157,6 +185,7 @@ function percent(part: number, total: number): string {
 
 /** `1234567` as `1,234,567`; fractional weights keep three decimals. */
 export function formatCount(n: number): string {
+  if (n < 1000 && Number.isInteger(n)) return String(n);
   const [whole, fraction] = (Number.isInteger(n) ? String(n) : n.toFixed(3)).split('.');
   const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   return fraction ? `${grouped}.${fraction.replace(/0+$/, '') || '0'}` : grouped;
