@@ -47,8 +47,18 @@ export class SymbolCache {
   /** A fresh path under `<dir>/tmp/` for a download in progress. */
   async tempPath(buildId: string): Promise<string> {
     const tmp = join(this.dir, 'tmp');
-    await mkdir(tmp, { recursive: true });
+    await mkdir(tmp, { recursive: true }).catch((cause: unknown) => {
+      throw this.writeError(cause);
+    });
     return join(tmp, `${buildId}.${randomBytes(6).toString('hex')}.part`);
+  }
+
+  /** The error for a cache that cannot be written (permissions, full disk). */
+  writeError(cause: unknown): ProfcpuError {
+    return new ProfcpuError('IO', `cannot write to the symbol cache ${this.dir}: ${(cause as Error).message}`, {
+      remedy: 'Free some space, or point profcpu at a writable folder with --cache-dir (or XDG_CACHE_HOME).',
+      cause,
+    });
   }
 
   /**
@@ -72,8 +82,12 @@ export class SymbolCache {
             : `the file received has no build-id (expected ${buildId})`,
           { remedy: 'The server holds a wrong file under this key; tell its operator or remove it from the list.' },
         );
-      await mkdir(join(this.dir, buildId.slice(0, 2)), { recursive: true });
-      await rename(tempPath, target);
+      try {
+        await mkdir(join(this.dir, buildId.slice(0, 2)), { recursive: true });
+        await rename(tempPath, target);
+      } catch (cause) {
+        throw this.writeError(cause);
+      }
       return target;
     } finally {
       await rm(tempPath, { force: true });

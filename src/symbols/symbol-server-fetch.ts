@@ -193,7 +193,9 @@ export class SymbolFetcher {
     };
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    const file = await open(dest, 'w');
+    const file = await open(dest, 'w').catch((cause: unknown) => {
+      throw this.cache.writeError(cause);
+    });
     let received = 0;
     try {
       arm(answerTimeoutMs, `no answer within ${seconds(answerTimeoutMs)}`);
@@ -237,7 +239,9 @@ export class SymbolFetcher {
           received += chunk.byteLength;
           // Leaving the loop cancels the body; aborting here would make that cancel throw.
           if (received > maxBytes) break;
-          await file.write(chunk);
+          await file.write(chunk).catch((cause: unknown) => {
+            throw this.cache.writeError(cause);
+          });
           if (received >= nextProgress) {
             nextProgress += progressEveryBytes;
             progress?.({ buildId, url, received, total });
@@ -245,6 +249,7 @@ export class SymbolFetcher {
         }
       } catch (cause) {
         this.throwIfAborted();
+        if (cause instanceof ProfcpuError) throw cause;
         const reason = timeoutReason ?? `body cut after ${received} bytes: ${describe(cause)}`;
         return { kind: 'failed', reason, transient: true, unreachable: false };
       }

@@ -2,7 +2,16 @@
 // HTTP server holding the same files in SSQP layout, with faults switched on per request path.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -304,4 +313,17 @@ test('aborting interrupts a download that hangs', async (t) => {
   setTimeout(() => controller.abort(), 100);
   await assert.rejects(pending, (e: unknown) => isProfcpuError(e, 'ABORTED'));
   assertNothingCached(cacheDir, l.buildId);
+});
+
+test('a cache that cannot be written is an IO error naming the folder and the remedy', async (t) => {
+  const l = needLib(t);
+  if (!l) return;
+  const notADir = join(work, 'a-file');
+  writeFileSync(notADir, '');
+  const f = new SymbolFetcher({ servers: [ssqp], cacheDir: join(notADir, 'cache') });
+  await assert.rejects(
+    f.fetch(l.buildId),
+    (e: unknown) =>
+      isProfcpuError(e, 'IO') && e.message.includes(join(notADir, 'cache')) && /--cache-dir/.test(e.remedy ?? ''),
+  );
 });
