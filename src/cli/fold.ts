@@ -1,12 +1,181 @@
-// `profcpu fold`: not written yet.
-import type { CommandModule } from 'yargs';
+// `profcpu fold [FILE|-]`: `perf script` text from a file or stdin to folded stacks (`a;b;c 12`, sorted) on stdout.
+// The flags map onto the fold stage's options in foldOptionsFromArgs; --compat and the flags named after
+// stackcollapse-perf.pl's options reproduce that script's output.
+import { open } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
+import { defaultFoldOptions, foldStream, type FoldOptions, type FoldResult } from '../stacks/fold.js';
+import { formatFolded } from '../stacks/folded.js';
+import { createReporter } from './reporter.js';
 
-const command: CommandModule = {
-  command: 'fold',
-  describe: '(not implemented yet)',
-  handler: () => {
-    throw new ProfcpuError('USAGE', '`profcpu fold` is not implemented yet');
+export interface FoldArgs {
+  file?: string;
+  compat: boolean;
+  all?: boolean;
+  kernel?: boolean;
+  jit?: boolean;
+  pid: boolean;
+  tid: boolean;
+  addrs: boolean;
+  eventFilter?: string;
+  weight?: string;
+  keepArgs: boolean;
+  keepModule: boolean;
+  keepTier: boolean;
+  quiet: boolean;
+}
+
+/** The fold stage's options for these flags. */
+export function foldOptionsFromArgs(args: Omit<FoldArgs, 'file' | 'quiet'>): Partial<FoldOptions> {
+  const options: Partial<FoldOptions> = {
+    compat: args.compat,
+    includePid: args.pid,
+    includeTid: args.tid,
+    addrs: args.addrs,
+    keepArguments: args.keepArgs,
+    keepModule: args.keepModule,
+    keepTier: args.keepTier,
+  };
+  // Unset annotation flags leave the mode's default: annotated, except with --compat (as the script).
+  const kernel = args.kernel ?? args.all;
+  const jit = args.jit ?? args.all;
+  if (kernel !== undefined) options.annotateKernel = kernel;
+  if (jit !== undefined) options.annotateJit = jit;
+  if (args.eventFilter !== undefined) {
+    if (args.eventFilter.trim() === '') throw usage('--event-filter needs an event name, such as cpu-clock');
+    options.eventFilter = args.eventFilter;
+  }
+  if (args.weight !== undefined) options.weight = args.weight as FoldOptions['weight'];
+  return options;
+}
+
+function usage(message: string): ProfcpuError {
+  return new ProfcpuError('USAGE', message, { remedy: 'See `profcpu fold --help`.' });
+}
+
+async function openInput(file: string | undefined): Promise<Readable> {
+  if (file === undefined) return process.stdin;
+  try {
+    return (await open(file, 'r')).createReadStream({ highWaterMark: 1 << 20 });
+  } catch (cause) {
+    throw new ProfcpuError('IO', `cannot read ${file}: ${(cause as Error).message}`, {
+      remedy: 'Check the path, or pipe `perf script` output into `profcpu fold -`.',
+      cause,
+    });
+  }
+}
+
+/** Refuses results with nothing to show, telling "nothing there" apart from "everything filtered out". */
+function checkResult(result: FoldResult, source: string): void {
+  if (result.samples === 0) {
+    throw new ProfcpuError('NO_SAMPLES', `no perf script samples in ${source}`, {
+      remedy: 'Pass the text `perf script` prints (a header line per sample, then one frame per line).',
+    });
+  }
+  if (result.keptSamples === 0) {
+    const events = result.events.length ? ` (events seen: ${result.events.join(', ')})` : '';
+    throw new ProfcpuError('ALL_FILTERED', `all ${result.samples} samples of ${source} were filtered out${events}`, {
+      remedy: 'Name one of the events seen with --event-filter, or drop the option.',
+    });
+  }
+}
+
+/** Writes the sorted folded lines in large pieces, waiting when stdout is full. */
+async function writeFolded(result: FoldResult): Promise<void> {
+  let piece = '';
+  for (const line of formatFolded(result.stacks)) {
+    piece += line;
+    if (piece.length >= 1 << 20) {
+      if (!process.stdout.write(piece)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+      piece = '';
+    }
+  }
+  if (piece) process.stdout.write(piece);
+}
+
+function summary(result: FoldResult): string {
+  const skipped = Object.entries(result.skipped).map(([kind, n]) => `${n} ${kind}`);
+  const q = result.quality;
+  const named = q.samples ? ((100 * q.fullyNamed) / q.samples).toFixed(1) : '0';
+  return (
+    `folded ${result.keptSamples} of ${result.samples} samples into ${result.stacks.size} stacks` +
+    ` (${named}% fully named; events: ${result.events.join(', ') || 'none named'}` +
+    `${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''})`
+  );
+}
+
+const command: CommandModule<object, FoldArgs> = {
+  command: 'fold [file]',
+  describe: 'Fold `perf script` text into folded stacks (frame;frame;frame count), sorted, on stdout',
+  builder: (yargs: Argv) =>
+    yargs
+      .positional('file', { type: 'string', describe: '`perf script` output; - or nothing reads stdin' })
+      .option('compat', {
+        type: 'boolean',
+        default: defaultFoldOptions.compat,
+        describe: "Output exactly what FlameGraph's stackcollapse-perf.pl would (its flags below apply)",
+      })
+      .option('all', { type: 'boolean', describe: 'Annotate kernel (_[k]) and JIT (_[j]) frames (default: on)' })
+      .option('kernel', { type: 'boolean', describe: 'Annotate kernel frames _[k] (default: on, off with --compat)' })
+      .option('jit', { type: 'boolean', describe: 'Annotate JIT frames _[j] (default: on, off with --compat)' })
+      .option('pid', { type: 'boolean', default: defaultFoldOptions.includePid, describe: 'Root frame comm-PID' })
+      .option('tid', { type: 'boolean', default: defaultFoldOptions.includeTid, describe: 'Root frame comm-PID/TID' })
+      .option('addrs', {
+        type: 'boolean',
+        default: defaultFoldOptions.addrs,
+        describe: 'Show the address of frames without a name',
+      })
+      .option('event-filter', {
+        type: 'string',
+        describe: 'Fold only samples of this event (default: the first event seen)',
+        requiresArg: true,
+      })
+      .option('weight', {
+        type: 'string',
+        choices: ['samples', 'period'],
+        describe: 'Weigh each sample as 1, or by its period (default: samples; --compat: period)',
+      })
+      .option('keep-args', {
+        type: 'boolean',
+        default: defaultFoldOptions.keepArguments,
+        describe: 'Keep argument lists in frame names',
+      })
+      .option('keep-module', {
+        type: 'boolean',
+        default: defaultFoldOptions.keepModule,
+        describe: 'Prefix .NET frames with their assembly (System.Private.CoreLib!...)',
+      })
+      .option('keep-tier', {
+        type: 'boolean',
+        default: defaultFoldOptions.keepTier,
+        describe: 'Keep .NET JIT tiers ([OptimizedTier1]...)',
+      })
+      .option('quiet', { alias: 'q', type: 'boolean', default: false, describe: 'No summary on stderr' })
+      .example('perf script | $0 fold > out.folded', 'Readable .NET-aware folded stacks')
+      .example(
+        '$0 fold --compat --all perf.txt',
+        'Same output as stackcollapse-perf.pl --all perf.txt',
+      ) as unknown as Argv<FoldArgs>,
+  handler: async (args) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    const options = foldOptionsFromArgs(args);
+    // yargs hands a lone `-` over as ''.
+    const file = args.file === undefined || args.file === '-' || args.file === '' ? undefined : args.file;
+    const source = file ?? 'standard input';
+    const input = await openInput(file);
+    let result: FoldResult;
+    try {
+      result = await foldStream(input, options, (message) => reporter.warn(message));
+    } catch (cause) {
+      throw new ProfcpuError('IO', `cannot read ${source}: ${(cause as Error).message}`, {
+        remedy: 'Check that the input is a readable file or pipe.',
+        cause,
+      });
+    }
+    checkResult(result, source);
+    await writeFolded(result);
+    reporter.info(summary(result));
   },
 };
 

@@ -110,6 +110,8 @@ export class StackFolder {
   private readonly options: FoldOptions;
   private readonly naming: FrameNamingOptions;
   private readonly skips: SkipCounter;
+  /** Counts what the caller asked to skip (samples of other events than the one named): no warning. */
+  private readonly expectedSkips = new SkipCounter();
   private readonly frames = new FrameTable();
   private readonly stacks = new StackTable();
   private readonly lineCache = new BytesMap<Int32Array>();
@@ -200,7 +202,7 @@ export class StackFolder {
       keptSamples: this.kept,
       weight: this.totalWeight,
       events: [...this.events],
-      skipped: this.skips.toJSON(),
+      skipped: mergeCounts(this.skips, this.expectedSkips),
       quality: this.stacks.quality(this.frames),
     };
   }
@@ -256,9 +258,9 @@ export class StackFolder {
       const name = this.eventName(buf, this.event.eventStart, this.event.eventEnd);
       if (this.eventFilter === '') this.eventFilter = name;
       if (name !== this.eventFilter) {
-        this.skips.add(
+        (this.options.eventFilter === '' ? this.skips : this.expectedSkips).add(
           'other-event',
-          `keeping only samples of event '${this.eventFilter}'; samples of '${name}' and other events are skipped`,
+          `keeping only samples of event '${this.eventFilter}' (the first seen); samples of '${name}' and other events are skipped`,
         );
         // stackcollapse-perf.pl leaves a sample in progress untouched here.
         if (!compat || this.state !== State.InSample) {
@@ -400,6 +402,13 @@ export async function foldStream(
   const folder = new StackFolder(options, warn, resolver);
   for await (const chunk of source) folder.write(chunk);
   return folder.end();
+}
+
+function mergeCounts(a: SkipCounter, b: SkipCounter): Record<string, number> {
+  const merged = new SkipCounter();
+  for (const counter of [a, b])
+    for (const [kind, n] of counter.counts) merged.counts.set(kind, (merged.counts.get(kind) ?? 0) + n);
+  return merged.toJSON();
 }
 
 function parseDigits(buf: Buffer, start: number, end: number): number {
