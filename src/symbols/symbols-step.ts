@@ -51,8 +51,12 @@ export function symbolsStep(options: SymbolsStepOptions): CollectStep {
         progress: (p) =>
           context.progress(`debug file ${p.buildId}: ${mib(p.received)}${p.total ? ` of ${mib(p.total)}` : ''}`),
       });
-      for (const library of report.libraries)
+      for (const library of report.libraries) {
         if (library.status === 'placed') context.progress(`symbols for ${library.path} from ${library.source}`);
+        // Expected for distro and source-built runtimes (not on Microsoft's server): said, not warned.
+        else if (library.status === 'not-found')
+          context.progress(`no debug file for ${library.path} (build-id ${library.buildId}) on any symbol server`);
+      }
       return { mode, ...report };
     },
   };
