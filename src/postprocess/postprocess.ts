@@ -126,6 +126,9 @@ export async function postprocess(
     const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal });
     perfVersionPromise.catch(() => {});
     const resolver = typeof opts.resolver === 'function' ? await opts.resolver(dir, warn) : opts.resolver;
+    // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
+    const rawHashes = hashRawData(dir, signal);
+    rawHashes.catch(() => {});
     const outputs = new PartialOutputs(dir);
     try {
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
@@ -142,11 +145,10 @@ export async function postprocess(
       // Phases after this point cannot time themselves into the manifest they write.
       const manifest = await (async () => {
         const listing = await listFolder(dir, new Set(unhashedFiles.flatMap((f) => [f, `${f}.partial`])));
-        const hashed = await hashFiles(
-          dir,
-          listing.entries.filter((_, i) => !listing.isDir[i]),
-          signal,
-        );
+        const raw = await rawHashes;
+        const hashedRaw = new Set(raw.map((file) => file.path));
+        const rest = listing.entries.filter((path, i) => !listing.isDir[i] && !hashedRaw.has(path));
+        const hashed = [...raw, ...(await hashFiles(dir, rest, signal))];
         const built = buildManifest(
           await toolInfo(),
           {
@@ -206,6 +208,13 @@ export async function postprocess(
     }
     throw error;
   }
+}
+
+/** Size and SHA-256 of perf.data and the target/ snapshots. */
+async function hashRawData(dir: string, signal: AbortSignal | undefined) {
+  const target = await listFolder(join(dir, layout.targetDir)).catch(() => ({ entries: [], isDir: [] }));
+  const snapshots = target.entries.filter((_, i) => !target.isDir[i]).map((p) => `${layout.targetDir}/${p}`);
+  return hashFiles(dir, [layout.perfData, ...snapshots], signal);
 }
 
 /** The effective uid (libuv's passwd lookup uses geteuid), or undefined where the uid has no passwd entry. */
