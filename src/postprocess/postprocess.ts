@@ -6,24 +6,16 @@
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches perf.data or target/.
-import { hostname, userInfo } from 'node:os';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
-import {
-  buildManifest,
-  formatManifest,
-  hashFiles,
-  runtimeFacts,
-  toolInfo,
-  unhashedFiles,
-  type Manifest,
-} from '../bundle/manifest.js';
-import { listFolder, writeTarball } from '../bundle/tarball.js';
+import type { Manifest } from '../bundle/manifest.js';
+import { writeTarball } from '../bundle/tarball.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { defaultPerfPath } from '../perf/exec.js';
 import { perfScript, perfScriptArgs } from '../perf/script.js';
-import { kernelRelease, parseRecordingHeader, perfVersion } from '../perf/version.js';
+import { parseRecordingHeader, perfVersion } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded } from '../stacks/folded.js';
@@ -31,6 +23,7 @@ import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } fr
 import { loadBundleResolver } from '../symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
 import { checkPerfData } from './inputs.js';
+import { hashRawData, hostFacts, writeManifest } from './manifest-writer.js';
 import { PartialOutputs } from './outputs.js';
 import { placePerfMaps } from './perf-maps.js';
 import { PerfScriptTee } from './tee.js';
@@ -123,8 +116,7 @@ export async function postprocess(
     signal?.throwIfAborted();
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
-    const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal });
-    perfVersionPromise.catch(() => {});
+    const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
     const resolver = typeof opts.resolver === 'function' ? await opts.resolver(dir, warn) : opts.resolver;
     // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
     const rawHashes = hashRawData(dir, signal);
@@ -143,42 +135,27 @@ export async function postprocess(
       const files = await outputs.commit();
 
       // Phases after this point cannot time themselves into the manifest they write.
-      const manifest = await (async () => {
-        const listing = await listFolder(dir, new Set(unhashedFiles.flatMap((f) => [f, `${f}.partial`])));
-        const raw = await rawHashes;
-        const hashedRaw = new Set(raw.map((file) => file.path));
-        const rest = listing.entries.filter((path, i) => !listing.isDir[i] && !hashedRaw.has(path));
-        const hashed = [...raw, ...(await hashFiles(dir, rest, signal))];
-        const built = buildManifest(
-          await toolInfo(),
-          {
-            createdAt: new Date().toISOString(),
-            host: {
-              hostname: hostname(),
-              kernelRelease: kernelRelease(),
-              perfVersion: await perfVersionPromise,
-              ...runtimeFacts(),
-            },
-            recording: header,
-            postprocess: { commands: [scriptCommand], durationsMs, perfScriptBytes: scriptBytes, perfMaps },
-            samples: {
-              parsed: fold.samples,
-              kept: fold.keptSamples,
-              weight: fold.weight,
-              distinctStacks: fold.stacks.size,
-              events: fold.events,
-            },
-            skipped: fold.skipped,
-            naming,
+      const manifest = await writeManifest(
+        dir,
+        outputs,
+        {
+          createdAt: new Date().toISOString(),
+          host: await hostFacts(perfVersionPromise),
+          recording: header,
+          postprocess: { commands: [scriptCommand], durationsMs, perfScriptBytes: scriptBytes, perfMaps },
+          samples: {
+            parsed: fold.samples,
+            kept: fold.keptSamples,
+            weight: fold.weight,
+            distinctStacks: fold.stacks.size,
+            events: fold.events,
           },
-          hashed,
-          context.manifestExtra,
-        );
-        for (const key of built.collisions) warn(`manifest: the caller's "${key}" is left out (a manifest field)`);
-        await outputs.write(layout.manifest, formatManifest(built.manifest));
-        Object.assign(files, await outputs.commit());
-        return built.manifest;
-      })();
+          skipped: fold.skipped,
+          naming,
+        },
+        { rawHashes, extra: context.manifestExtra, warn, signal },
+      );
+      Object.assign(files, await outputs.commit());
 
       if (opts.tarball) {
         signal?.throwIfAborted();
@@ -195,7 +172,7 @@ export async function postprocess(
   } catch (error) {
     if (signal?.aborted && !isProfcpuError(error, 'ABORTED')) {
       throw new ProfcpuError('ABORTED', `post-processing ${dir} was aborted`, {
-        remedy: 'Run `profcpu postprocess --dir` on the folder again: its raw data was kept.',
+        remedy: `Run \`profcpu postprocess --dir ${dir}\` again when you like: its raw data was kept.`,
         cause: error,
       });
     }
@@ -208,13 +185,6 @@ export async function postprocess(
     }
     throw error;
   }
-}
-
-/** Size and SHA-256 of perf.data and the target/ snapshots. */
-async function hashRawData(dir: string, signal: AbortSignal | undefined) {
-  const target = await listFolder(join(dir, layout.targetDir)).catch(() => ({ entries: [], isDir: [] }));
-  const snapshots = target.entries.filter((_, i) => !target.isDir[i]).map((p) => `${layout.targetDir}/${p}`);
-  return hashFiles(dir, [layout.perfData, ...snapshots], signal);
 }
 
 /** The effective uid (libuv's passwd lookup uses geteuid), or undefined where the uid has no passwd entry. */

@@ -1,0 +1,56 @@
+// Writes manifest.json for a postprocess run: takes the facts the run gathered, the hashes of the raw data (taken
+// while perf script ran) and the caller's extra fields; hashes the outputs, assembles the manifest and writes it
+// through the run's partial outputs (committed by the caller).
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import {
+  buildManifest,
+  formatManifest,
+  hashFiles,
+  runtimeFacts,
+  toolInfo,
+  unhashedFiles,
+  type Manifest,
+  type ManifestFacts,
+  type ManifestFile,
+} from '../bundle/manifest.js';
+import { listFolder } from '../bundle/tarball.js';
+import type { Warn } from '../diagnostics.js';
+import { kernelRelease } from '../perf/version.js';
+import type { PartialOutputs } from './outputs.js';
+
+/** Size and SHA-256 of perf.data and the target/ snapshots: the files a run never changes. */
+export async function hashRawData(dir: string, signal: AbortSignal | undefined): Promise<ManifestFile[]> {
+  const target = await listFolder(join(dir, layout.targetDir)).catch(() => ({ entries: [], isDir: [] }));
+  const snapshots = target.entries.filter((_, i) => !target.isDir[i]).map((p) => `${layout.targetDir}/${p}`);
+  return hashFiles(dir, [layout.perfData, ...snapshots], signal);
+}
+
+/** The machine post-processing, for the manifest's `host`. */
+export async function hostFacts(perfVersion: Promise<string>): Promise<ManifestFacts['host']> {
+  return { hostname: hostname(), kernelRelease: kernelRelease(), perfVersion: await perfVersion, ...runtimeFacts() };
+}
+
+export async function writeManifest(
+  dir: string,
+  outputs: PartialOutputs,
+  facts: ManifestFacts,
+  context: {
+    rawHashes: Promise<ManifestFile[]>;
+    extra: Record<string, unknown> | undefined;
+    warn: Warn;
+    signal: AbortSignal | undefined;
+  },
+): Promise<Manifest> {
+  // Everything in the folder but the manifest and the tarball (and their partial files), raw data included.
+  const listing = await listFolder(dir, new Set(unhashedFiles.flatMap((f) => [f, `${f}.partial`])));
+  const raw = await context.rawHashes;
+  const hashedRaw = new Set(raw.map((file) => file.path));
+  const rest = listing.entries.filter((path, i) => !listing.isDir[i] && !hashedRaw.has(path));
+  const files = [...raw, ...(await hashFiles(dir, rest, context.signal))];
+  const { manifest, collisions } = buildManifest(await toolInfo(), facts, files, context.extra);
+  for (const key of collisions) context.warn(`manifest: the caller's "${key}" is left out (a manifest field)`);
+  await outputs.write(layout.manifest, formatManifest(manifest));
+  return manifest;
+}
