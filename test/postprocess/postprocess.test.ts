@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chown, cp, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chown, cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
@@ -9,8 +9,15 @@ import { layout } from '../../src/bundle/layout.js';
 import { writeTarball } from '../../src/bundle/tarball.js';
 import { isProfcpuError } from '../../src/error.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
-import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
-import { burnFunctions, keepPerfMap, recordNode, recordNothing, type Recording } from './recording.js';
+import { have, isRoot, need, needCommand, needRoot } from '../support/requirements.js';
+import {
+  burnFunctions,
+  keepPerfMap,
+  recordNamespaced,
+  recordNode,
+  recordNothing,
+  type Recording,
+} from './recording.js';
 
 let root: string;
 /** A folder as collect leaves it: perf.data, target/perf-<pid>.map and target/target.json; never modified. */
@@ -140,7 +147,7 @@ test('the perf map copy is placed for perf script and removed after: names resol
   if (!dir) return;
   const placed = `/tmp/perf-${recording!.pid}.map`;
   await assert.rejects(stat(placed), { code: 'ENOENT' });
-  const result = await postprocess(dir, { tarball: false });
+  const result = await postprocess(dir, { tarball: false, resolver: undefined });
   const frames = [...result.fold.stacks.keys()].join(';');
   for (const name of burnFunctions) assert.ok(frames.includes(name), name);
   await assert.rejects(stat(placed), { code: 'ENOENT' });
@@ -148,7 +155,7 @@ test('the perf map copy is placed for perf script and removed after: names resol
 
   // Without the copy the same frames stay unnamed: the names above came from it.
   await rm(join(dir, 'target'), { recursive: true });
-  const bare = await postprocess(dir, { tarball: false });
+  const bare = await postprocess(dir, { tarball: false, resolver: undefined });
   const bareFrames = [...bare.fold.stacks.keys()].join(';');
   for (const name of burnFunctions) assert.ok(!bareFrames.includes(name), name);
 });
@@ -229,4 +236,34 @@ test('an output that cannot be written is an IO error with a remedy, and perf.da
     (e) => isProfcpuError(e, 'IO') && /flamescope/.test(e.message) && Boolean(e.remedy),
   );
   assert.ok((await stat(join(dir, layout.perfData))).size > 0);
+});
+
+test('a target gone from its own PID namespace: its map copy is placed under the PID perf recorded', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  const dir = join(root, 'namespaced');
+  const target = await recordNamespaced(dir);
+  if (!need(t, target.nspid === 1 && target.pid !== 1, 'a PID namespace from unshare --pid')) return;
+  // What collect keeps: the map under its namespace name, and both PIDs.
+  await mkdir(join(dir, layout.targetDir));
+  await writeFile(join(dir, layout.perfMap(target.nspid)), target.map);
+  await writeFile(join(dir, layout.targetInfo), JSON.stringify({ pid: target.pid, nspid: target.nspid }));
+  const hostMapOne = await stat('/tmp/perf-1.map').catch(() => undefined);
+
+  // No resolver: the names must come from perf itself reading the placed copy.
+  const result = await postprocess(dir, { tarball: false, resolver: undefined });
+  assert.ok([...result.fold.stacks.keys()].some((stack) => stack.includes('profcpuFibonacciBurner')));
+  assert.deepEqual(result.manifest.postprocess.perfMaps, [
+    { from: 'target/perf-1.map', placedAt: `/tmp/perf-${target.pid}.map` },
+  ]);
+  await assert.rejects(stat(`/tmp/perf-${target.pid}.map`), { code: 'ENOENT' });
+  assert.deepEqual(await stat('/tmp/perf-1.map').catch(() => undefined), hostMapOne);
+
+  // Without target.json the copy would go under its namespace number: no names, and a warning saying why.
+  await rm(join(dir, layout.targetInfo));
+  if (hostMapOne) return; // someone's /tmp/perf-1.map is there: it is never replaced, so the rest cannot be checked
+  const warnings: string[] = [];
+  const bare = await postprocess(dir, { tarball: false, resolver: undefined }, { warn: (m) => warnings.push(m) });
+  assert.ok(![...bare.fold.stacks.keys()].some((stack) => stack.includes('profcpuFibonacciBurner')));
+  assert.match(warnings.join('\n'), /no usable target\/target\.json/);
+  await assert.rejects(stat('/tmp/perf-1.map'), { code: 'ENOENT' });
 });

@@ -71,3 +71,51 @@ export async function recordNothing(dir: string): Promise<void> {
     'true',
   ]);
 }
+
+/** A program run as PID 1 of its own PID namespace, with a private /tmp: it prints its pids and its perf map. */
+const namespacedProgram = `
+const fs = require('node:fs');
+function profcpuFibonacciBurner(n) { return n < 2 ? n : profcpuFibonacciBurner(n - 1) + profcpuFibonacciBurner(n - 2); }
+const status = fs.readFileSync('/proc/self/status', 'utf8');
+const pids = /^NSpid:\\s+(.*)$/m.exec(status)[1].trim().split(/\\s+/).map(Number);
+const end = Date.now() + Number(process.argv[1]);
+while (Date.now() < end) profcpuFibonacciBurner(22);
+const map = fs.readFileSync('/tmp/perf-' + process.pid + '.map', 'utf8');
+process.stdout.write(JSON.stringify({ pid: pids[0], nspid: pids[pids.length - 1], map }));
+`;
+
+/**
+ * Records the sidecar case without an engine (FACTS.md §6): the program runs as PID 1 of its own PID namespace with a
+ * private tmpfs /tmp, so its perf map is /tmp/perf-1.map in a /tmp perf never sees, and perf.data records its host
+ * PID. Gives both PIDs and the map's text, as collect would have copied it before the target exited.
+ */
+export async function recordNamespaced(dir: string, ms = 800): Promise<{ pid: number; nspid: number; map: string }> {
+  await mkdir(dir, { recursive: true });
+  const inner = 'mount -t tmpfs tmpfs /tmp && exec "$1" --perf-basic-prof -e "$0" "$2"';
+  const { stdout } = await execa(
+    'perf',
+    [
+      'record',
+      '-F',
+      '199',
+      '-g',
+      '-e',
+      'cpu-clock',
+      '-o',
+      join(dir, 'perf.data'),
+      '--',
+      'unshare',
+      '--pid',
+      '--fork',
+      '--mount',
+      'sh',
+      '-c',
+      inner,
+      namespacedProgram,
+      process.execPath,
+      String(ms),
+    ],
+    { stdin: 'ignore' },
+  );
+  return JSON.parse(stdout) as { pid: number; nspid: number; map: string };
+}
