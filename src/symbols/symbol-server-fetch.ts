@@ -5,7 +5,7 @@
 // attempt with a reason in the result, and a warning. Concurrent requests for one build-id share one download.
 import { open, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import { SymbolCache, VerificationError } from './symbol-cache.js';
 import { debugFileUrl, type SymbolServer } from './symbol-server.js';
@@ -91,10 +91,13 @@ export class SymbolFetcher {
   private readonly inFlight = new Map<string, Promise<SymbolFetchResult>>();
   private readonly unreachable = new Map<string, string>();
   private cleanup: Promise<number> | undefined;
+  /** 404s by server: the first one is a warning, the rest are only counted (a distro's libraries all miss). */
+  private readonly misses: SkipCounter;
 
   constructor(options: Partial<SymbolFetchOptions> & Pick<SymbolFetchOptions, 'servers' | 'cacheDir'>) {
     this.options = { ...symbolFetchDefaults, ...options };
     this.cache = new SymbolCache(this.options.cacheDir);
+    this.misses = new SkipCounter(this.options.warn ?? ignoreWarnings);
   }
 
   /** The verified debug file for `buildId` (lower-case hex), from the cache or the first server that has it. */
@@ -139,6 +142,11 @@ export class SymbolFetcher {
       if (result.kind !== 'ok') await rm(temp, { force: true });
       if (result.kind === 'missing') {
         attempt('not-found', result.reason);
+        this.misses.add(
+          server.url,
+          `symbol server ${server.url} has no debug file for ${buildId} (${result.reason}); further misses ` +
+            'from it are not reported (expected for distro and source-built binaries on Microsoft’s server)',
+        );
         await this.cache.recordMiss(buildId, server.url, result.reason);
         continue;
       }
