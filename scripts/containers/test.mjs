@@ -1,0 +1,206 @@
+#!/usr/bin/env node
+// The real-engine test of the container walk-through (images/README.md), for CI: starts a private dockerd, makes
+// the base images (debootstrapped Debian, .NET stand-ins), builds the sidecar and the sample target from this working
+// tree, runs the target with a private /tmp, starts the sidecar with scripts/start-profiling-container.sh to run
+// `profcpu collect`, and checks the results on the host: JIT-compiled method names in the folded stacks and a
+// tarball that holds every file of the output folder. Then the same with --least-privilege. Prints the figures
+// (build times, image sizes, launcher to flame graph) and exits non-zero on any failure; dockerd is stopped and its
+// containers removed whatever happens.
+//   node scripts/containers/test.mjs [--report FILE.json] [--keep-results] [--fresh]
+// Needs root and Debian's docker.io, debootstrap, jq, git, and the .NET SDK. The engine's images are kept in
+// PROFCPU_IMAGE_CACHE (default /var/cache/profcpu-images) between runs as a build cache; --fresh starts empty.
+import { $, fs, path, sleep } from 'zx';
+import { baseDefaults, buildDotnetStandIns, ensureRootfsTarball, importDebianBase } from './base-images.mjs';
+import { buildSampleTarget, buildSidecar, formatBytes, imageDefaults, imageSize, repoRoot } from './build-images.mjs';
+import { startEngine, stopEngine } from './engine.mjs';
+
+const targetName = 'profcpu-ct-target';
+const launcher = path.join(repoRoot, 'scripts/start-profiling-container.sh');
+/** Methods of images/sample-target/Program.cs: only JIT-compiled code gets these names. */
+const jitNames = [
+  'SampleTarget.PrimeSieve::CountPrimes',
+  'SampleTarget.Mandelbrot::',
+  'SampleTarget.Hashing::HashWords',
+];
+
+function parseArgs(argv) {
+  const report = argv.indexOf('--report');
+  return {
+    report: report >= 0 ? argv[report + 1] : undefined,
+    keepResults: argv.includes('--keep-results'),
+    fresh: argv.includes('--fresh'),
+  };
+}
+
+async function checkPrerequisites() {
+  if (process.getuid?.() !== 0) throw new Error('run as root: it starts dockerd and privileged containers');
+  const missing = [];
+  for (const [tool, pkg] of [
+    ['dockerd', 'docker.io'],
+    ['docker', 'docker.io'],
+    ['runc', 'runc'],
+    ['debootstrap', 'debootstrap'],
+    ['jq', 'jq'],
+    ['git', 'git'],
+    ['dotnet', 'the .NET SDK'],
+  ])
+    if ((await $({ nothrow: true, quiet: true })`command -v ${tool}`).exitCode !== 0) missing.push(`${tool} (${pkg})`);
+  if (missing.length) throw new Error(`missing: ${missing.join(', ')}`);
+  const layout = path.join(repoRoot, 'dist/bundle/layout.js');
+  if (!fs.existsSync(layout)) throw new Error('dist/ is missing: run `npm run build` first');
+  return (await import(layout)).layout;
+}
+
+const timed = async (fn) => {
+  const started = Date.now();
+  const value = await fn();
+  return { value, seconds: (Date.now() - started) / 1000 };
+};
+
+async function waitForLog(env, container, pattern, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { stdout, stderr } = await $({ env, nothrow: true, quiet: true })`docker logs ${container}`;
+    if (pattern.test(stdout + stderr)) return;
+    if (Date.now() > deadline)
+      throw new Error(
+        `${container} did not print ${pattern} within ${timeoutMs / 1000} s; it said:\n${stdout}${stderr}`,
+      );
+    await sleep(500);
+  }
+}
+
+async function filesUnder(dir, prefix = '') {
+  const out = new Map();
+  for (const entry of await fs.readdir(path.join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) for (const [k, v] of await filesUnder(dir, rel)) out.set(k, v);
+    else if (entry.isFile()) out.set(rel, (await fs.stat(path.join(dir, rel))).size);
+  }
+  return out;
+}
+
+/** Runs the launcher with `collect`, then checks the output folder it leaves in a fresh results folder. */
+async function profileOnce({ env, layout, extraArgs, duration, label }) {
+  const results = await fs.mkdtemp('/tmp/profcpu-ct-results-');
+  const started = Date.now();
+  const run = await $({
+    env,
+    nothrow: true,
+    quiet: true,
+  })`sh ${launcher} -c ${targetName} -o ${results} ${extraArgs} -- profcpu collect -duration ${duration}`;
+  const output = run.stdout + run.stderr;
+  if (run.exitCode !== 0) throw new Error(`${label}: launcher exited with ${run.exitCode}:\n${output}`);
+  const folders = (await fs.readdir(results)).filter((n) => fs.statSync(path.join(results, n)).isDirectory());
+  if (folders.length !== 1) throw new Error(`${label}: expected one output folder in ${results}, found ${folders}`);
+  const folder = path.join(results, folders[0]);
+  const svg = path.join(folder, layout.flamegraphSvg);
+  if (!fs.existsSync(svg)) throw new Error(`${label}: no ${layout.flamegraphSvg} in ${folder}:\n${output}`);
+  const toFlameGraph = ((await fs.stat(svg)).mtimeMs - started) / 1000;
+
+  const folded = await fs.readFile(path.join(folder, layout.foldedStacks), 'utf8');
+  const absent = jitNames.filter((name) => !folded.includes(name));
+  if (absent.length) throw new Error(`${label}: JIT names missing from ${layout.foldedStacks}: ${absent.join(', ')}`);
+  let samples = 0;
+  let sampleTargetSamples = 0;
+  for (const line of folded.split('\n')) {
+    const count = Number(/ (\d+)$/.exec(line)?.[1] ?? 0);
+    samples += count;
+    if (line.includes('SampleTarget.')) sampleTargetSamples += count;
+  }
+
+  // The tarball must hold every file of the folder (but itself), byte for byte.
+  const unpacked = await fs.mkdtemp('/tmp/profcpu-ct-unpacked-');
+  try {
+    await $({ quiet: true })`tar -xzf ${path.join(folder, layout.tarball)} -C ${unpacked}`;
+    const inFolder = await filesUnder(folder);
+    inFolder.delete(layout.tarball);
+    const inTarball = await filesUnder(path.join(unpacked, folders[0]));
+    for (const [file, size] of inFolder) {
+      if (!inTarball.has(file)) throw new Error(`${label}: ${file} is missing from ${layout.tarball}`);
+      const [a, b] = await Promise.all([
+        fs.readFile(path.join(folder, file)),
+        fs.readFile(path.join(unpacked, folders[0], file)),
+      ]);
+      if (size !== inTarball.get(file) || !a.equals(b))
+        throw new Error(`${label}: ${file} differs in ${layout.tarball}`);
+    }
+    for (const file of inTarball.keys())
+      if (!inFolder.has(file)) throw new Error(`${label}: ${layout.tarball} has ${file}, which the folder lacks`);
+    return { label, folder, toFlameGraph, samples, sampleTargetSamples, files: inFolder.size, results };
+  } finally {
+    await fs.rm(unpacked, { recursive: true, force: true });
+  }
+}
+
+async function main(argv) {
+  const options = parseArgs(argv);
+  const started = Date.now();
+  const layout = await checkPrerequisites();
+  const engineDir = path.join(baseDefaults.cacheDir, 'engine');
+  const logDir = await fs.mkdtemp('/tmp/profcpu-ct-logs-');
+  const figures = { builds: {}, sizes: {}, runs: [] };
+  const runs = [];
+  if (options.fresh) await stopEngine({ dir: engineDir });
+  const engine = await startEngine({ dir: engineDir });
+  try {
+    const env = { ...process.env, DOCKER_HOST: engine.host };
+    const base = await timed(async () => {
+      await importDebianBase({ env, tarball: await ensureRootfsTarball() });
+      return buildDotnetStandIns({ env });
+    });
+    figures.builds.bases = base.seconds;
+    const sidecar = await buildSidecar({ env, logDir });
+    const target = await buildSampleTarget({ env, logDir });
+    figures.builds.sidecar = sidecar.seconds;
+    figures.builds.sampleTarget = target.seconds;
+    figures.sizes.sidecar = sidecar.bytes;
+    figures.sizes.sampleTarget = target.bytes;
+    figures.sizes.debianBase = await imageSize(env, baseDefaults.debianImage);
+    figures.sizes.runtimeStandIn = await imageSize(env, baseDefaults.runtimeImage);
+
+    // The target shares nothing with the sidecar but its PID namespace: its own /tmp (a tmpfs), no volumes.
+    await $({ env, quiet: true })`docker rm -f ${targetName}`.nothrow();
+    await $({ env, quiet: true })`docker run -d --name ${targetName} --tmpfs /tmp ${imageDefaults.sampleTarget}`;
+    await waitForLog(env, targetName, /^ready/m, 120_000);
+
+    runs.push(await profileOnce({ env, layout, extraArgs: [], duration: 10, label: 'privileged' }));
+    runs.push(
+      await profileOnce({ env, layout, extraArgs: ['--least-privilege'], duration: 5, label: 'least privilege' }),
+    );
+    figures.runs = runs.map(({ label, toFlameGraph, samples, sampleTargetSamples, files }) => ({
+      label,
+      toFlameGraph,
+      samples,
+      sampleTargetSamples,
+      files,
+    }));
+  } finally {
+    await stopEngine({ dir: engineDir, keepData: true });
+    if (!options.keepResults) for (const r of runs) await fs.rm(r.results, { recursive: true, force: true });
+  }
+  figures.totalSeconds = (Date.now() - started) / 1000;
+
+  const b = figures.builds;
+  console.log('container test passed');
+  console.log(`  base images (debootstrap cache, .NET stand-ins): ${b.bases.toFixed(0)} s`);
+  console.log(`  sidecar image: built in ${b.sidecar.toFixed(0)} s, ${formatBytes(figures.sizes.sidecar)}`);
+  console.log(
+    `  sample target image: built in ${b.sampleTarget.toFixed(0)} s, ${formatBytes(figures.sizes.sampleTarget)}`,
+  );
+  console.log(
+    `  (local stand-ins: debian:trixie-slim ${formatBytes(figures.sizes.debianBase)}, .NET runtime ${formatBytes(figures.sizes.runtimeStandIn)})`,
+  );
+  for (const r of figures.runs)
+    console.log(
+      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTargetSamples} in SampleTarget.*), ${r.files} files in the tarball`,
+    );
+  console.log(`  total ${figures.totalSeconds.toFixed(0)} s; build logs in ${logDir}`);
+  if (options.keepResults) for (const r of runs) console.log(`  results: ${r.folder}`);
+  if (options.report) await fs.writeFile(options.report, `${JSON.stringify(figures, null, 2)}\n`);
+}
+
+main(process.argv.slice(2)).catch((error) => {
+  console.error(`container test FAILED: ${error.message}`);
+  process.exitCode = 1;
+});
