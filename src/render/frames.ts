@@ -119,8 +119,11 @@ export function escapeXml(text: string): string {
  * `\uXXXX` escapes (equal to the originals inside JSON strings), so no `</script>`, `<!--` or `]]>` can appear.
  */
 export function jsonForScript(value: unknown): string {
-  return JSON.stringify(value).replace(
-    /[<>&\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  // Five native passes beat one regular expression with a callback on multi-megabyte pages.
+  return JSON.stringify(value)
+    .replaceAll('<', '\\u003c')
+    .replaceAll('>', '\\u003e')
+    .replaceAll('&', '\\u0026')
+    .replaceAll('\u2028', '\\u2028')
+    .replaceAll('\u2029', '\\u2029');
 }
