@@ -174,7 +174,7 @@ async function record<R>(
   const durationMs = options.durationSeconds * 1000;
   await snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
-  const started = performance.now();
+  let started = performance.now();
   const recording = startRecord(
     { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event },
     { perfPath: options.perfPath },
@@ -188,7 +188,13 @@ async function record<R>(
   const onAbort = () => recording.stop('stopped');
   context.stop?.addEventListener('abort', onStop, { once: true });
   signal.addEventListener('abort', onAbort, { once: true });
-  const deadline = setTimeout(() => stopWith('duration'), durationMs);
+  let deadline: NodeJS.Timeout | undefined;
+  let ended = false;
+  // The duration counts from when perf really records, not from when it was started.
+  void recording.started.then((ok) => {
+    started = performance.now();
+    if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
+  });
   const snapshotTimer = setInterval(() => void refresh(), options.snapshotIntervalMs);
   const progressTimer = setInterval(() => {
     const elapsedMs = performance.now() - started;
@@ -238,6 +244,7 @@ async function record<R>(
       },
     };
   } finally {
+    ended = true;
     clearTimeout(deadline);
     clearInterval(snapshotTimer);
     clearInterval(progressTimer);

@@ -18,10 +18,16 @@ export interface RecordOptions {
 
 export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
 
-/** perf record's arguments: call graphs by frame pointer (-g), CLOCK_MONOTONIC (-k 1) as jitdump needs. */
+/**
+ * perf record's arguments: call graphs by frame pointer (-g), CLOCK_MONOTONIC (-k 1) as jitdump needs. `-D 1` makes
+ * perf print "Events enabled" once it really records (after it has read the target's existing mappings, which takes
+ * a while on a busy machine): the duration is counted from there.
+ */
 export function recordArgs(options: RecordOptions): string[] {
   return [
     'record',
+    '-D',
+    '1',
     '-F',
     String(options.frequency ?? recordDefaults.frequency),
     '-g',
@@ -54,6 +60,8 @@ export interface Recording {
   readonly pid: number | undefined;
   /** Asks perf to finish now (SIGINT): it writes what it has and exits. The reason ends up in the outcome. */
   stop(reason: Exclude<RecordEnd, 'target-exited'>): void;
+  /** Resolves true once perf records, false if it exited before. */
+  readonly started: Promise<boolean>;
   /** True once perf has exited. */
   readonly finished: boolean;
   readonly done: Promise<RecordOutcome>;
@@ -99,16 +107,29 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       finished = true;
     })
     .catch(() => {});
+  const started = new Promise<boolean>((resolve) => {
+    const poll = setInterval(() => {
+      if (enabledPattern.test(perf.stderrTail())) resolve(true);
+      else if (finished) resolve(false);
+      else return;
+      clearInterval(poll);
+    }, startPollMs);
+  });
   return {
     command: perf.command,
     pid: perf.pid,
     stop,
+    started,
     get finished() {
       return finished;
     },
     done,
   };
 }
+
+const enabledPattern = /^Events enabled$/m;
+/** How often perf's stderr is checked for "Events enabled": a small delay on a duration of seconds. */
+const startPollMs = 25;
 
 function stoppedBySigint(error: PerfError): boolean {
   return error.exitCode === 130 || error.signal === 'SIGINT';

@@ -25,7 +25,8 @@ export function processNames(info: TargetInfo): string[] {
   const names = new Set<string>([info.comm]);
   const argv0 = info.cmdline[0];
   if (argv0) names.add(basename(argv0));
-  for (const arg of info.cmdline.slice(1)) {
+  // `dotnet Shop.dll`: only for .NET itself, so a wrapper (tini -- dotnet Shop.dll) does not answer to Shop.
+  for (const arg of info.runtime === 'dotnet' ? info.cmdline.slice(1) : []) {
     const dll = /([^/]+)\.dll$/.exec(arg);
     if (dll) {
       names.add(dll[1]!);

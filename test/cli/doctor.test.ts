@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
+import { runCli } from '../support/cli.js';
+import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+test('doctor passes for a Node process with its perf map (exit 0)', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const node = await startNodeBurn(30);
+  t.after(() => node.kill());
+  const run = await runCli(['doctor', '-pid', String(node.pid), '--output', '/var/tmp']);
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stdout), new RegExp(`^ok   target: process ${node.pid} `, 'm'));
+  assert.match(String(run.stdout), /^ok {3}perf_map: \/tmp\/perf-\d+\.map/m);
+  assert.match(String(run.stdout), /^ok {3}perf_event_open: /m);
+});
+
+test('doctor warns (exit 3) when a Node process has no perf map, saying how to enable it', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const node = await startNodeBurn(30, { perfMap: false });
+  t.after(() => node.kill());
+  const run = await runCli(['doctor', '--pid', String(node.pid), '--output', '/var/tmp', '--quiet']);
+  assert.equal(run.exitCode, 3, String(run.all));
+  assert.match(String(run.stdout), /^warn perf_map: no perf map at \/tmp\/perf-\d+\.map/m);
+  assert.match(String(run.stdout), /fix: Start node with --perf-basic-prof\./);
+  assert.doesNotMatch(String(run.stdout), /^ok /m, '--quiet prints only what is not ok');
+});
+
+test('doctor fails (exit 1) for a PID that does not exist', async () => {
+  const gone = spawnSync('true').pid!;
+  const run = await runCli(['doctor', '--pid', String(gone)]);
+  assert.equal(run.exitCode, 1, String(run.all));
+  assert.match(String(run.stdout), new RegExp(`^FAIL target: no process ${gone} is visible here`, 'm'));
+  assert.match(String(run.stdout), /fix: Check the PID with `profcpu ps`/);
+});

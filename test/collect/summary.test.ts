@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { defaultOutputDir } from '../../src/collect/options.js';
+import type { CollectResult } from '../../src/collect/session.js';
+import { formatSummary, topFrames, type PostprocessFacts } from '../../src/collect/summary.js';
+import type { TargetInfo } from '../../src/target/inspect.js';
+
+test('the default output folder is profilings/HH-MM-SS_YYYY-MM-DD under the working directory', () => {
+  assert.equal(defaultOutputDir('/srv', new Date(2026, 0, 5, 7, 8, 9)), '/srv/profilings/07-08-09_2026-01-05');
+});
+
+test('topFrames ranks leaf frames by self samples, ties by name', () => {
+  const stacks = new Map([
+    ['app;Main;Work_[j]', 5],
+    ['app;Main;Other_[j]', 2],
+    ['app;Idle;Work_[j]', 1],
+    ['app;Main;Alpha_[j]', 2],
+  ]);
+  assert.deepEqual(topFrames(stacks, 3), [
+    { frame: 'Work_[j]', self: 6 },
+    { frame: 'Alpha_[j]', self: 2 },
+    { frame: 'Other_[j]', self: 2 },
+  ]);
+});
+
+const target = {
+  pid: 4242,
+  nspid: 1,
+  cmdline: ['dotnet', 'Shop.dll'],
+} as TargetInfo;
+
+function result(postprocess?: PostprocessFacts): CollectResult<PostprocessFacts> {
+  return {
+    dir: '/srv/profilings/x',
+    target,
+    reason: 'it is the only .NET process visible',
+    event: 'cpu-clock',
+    checks: [],
+    record: { command: ['perf'], end: 'stopped', samples: 300, stderrTail: '' },
+    recordedSeconds: 3.04,
+    snapshots: {} as CollectResult<PostprocessFacts>['snapshots'],
+    steps: {},
+    phaseMs: { target: 5, preflight: 120, recording: 3040, postprocess: 800 },
+    cpuMs: { profcpu: 40, perf: 150 },
+    ...(postprocess && { postprocess }),
+  };
+}
+
+test('formatSummary: samples, naming share, top frames, where the files are, phases and CPU', () => {
+  const lines = formatSummary(
+    result({
+      fold: {
+        samples: 300,
+        keptSamples: 300,
+        stacks: new Map([
+          ['dotnet;Main_[j];Hot_[j]', 240],
+          ['dotnet;Main_[j];[unknown]', 60],
+        ]),
+        quality: { samples: 300, fullyNamed: 240 },
+      },
+    }),
+    '/srv',
+  );
+  assert.deepEqual(lines, [
+    'target      4242 (ns pid 1) dotnet Shop.dll',
+    'recorded    3.0 s at cpu-clock, 300 samples (stopped early)',
+    'stacks      300 of 300 samples kept, 2 distinct stacks',
+    'named       80.0% of samples have every frame named',
+    'top frames (self)',
+    '   80.0%  Hot_[j]',
+    '   20.0%  [unknown]',
+    'flame graph profilings/x/flamegraph.svg',
+    'tarball     profilings/x/prof.tar.gz',
+    'phases      target 0.01 s, preflight 0.12 s, recording 3.04 s, postprocess 0.80 s',
+    'cpu         profcpu 0.04 s, perf 0.15 s while recording',
+  ]);
+});
+
+test('formatSummary without postprocess says how to finish the folder', () => {
+  const lines = formatSummary(result(), '/elsewhere');
+  assert.ok(
+    lines.includes(
+      'raw data    /srv/profilings/x/perf.data (not post-processed: run `profcpu postprocess --dir /srv/profilings/x`)',
+    ),
+  );
+});

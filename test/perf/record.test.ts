@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isProfcpuError } from '../../src/error.js';
+import { parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
+import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process', () => {
+  assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
+    'record',
+    '-D',
+    '1',
+    '-F',
+    '99',
+    '-g',
+    '-k',
+    '1',
+    '-e',
+    'cpu-clock',
+    '-p',
+    '42',
+    '-o',
+    '/o/perf.data',
+  ]);
+  assert.deepEqual(recordArgs({ pid: 1, output: 'p', frequency: 499, event: 'cycles' }).slice(3, 11), [
+    '-F',
+    '499',
+    '-g',
+    '-k',
+    '1',
+    '-e',
+    'cycles',
+    '-p',
+  ]);
+});
+
+test('parseRecordSummary reads perf’s closing line, with or without a sample count', () => {
+  assert.deepEqual(
+    parseRecordSummary(
+      '[ perf record: Woken up 1 times to write data ]\n[ perf record: Captured and wrote 0.024 MB perf.data (93 samples) ]',
+    ),
+    { megabytes: 0.024, samples: 93 },
+  );
+  assert.deepEqual(parseRecordSummary('[ perf record: Captured and wrote 0.001 MB /tmp/x.data ]'), {
+    megabytes: 0.001,
+    samples: 0,
+  });
+  assert.deepEqual(parseRecordSummary('perf: something else'), {});
+});
+
+async function out(t: TestContext): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-record-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return join(dir, 'perf.data');
+}
+
+test('stop() ends a recording cleanly with the samples perf wrote', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const node = await startNodeBurn(30);
+  t.after(() => node.kill());
+  const output = await out(t);
+  const recording = startRecord({ pid: node.pid, output });
+  assert.equal(await recording.started, true);
+  await sleep(1500);
+  assert.equal(recording.finished, false);
+  recording.stop('duration');
+  const outcome = await recording.done;
+  assert.equal(outcome.end, 'duration');
+  assert.ok((outcome.samples ?? 0) > 0, outcome.stderrTail);
+  assert.equal(recording.finished, true);
+  assert.ok((await stat(output)).size > 0);
+});
+
+test('a target exiting ends the recording by itself', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const node = await startNodeBurn(30);
+  t.after(() => node.kill());
+  const recording = startRecord({ pid: node.pid, output: await out(t) });
+  assert.equal(await recording.started, true);
+  await sleep(500);
+  await node.kill();
+  const outcome = await recording.done;
+  assert.equal(outcome.end, 'target-exited');
+});
+
+test('a PID perf cannot attach to rejects with a PerfError keeping perf’s complaint', async (t) => {
+  if (!needCommand(t, 'perf', 'linux-perf')) return;
+  const gone = spawnSync('true').pid!;
+  const recording = startRecord({ pid: gone, output: await out(t) });
+  assert.equal(await recording.started, false);
+  await assert.rejects(recording.done, (error) => {
+    assert.ok(isProfcpuError(error, 'PERF_FAILED'));
+    assert.match(error.message, new RegExp(`perf record .* -p ${gone} `));
+    return true;
+  });
+});
