@@ -1,11 +1,10 @@
 // `profcpu fold [FILE|-]`: `perf script` text from a file or stdin to folded stacks (`a;b;c 12`, sorted) on stdout.
 // The flags map onto the fold stage's options in foldOptionsFromArgs; --compat and the flags named after
 // stackcollapse-perf.pl's options reproduce that script's output.
-import { open } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
 import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
 import { defaultFoldOptions, foldStream, type FoldOptions, type FoldResult } from '../stacks/fold.js';
+import { defaultFoldFileOptions, foldFile, type FoldFileOptions } from '../stacks/fold-file.js';
 import { formatFolded } from '../stacks/folded.js';
 import { createReporter } from './reporter.js';
 
@@ -23,11 +22,12 @@ export interface FoldArgs {
   keepArgs: boolean;
   keepModule: boolean;
   keepTier: boolean;
+  threads?: number;
   quiet: boolean;
 }
 
 /** The fold stage's options for these flags. */
-export function foldOptionsFromArgs(args: Omit<FoldArgs, 'file' | 'quiet'>): Partial<FoldOptions> {
+export function foldOptionsFromArgs(args: Omit<FoldArgs, 'file' | 'quiet' | 'threads'>): Partial<FoldOptions> {
   const options: Partial<FoldOptions> = {
     compat: args.compat,
     includePid: args.pid,
@@ -54,16 +54,13 @@ function usage(message: string): ProfcpuError {
   return new ProfcpuError('USAGE', message, { remedy: 'See `profcpu fold --help`.' });
 }
 
-async function openInput(file: string | undefined): Promise<Readable> {
-  if (file === undefined) return process.stdin;
-  try {
-    return (await open(file, 'r')).createReadStream({ highWaterMark: 1 << 20 });
-  } catch (cause) {
-    throw new ProfcpuError('IO', `cannot read ${file}: ${(cause as Error).message}`, {
-      remedy: 'Check the path, or pipe `perf script` output into `profcpu fold -`.',
-      cause,
-    });
+/** Threads for a file: the default for large files, or the number given for any file. */
+function fileOptionsFromArgs(args: Pick<FoldArgs, 'threads'>): Partial<FoldFileOptions> {
+  if (args.threads === undefined) return {};
+  if (!Number.isInteger(args.threads) || args.threads < 1) {
+    throw usage(`--threads must be a whole number of threads, 1 or more, not ${args.threads}`);
   }
+  return { threads: args.threads, parallelThreshold: 0 };
 }
 
 /** Refuses results with nothing to show, telling "nothing there" apart from "everything filtered out". */
@@ -151,6 +148,11 @@ const command: CommandModule<object, FoldArgs> = {
         default: defaultFoldOptions.keepTier,
         describe: 'Keep .NET JIT tiers ([OptimizedTier1]...)',
       })
+      .option('threads', {
+        type: 'number',
+        describe: `Worker threads for a file (default: ${defaultFoldFileOptions.threads} for files of 64 MiB or more; given, for any file)`,
+        requiresArg: true,
+      })
       .option('quiet', { alias: 'q', type: 'boolean', default: false, describe: 'No summary on stderr' })
       .example('perf script | $0 fold > out.folded', 'Readable .NET-aware folded stacks')
       .example(
@@ -163,15 +165,19 @@ const command: CommandModule<object, FoldArgs> = {
     // yargs hands a lone `-` over as ''.
     const file = args.file === undefined || args.file === '-' || args.file === '' ? undefined : args.file;
     const source = file ?? 'standard input';
-    const input = await openInput(file);
+    const fileOptions = fileOptionsFromArgs(args);
+    const warn = (message: string) => reporter.warn(message);
     let result: FoldResult;
-    try {
-      result = await foldStream(input, options, (message) => reporter.warn(message));
-    } catch (cause) {
-      throw new ProfcpuError('IO', `cannot read ${source}: ${(cause as Error).message}`, {
-        remedy: 'Check that the input is a readable file or pipe.',
-        cause,
-      });
+    if (file !== undefined) result = await foldFile(file, options, warn, undefined, fileOptions);
+    else {
+      try {
+        result = await foldStream(process.stdin, options, warn);
+      } catch (cause) {
+        throw new ProfcpuError('IO', `cannot read standard input: ${(cause as Error).message}`, {
+          remedy: 'Pipe `perf script` output into `profcpu fold -`, or name a file.',
+          cause,
+        });
+      }
     }
     checkResult(result, source);
     await writeFolded(result);

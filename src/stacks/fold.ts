@@ -112,6 +112,7 @@ export class StackFolder {
   private readonly skips: SkipCounter;
   /** Counts what the caller asked to skip (samples of other events than the one named): no warning. */
   private readonly expectedSkips = new SkipCounter();
+  private readonly warnings: [kind: string, message: string][] = [];
   private readonly frames = new FrameTable();
   private readonly stacks = new StackTable();
   private readonly lineCache = new BytesMap<Int32Array>();
@@ -189,7 +190,7 @@ export class StackFolder {
       this.carry = undefined;
       if (line !== undefined && !this.discarding) this.line(line, 0, line.length);
       if (this.state === State.InSample) {
-        this.skips.add(
+        this.skip(
           'truncated-sample',
           'the input ends inside a sample (no blank line after its last frame): dropped it, as it may lack frames',
         );
@@ -207,6 +208,16 @@ export class StackFolder {
     };
   }
 
+  /** The warnings given so far, with the kind of skip each is about (one per kind), in order. */
+  firstWarnings(): readonly (readonly [kind: string, message: string])[] {
+    return this.warnings;
+  }
+
+  private skip(kind: string, message: string): void {
+    if (!this.skips.counts.has(kind)) this.warnings.push([kind, message]);
+    this.skips.add(kind, message);
+  }
+
   /** Keeps a partial line for the next chunk, copying it (the caller may reuse its buffer). */
   private hold(part: Buffer): void {
     if (this.discarding) return;
@@ -214,7 +225,7 @@ export class StackFolder {
     if (length > MAX_LINE) {
       this.carry = undefined;
       this.discarding = true;
-      this.skips.add('overlong-line', `skipped a line longer than ${MAX_LINE} bytes (not perf script text?)`);
+      this.skip('overlong-line', `skipped a line longer than ${MAX_LINE} bytes (not perf script text?)`);
       return;
     }
     this.carry = this.carry === undefined ? Buffer.from(part) : Buffer.concat([this.carry, part], length);
@@ -246,10 +257,7 @@ export class StackFolder {
     const { compat } = this.options;
     this.parsed++;
     if (!compat && this.state === State.InSample) {
-      this.skips.add(
-        'unterminated-sample',
-        'a sample header followed frames without a blank line: dropped that sample',
-      );
+      this.skip('unterminated-sample', 'a sample header followed frames without a blank line: dropped that sample');
       this.depth = 0;
     }
     matchEvent(buf, start, end, this.event);
@@ -258,10 +266,8 @@ export class StackFolder {
       const name = this.eventName(buf, this.event.eventStart, this.event.eventEnd);
       if (this.eventFilter === '') this.eventFilter = name;
       if (name !== this.eventFilter) {
-        (this.options.eventFilter === '' ? this.skips : this.expectedSkips).add(
-          'other-event',
-          `keeping only samples of event '${this.eventFilter}' (the first seen); samples of '${name}' and other events are skipped`,
-        );
+        if (this.options.eventFilter !== '') this.expectedSkips.add('other-event');
+        else this.skip('other-event', otherEventMessage(this.eventFilter, name));
         // stackcollapse-perf.pl leaves a sample in progress untouched here.
         if (!compat || this.state !== State.InSample) {
           this.state = State.Filtered;
@@ -315,7 +321,7 @@ export class StackFolder {
 
   private frameLine(buf: Buffer, start: number, end: number): void {
     if (this.state !== State.InSample) {
-      if (this.state === State.Between) this.skips.add('frame-outside-sample', 'skipped frame lines outside a sample');
+      if (this.state === State.Between) this.skip('frame-outside-sample', 'skipped frame lines outside a sample');
       return;
     }
     const f = this.frame;
@@ -388,7 +394,7 @@ export class StackFolder {
       .toString('utf8', start, Math.min(end, start + 80))
       .trim()
       .replace(/[\x00-\x1f\x7f]/g, '?');
-    this.skips.add('unrecognized-line', `skipped lines that are neither sample headers nor frames, e.g. '${text}'`);
+    this.skip('unrecognized-line', `skipped lines that are neither sample headers nor frames, e.g. '${text}'`);
   }
 }
 
@@ -402,6 +408,11 @@ export async function foldStream(
   const folder = new StackFolder(options, warn, resolver);
   for await (const chunk of source) folder.write(chunk);
   return folder.end();
+}
+
+/** The warning given when samples of events other than the first one seen are skipped. */
+export function otherEventMessage(kept: string, other: string): string {
+  return `keeping only samples of event '${kept}' (the first seen); samples of '${other}' and other events are skipped`;
 }
 
 function mergeCounts(a: SkipCounter, b: SkipCounter): Record<string, number> {

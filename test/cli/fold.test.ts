@@ -1,9 +1,17 @@
 // `profcpu fold` end to end: the built CLI on the golden fixtures, from a file and from stdin, and its errors.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { foldOptionsFromArgs } from '../../src/cli/fold.js';
 import { runCli } from '../support/cli.js';
+
+/** The CLI's output as strings. */
+async function fold(args: string[], options: Parameters<typeof runCli>[1] = {}) {
+  const r = await runCli(['fold', ...args], options);
+  return { exitCode: r.exitCode, stdout: String(r.stdout), stderr: String(r.stderr), all: String(r.all) };
+}
 
 const fixtures = 'test/fixtures/perf-script/';
 const read = (path: string) => readFileSync(new URL(`../fixtures/perf-script/${path}`, import.meta.url), 'utf8');
@@ -18,10 +26,10 @@ const base = {
 };
 
 test('--compat with stackcollapse-perf.pl flags prints what the script prints', async () => {
-  const file = await runCli(['fold', '--compat', '--all', '--addrs', '--tid', `${fixtures}dotnet-names.txt`]);
+  const file = await fold(['--compat', '--all', '--addrs', '--tid', `${fixtures}dotnet-names.txt`]);
   assert.equal(file.exitCode, 0, file.all);
   assert.equal(file.stdout + '\n', read('results/dotnet-names-collapsed-all-addrs-tid.txt'));
-  const stdin = await runCli(['fold', '--compat', '--event-filter', 'task-clock', '-q', '-'], {
+  const stdin = await fold(['--compat', '--event-filter', 'task-clock', '-q', '-'], {
     inputFile: `${fixtures}two-events.txt`,
   });
   assert.equal(stdin.exitCode, 0, stdin.all);
@@ -30,14 +38,14 @@ test('--compat with stackcollapse-perf.pl flags prints what the script prints', 
 });
 
 test('the default mode is readable and reports what it folded on stderr', async () => {
-  const result = await runCli(['fold'], { inputFile: `${fixtures}dotnet-names.txt` });
+  const result = await fold([], { inputFile: `${fixtures}dotnet-names.txt` });
   assert.equal(result.exitCode, 0, result.all);
   assert.equal(result.stdout + '\n', read('results/dotnet-names-folded.txt'));
   assert.match(result.stderr, /folded 5 of 5 samples into 5 stacks/);
 });
 
 test('warnings name what was skipped, once per kind', async () => {
-  const result = await runCli(['fold', `${fixtures}garbage.txt`]);
+  const result = await fold([`${fixtures}garbage.txt`]);
   assert.equal(result.exitCode, 0, result.all);
   assert.equal(result.stdout + '\n', read('results/garbage-folded.txt'));
   const warnings = result.stderr.split('\n').filter((line) => line.startsWith('profcpu: warning:'));
@@ -46,17 +54,36 @@ test('warnings name what was skipped, once per kind', async () => {
 });
 
 test('no samples, everything filtered and unreadable input are told apart', async () => {
-  const empty = await runCli(['fold', '-'], { input: 'not perf script output\n' });
+  const empty = await fold(['-'], { input: 'not perf script output\n' });
   assert.equal(empty.exitCode, 1);
   assert.match(empty.stderr, /no perf script samples in standard input/);
-  const filtered = await runCli(['fold', '--event-filter', 'cycles', `${fixtures}two-events.txt`]);
+  const filtered = await fold(['--event-filter', 'cycles', `${fixtures}two-events.txt`]);
   assert.equal(filtered.exitCode, 1);
   assert.match(filtered.stderr, /all 497 samples .* were filtered out \(events seen: cpu-clock, task-clock\)/);
-  const missing = await runCli(['fold', `${fixtures}does-not-exist.txt`]);
+  const missing = await fold([`${fixtures}does-not-exist.txt`]);
   assert.equal(missing.exitCode, 1);
   assert.match(missing.stderr, /cannot read .*does-not-exist\.txt[\s\S]*fix:/);
-  const badWeight = await runCli(['fold', '--weight', 'bytes', `${fixtures}two-events.txt`]);
+  const badWeight = await fold(['--weight', 'bytes', `${fixtures}two-events.txt`]);
   assert.equal(badWeight.exitCode, 2);
+});
+
+test('--threads folds a file in parallel with the same output', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-fold-'));
+  try {
+    const big = join(dir, 'big.txt');
+    const parts = ['two-events.txt', 'native-threads.txt', 'kernel-header.txt'].map((name) => read(name));
+    writeFileSync(big, parts.join('').repeat(4));
+    for (const flags of [[], ['--compat', '--all']]) {
+      const one = await fold([...flags, '--threads', '1', big]);
+      const three = await fold([...flags, '--threads', '3', big]);
+      assert.equal(one.exitCode, 0, one.all);
+      assert.equal(three.exitCode, 0, three.all);
+      assert.equal(three.stdout, one.stdout);
+      assert.equal(three.stderr, one.stderr);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('flags map onto fold options; unset annotation flags keep the mode default', () => {

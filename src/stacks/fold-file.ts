@@ -1,0 +1,215 @@
+// The fold stage's one file-reading shell: takes a path to `perf script` text, gives the FoldResult foldStream
+// would. A large file (and no resolver, which cannot cross threads) is cut at sample boundaries (blank lines)
+// into one range per worker thread; each folds its range and the results are merged, in file order, so the
+// output is the same as folding on one thread. Workers run the built fold-worker.js (not the .ts source).
+import { availableParallelism } from 'node:os';
+import { open, stat } from 'node:fs/promises';
+import { Worker } from 'node:worker_threads';
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { isProfcpuError, ProfcpuError } from '../error.js';
+import { addStack } from './folded.js';
+import { frameKinds, type FrameKind } from './frame-kind.js';
+import {
+  foldStream,
+  otherEventMessage,
+  StackFolder,
+  type FoldOptions,
+  type FoldResult,
+  type FrameResolver,
+} from './fold.js';
+import type { FoldWorkerInput, FoldWorkerOutput } from './fold-worker.js';
+import type { NamingQuality } from './stack-table.js';
+
+export interface FoldFileOptions {
+  /** Worker threads for a large file; 1 folds on the calling thread. Default: the machine's parallelism, at most 8. */
+  threads: number;
+  /** Files smaller than this many bytes are folded on the calling thread. Default 64 MiB. */
+  parallelThreshold: number;
+  /** Stops the fold (workers are terminated); the promise then rejects with ABORTED. Default none. */
+  signal: AbortSignal | undefined;
+}
+
+export const defaultFoldFileOptions: Readonly<FoldFileOptions> = Object.freeze({
+  threads: Math.min(8, availableParallelism()),
+  parallelThreshold: 64 * 1024 * 1024,
+  signal: undefined,
+});
+
+const CHUNK = 1 << 20;
+/** How far past a cut point a blank line is looked for; perf samples are far shorter. */
+const BOUNDARY_WINDOW = 1 << 20;
+
+export async function foldFile(
+  path: string,
+  options: Partial<FoldOptions> = {},
+  warn: Warn = ignoreWarnings,
+  resolver?: FrameResolver,
+  fileOptions: Partial<FoldFileOptions> = {},
+): Promise<FoldResult> {
+  const settings = { ...defaultFoldFileOptions, ...fileOptions };
+  settings.signal?.throwIfAborted();
+  try {
+    return await foldFileIn(path, options, warn, resolver, settings);
+  } catch (cause) {
+    if (isProfcpuError(cause)) throw cause;
+    if ((cause as Error).name === 'AbortError') throw new ProfcpuError('ABORTED', 'folding was interrupted', { cause });
+    throw new ProfcpuError('IO', `cannot read ${path}: ${(cause as Error).message}`, {
+      remedy: 'Check the path, or pipe `perf script` output into `profcpu fold -`.',
+      cause,
+    });
+  }
+}
+
+async function foldFileIn(
+  path: string,
+  options: Partial<FoldOptions>,
+  warn: Warn,
+  resolver: FrameResolver | undefined,
+  { threads, parallelThreshold, signal }: FoldFileOptions,
+): Promise<FoldResult> {
+  const size = (await stat(path)).size;
+  // Workers need the built module: run from the TypeScript source (tsx), this folds on one thread.
+  const built = import.meta.url.endsWith('.js');
+  if (threads <= 1 || size < parallelThreshold || resolver !== undefined || !built) {
+    return foldStream(readRange(path, 0, size, signal), options, warn, resolver);
+  }
+  const eventFilter = options.eventFilter || (await firstEvent(path, options));
+  // Without an event in the first MiB the "first event seen" could lie anywhere: fold on one thread.
+  if (eventFilter === undefined) return foldStream(readRange(path, 0, size, signal), options, warn, resolver);
+  const cuts = await sampleBoundaries(path, size, threads);
+  const outputs = await Promise.all(
+    cuts
+      .slice(0, -1)
+      .map((start, i) => runWorker({ path, start, end: cuts[i + 1]!, options: { ...options, eventFilter } }, signal)),
+  );
+  const merged = merge(outputs.map((o) => o.result));
+  const warned = new Set<string>();
+  for (const { warnings } of outputs) {
+    for (const [kind, message] of warnings) {
+      if (!warned.has(kind)) warn(message);
+      warned.add(kind);
+    }
+  }
+  if (!options.eventFilter && merged.skipped['other-event']) {
+    warn(otherEventMessage(eventFilter, merged.events.find((e) => e !== eventFilter) ?? 'another'));
+  }
+  return merged;
+}
+
+/**
+ * Bytes [start, end) of a file in chunks read into one reused buffer: a chunk is valid until the next is asked
+ * for (the folder copies what it keeps), so memory stays flat however large the file.
+ */
+export async function* readRange(
+  path: string,
+  start: number,
+  end: number,
+  signal?: AbortSignal,
+): AsyncGenerator<Buffer, void, undefined> {
+  const file = await open(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(CHUNK);
+    for (let position = start; position < end;) {
+      signal?.throwIfAborted();
+      const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - position), position);
+      if (bytesRead === 0) break;
+      position += bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+async function readWindow(path: string, position: number, length: number): Promise<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(length);
+    const { bytesRead } = await file.read(buf, 0, length, position);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await file.close();
+  }
+}
+
+/** The first event the file names, found by folding its first MiB, or undefined. */
+async function firstEvent(path: string, options: Partial<FoldOptions>): Promise<string | undefined> {
+  const probe = new StackFolder(options);
+  probe.write(await readWindow(path, 0, BOUNDARY_WINDOW));
+  return probe.end().events[0];
+}
+
+/** Offsets 0 < cut… < size where ranges start: each just after a blank line near size·k/threads. */
+async function sampleBoundaries(path: string, size: number, threads: number): Promise<number[]> {
+  const cuts = [0];
+  for (let k = 1; k < threads; k++) {
+    const target = Math.max(Math.floor((size * k) / threads), cuts[cuts.length - 1]!);
+    const window = await readWindow(path, target, BOUNDARY_WINDOW);
+    const blank = window.indexOf('\n\n');
+    if (blank >= 0 && target + blank + 2 < size) cuts.push(target + blank + 2);
+  }
+  cuts.push(size);
+  return cuts;
+}
+
+function runWorker(input: FoldWorkerInput, signal: AbortSignal | undefined): Promise<FoldWorkerOutput & { ok: true }> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('./fold-worker.js', import.meta.url), { workerData: input });
+    const onAbort = () => {
+      void worker.terminate();
+      reject(new ProfcpuError('ABORTED', 'folding was interrupted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const settle = () => signal?.removeEventListener('abort', onAbort);
+    worker.once('message', (output: FoldWorkerOutput) => {
+      settle();
+      void worker.terminate();
+      if (output.ok) resolve(output);
+      else
+        reject(new ProfcpuError('IO', `cannot fold ${input.path}: ${output.message}`, { remedy: 'Check the file.' }));
+    });
+    worker.once('error', (cause) => {
+      settle();
+      reject(cause);
+    });
+  });
+}
+
+/** Merges results of consecutive ranges of one input, in order. */
+function merge(results: FoldResult[]): FoldResult {
+  const merged: FoldResult = {
+    stacks: new Map(),
+    samples: 0,
+    keptSamples: 0,
+    weight: 0,
+    events: [],
+    skipped: {},
+    quality: emptyQuality(),
+  };
+  for (const r of results) {
+    for (const [stack, weight] of r.stacks) addStack(merged.stacks, stack, weight);
+    merged.samples += r.samples;
+    merged.keptSamples += r.keptSamples;
+    merged.weight += r.weight;
+    for (const event of r.events) if (!merged.events.includes(event)) merged.events.push(event);
+    for (const [kind, n] of Object.entries(r.skipped)) merged.skipped[kind] = (merged.skipped[kind] ?? 0) + n;
+    addQuality(merged.quality, r.quality);
+  }
+  merged.skipped = Object.fromEntries(Object.entries(merged.skipped).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return merged;
+}
+
+function emptyQuality(): NamingQuality {
+  const zero = () => Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
+  return { samples: 0, fullyNamed: 0, fullyNamedExceptCoreclr: 0, framesByKind: zero(), samplesByLeafKind: zero() };
+}
+
+function addQuality(into: NamingQuality, q: NamingQuality): void {
+  into.samples += q.samples;
+  into.fullyNamed += q.fullyNamed;
+  into.fullyNamedExceptCoreclr += q.fullyNamedExceptCoreclr;
+  for (const kind of frameKinds) {
+    into.framesByKind[kind] += q.framesByKind[kind];
+    into.samplesByLeafKind[kind] += q.samplesByLeafKind[kind];
+  }
+}
