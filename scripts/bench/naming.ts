@@ -2,37 +2,39 @@
 // (a) plain `perf script` with the target's perf map in /tmp (what the original shell tool relied on) and (b) profcpu's
 // pipeline (the same perf-script text, plus the .NET resolver over the perf map, jitdump and maps snapshots).
 //
-// By default it builds and starts the fixture app (nothing set in its environment), records it with the built CLI
-// (`npm run build` first), and prints the command so anyone can reproduce the recording. PROFCPU_BENCH_DIR=<folder>
+// By default it builds the fixture app and starts it with nothing set in its environment, as PID 1 of its own PID and
+// mount namespaces, records it with the built CLI (`npm run build` first) from a sidecar joined to that PID namespace
+// (needs root), and prints the command so anyone can reproduce the recording. PROFCPU_BENCH_DIR=<folder>
 // measures an existing output folder instead (one with flamescope/perf_script.out, i.e. post-processed);
 // PROFCPU_BENCH_SECONDS sets the recording's length (default 10).
-import { execFileSync } from 'node:child_process';
-import { createReadStream, existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createReadStream, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { layout } from '../../src/bundle/layout.js';
 import { foldStream, type FoldResult } from '../../src/stacks/fold.js';
 import { frameKinds } from '../../src/stacks/frame-kind.js';
 import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingAdvice } from '../../src/symbols/naming-advice.js';
-import { cliPath, repoRoot } from '../../test/support/cli.js';
-import { startDotnetApp } from '../../test/support/dotnet-app.js';
+import { recordFixtureFromSidecar, sidecarWorkDir } from '../../test/naming/fixture-in-sidecar.js';
+import { cliPath } from '../../test/support/cli.js';
 
 const percent = (part: number, whole: number) => (whole > 0 ? `${((100 * part) / whole).toFixed(1)}%` : 'n/a');
 
 async function record(): Promise<string> {
   if (!existsSync(cliPath)) throw new Error(`${cliPath} is missing: run \`npm run build\` first`);
+  if (process.getuid?.() !== 0) throw new Error('recording from a sidecar needs root (or set PROFCPU_BENCH_DIR)');
   const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
-  const app = await startDotnetApp();
+  const work = await sidecarWorkDir();
+  const recording = await recordFixtureFromSidecar({ work, seconds });
   try {
-    const dir = join(mkdtempSync(join(tmpdir(), 'profcpu-bench-naming-')), 'out');
-    const args = ['collect', '--pid', String(app.pid), '--duration', String(seconds), '--output', dir, '--quiet'];
-    console.log(`fixture     ${app.executable} (pid ${app.pid}, nothing set in its environment)`);
-    console.log(`recording   node ${cliPath} ${args.join(' ')}`);
-    execFileSync(process.execPath, [cliPath, ...args], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
-    return dir;
+    console.log(
+      `recording   the fixture app (test/fixtures/dotnet-app, nothing set in its environment) as PID 1 of its own ` +
+        `PID and mount namespaces, recorded from a sidecar (test/naming/fixture-in-sidecar.ts):\n` +
+        `            node ${cliPath} ${recording.argv.join(' ')}`,
+    );
+    if (recording.exitCode !== 0) throw new Error(`collect failed:\n${recording.output}`);
+    return recording.dir;
   } finally {
-    await app.kill();
+    await recording.target.kill();
   }
 }
 

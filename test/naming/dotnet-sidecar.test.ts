@@ -1,0 +1,80 @@
+// End to end: the .NET fixture app in its own namespaces, recorded by the built CLI from a sidecar, W^X on (the
+// runtime's default). The flame graph must name the app's methods (JIT code run from memfd:doublemapper) and the
+// framework's (ReadyToRun code inside System.Private.CoreLib.dll, named only by the jitdump), and manifest.json must
+// say so in its naming figures.
+import assert from 'node:assert/strict';
+import { rm } from 'node:fs/promises';
+import { test, type TestContext } from 'node:test';
+import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir, type NamingManifest } from './fixture-in-sidecar.js';
+
+/** Share of samples fully named when unnamed frames inside libcoreclr.so (no debug file here) are forgiven. */
+const minimumShare = 0.95;
+
+function prerequisites(t: TestContext): boolean {
+  return (
+    needRoot(t) &&
+    needCommand(t, 'perf', 'linux-perf') &&
+    needCommand(t, 'unshare', 'util-linux') &&
+    need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')
+  );
+}
+
+async function record(t: TestContext, env: Record<string, string>) {
+  const work = await sidecarWorkDir();
+  t.after(() => rm(work, { recursive: true, force: true }));
+  const recording = await recordFixtureFromSidecar({ env, work });
+  t.after(() => recording.target.kill());
+  assert.equal(recording.exitCode, 0, recording.output);
+  return { ...recording, ...(await readOutputs(recording.dir)) };
+}
+
+function assertNamed(folded: string, naming: NamingManifest, output: string): void {
+  // The app's own methods (JIT-compiled), nested generic types included.
+  for (const method of ['ProfcpuFixture.AllocationStorm::Blizzard_[j]', 'ProfcpuFixture.LinqMill::Grind_[j]']) {
+    assert.ok(folded.includes(method), `${method} is named:\n${folded.slice(0, 3000)}`);
+  }
+  assert.match(folded, /ProfcpuFixture\.Hot\+Outer`1\+Inner`1\[[^\]]*\]::Churn_\[j\]/);
+  // The framework's precompiled code: every worker thread starts in Thread::StartCallback (ReadyToRun).
+  assert.ok(folded.includes('System.Threading.Thread::StartCallback_[j]'), 'ReadyToRun frames are named');
+  assert.ok(!folded.includes('[memfd:doublemapper];[memfd:doublemapper]'), 'no runs of unnamed JIT frames');
+  assert.ok(naming.framesByKind['readytorun']! > 0, 'ReadyToRun frames are counted as such');
+  // JIT frames: named by the resolver under W^X (memfd), by perf itself from the placed map without it.
+  assert.ok(naming.framesByKind['jit']! > 0, 'JIT frames are counted as such');
+  const share = naming.fullyNamedExceptCoreclr / naming.samples;
+  assert.ok(
+    share >= minimumShare,
+    `${(100 * share).toFixed(1)}% of ${naming.samples} samples fully named (libcoreclr.so forgiven), ` +
+      `expected at least ${100 * minimumShare}%:\n${JSON.stringify(naming)}\n${output}`,
+  );
+}
+
+test('nothing set in the app: collect enables the perf map over IPC and every .NET frame is named', async (t) => {
+  if (!prerequisites(t)) return;
+  const { folded, naming, target, output } = await record(t, {});
+  assert.equal(target.dotnet?.writeXorExecute, true, 'W^X is on');
+  assertNamed(folded, naming, output);
+});
+
+test(
+  'DOTNET_PerfMapEnabled=1 in the app: JIT and ReadyToRun frames are named',
+  {
+    // .NET 10 abandons the jitdump at startup when the variable is set (it cannot copy a 64 KiB stub block whose
+    // second half is unreadable), so ReadyToRun frames stay unnamed until collect re-opens the jitdump over IPC
+    // (EnablePerfMap type 2 when the target holds no jitdump open).
+    todo: 'collect must re-enable the jitdump the runtime abandoned',
+  },
+  async (t) => {
+    if (!prerequisites(t)) return;
+    const { folded, naming, target, output } = await record(t, { DOTNET_PerfMapEnabled: '1' });
+    assert.equal(target.dotnet?.writeXorExecute, true, 'W^X is on');
+    assertNamed(folded, naming, output);
+  },
+);
+
+test('W^X off (anonymous JIT code, absolute addresses): every .NET frame is named too', async (t) => {
+  if (!prerequisites(t)) return;
+  const { folded, naming, target, output } = await record(t, { DOTNET_EnableWriteXorExecute: '0' });
+  assert.equal(target.dotnet?.writeXorExecute, false, 'W^X is off');
+  assertNamed(folded, naming, output);
+});

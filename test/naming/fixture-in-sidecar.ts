@@ -1,0 +1,83 @@
+// The naming tests' and `npm run bench naming`'s recording: the .NET fixture app as PID 1 of its own PID and mount
+// namespace (private /tmp: its perf map, jitdump and diagnostic socket exist only there), recorded by the built CLI
+// from a sidecar that joins its PID namespace (test/support/namespaces.ts). Gives the output folder and what is needed
+// to assert on it. Needs root, perf, unshare and the .NET SDK (callers check).
+import { cp, mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { dirname, join, basename } from 'node:path';
+import { layout } from '../../src/bundle/layout.js';
+import { buildDotnetApp } from '../support/dotnet-app.js';
+import { runCliInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
+
+export interface SidecarRecordingOptions {
+  /** Added to the app's environment (DOTNET_PerfMap* are removed unless given here). */
+  env?: Record<string, string>;
+  /** Seconds to record. Default 6. */
+  seconds?: number;
+  /** A folder outside /tmp (the namespaces mount their own /tmp) that holds the app copy and the output. */
+  work: string;
+}
+
+export interface SidecarRecording {
+  /** The output folder. */
+  dir: string;
+  /** The collect command as run in the sidecar, for messages and the benchmark. */
+  argv: string[];
+  /** collect's exit code and combined output. */
+  exitCode: number | undefined;
+  output: string;
+  target: NamespacedTarget;
+}
+
+/** Copies the built fixture under `work` (the target's /tmp is a fresh tmpfs, so the build cache there is hidden). */
+async function appOutsideTmp(work: string): Promise<string> {
+  const executable = await buildDotnetApp();
+  const copy = join(work, 'app');
+  await cp(dirname(executable), copy, { recursive: true });
+  return join(copy, basename(executable));
+}
+
+/** Starts the fixture in its namespaces, waits until it is busy, records it from a sidecar. Kill `target` after. */
+export async function recordFixtureFromSidecar(options: SidecarRecordingOptions): Promise<SidecarRecording> {
+  const executable = await appOutsideTmp(options.work);
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (!/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
+  Object.assign(env, options.env);
+  const target = await startNamespacedTarget(executable, [], {
+    env,
+    // Ready once the app's diagnostic socket exists in its /tmp: the runtime is up and its workloads are starting.
+    ready: async ({ hostPid }) => {
+      const tmp = await readdir(`/proc/${hostPid}/root/tmp`).catch(() => [] as string[]);
+      return tmp.some((name) => name.startsWith('dotnet-diagnostic-'));
+    },
+    readyTimeoutMs: 60_000,
+  });
+  // Let every workload thread warm up (the app prints "ready" on a stdout the namespace helper does not keep).
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const dir = join(options.work, 'out');
+  const argv = ['collect', '--pid', '1', '--duration', String(options.seconds ?? 6), '--output', dir];
+  const run = await runCliInSidecar(target.hostPid, argv, { cwd: options.work });
+  return { dir, argv, exitCode: run.exitCode, output: String(run.all), target };
+}
+
+/** A fresh work folder outside /tmp. */
+export function sidecarWorkDir(): Promise<string> {
+  return mkdtemp('/var/tmp/profcpu-naming-');
+}
+
+export interface NamingManifest {
+  samples: number;
+  fullyNamed: number;
+  fullyNamedExceptCoreclr: number;
+  framesByKind: Record<string, number>;
+  dotnet?: { sources: { jitDump?: { readyToRun: number } }; resolved: { jit: number; readytorun: number } };
+}
+
+/** manifest.json's `naming`, target.json and folded_stacks.out of an output folder. */
+export async function readOutputs(dir: string) {
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as { naming: NamingManifest };
+  const target = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as {
+    dotnet?: { writeXorExecute?: boolean };
+  };
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  return { naming: manifest.naming, target, folded };
+}
