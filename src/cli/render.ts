@@ -92,7 +92,12 @@ const command: CommandModule<object, RenderArgs> = {
   builder: (yargs: Argv) =>
     yargs
       .positional('file', { type: 'string', describe: 'Folded stacks (`a;b;c 12` lines); - or nothing reads stdin' })
-      .option('format', { alias: 'f', choices: renderFormats, default: 'svg' as RenderFormat, describe: 'Output' })
+      .option('format', {
+        alias: 'f',
+        choices: renderFormats,
+        default: 'svg' as RenderFormat,
+        describe: 'Output format',
+      })
       .option('output', { alias: 'o', type: 'string', describe: 'Write to this file instead of stdout' })
       .option('title', { type: 'string', describe: 'Title (speedscope: profile name)' })
       .option('subtitle', { type: 'string', describe: 'Second line under the title' })

@@ -108,8 +108,8 @@ class TreeBuilder {
         groupSize.push(0);
       }
       groupOf[i] = g;
-      groupWeight[g] += weights[i]!;
-      groupSize[g]++;
+      groupWeight[g] = groupWeight[g]! + weights[i]!;
+      groupSize[g] = groupSize[g]! + 1;
     }
     const sorted = names.map((_, g) => g).sort((a, b) => (names[a]! < names[b]! ? -1 : 1));
     const cursor = new Array<number>(names.length);
