@@ -6,6 +6,7 @@
 // `PROFCPU_BENCH_SIZES=100` limits the sizes (in MB).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -56,6 +57,8 @@ function build(mb: number): string {
 
 interface Run {
   seconds: number;
+  /** User + system CPU seconds (all threads), steadier than wall time on a shared machine. */
+  cpuSeconds: number | undefined;
   peakMiB: number | undefined;
 }
 
@@ -64,13 +67,19 @@ function run(command: string, args: string[]): Run | string {
   const time = existsSync('/usr/bin/time');
   const start = performance.now();
   const result = time
-    ? spawnSync('/usr/bin/time', ['-f', 'maxrss %M', command, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+    ? spawnSync('/usr/bin/time', ['-f', 'maxrss %M cpu %U %S', command, ...args], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      })
     : spawnSync(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const seconds = (performance.now() - start) / 1000;
   const stderr = result.stderr?.toString() ?? '';
   if (result.status !== 0) return `failed (${result.error?.message ?? stderr.trim().split('\n').pop()})`;
-  const rss = /maxrss (\d+)/.exec(stderr);
-  return { seconds, peakMiB: rss ? Number(rss[1]) / 1024 : undefined };
+  const usage = /maxrss (\d+) cpu ([\d.]+) ([\d.]+)/.exec(stderr);
+  return {
+    seconds,
+    cpuSeconds: usage ? Number(usage[2]) + Number(usage[3]) : undefined,
+    peakMiB: usage ? Number(usage[1]) / 1024 : undefined,
+  };
 }
 
 function report(label: string, mb: number, result: Run | string): void {
@@ -80,7 +89,13 @@ function report(label: string, mb: number, result: Run | string): void {
   }
   const rate = (mb / result.seconds).toFixed(1).padStart(7);
   const rss = result.peakMiB === undefined ? '?' : result.peakMiB.toFixed(0);
-  console.log(`  ${label.padEnd(34)} ${rate} MB/s  ${result.seconds.toFixed(2).padStart(7)} s  peak RSS ${rss} MiB`);
+  const cpu =
+    result.cpuSeconds === undefined
+      ? ''
+      : `  cpu ${result.cpuSeconds.toFixed(2).padStart(6)} s (${(mb / result.cpuSeconds).toFixed(1)} MB/cpu-s)`;
+  console.log(
+    `  ${label.padEnd(26)} ${rate} MB/s  wall ${result.seconds.toFixed(2).padStart(6)} s${cpu}  peak RSS ${rss} MiB`,
+  );
 }
 
 function onPath(command: string): string | undefined {
@@ -96,11 +111,14 @@ if (!existsSync(cli)) {
 const stackcollapse = process.env['PROFCPU_BENCH_STACKCOLLAPSE'];
 const inferno = process.env['PROFCPU_BENCH_INFERNO'] ?? onPath('inferno-collapse-perf');
 console.log(
-  `fold: ${process.version}, ${statSync(cli).mtime.toISOString()} build; input from ${recordings.join(', ')}`,
+  `fold: node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}; ` +
+    `input from ${recordings.join(', ')}`,
 );
 for (const mb of sizes) {
   const input = build(mb);
   console.log(`${mb} MB (${input.slice(root.length)}):`);
+  // The CLI's start (loading every command) costs about 0.4 cpu-s; the tiny run shows it.
+  report('profcpu fold (start only)', mb, run(process.execPath, [cli, 'fold', '-q', `${fixtures}native-threads.txt`]));
   report('profcpu fold', mb, run(process.execPath, [cli, 'fold', '-q', input]));
   report('profcpu fold --threads 1', mb, run(process.execPath, [cli, 'fold', '-q', '--threads', '1', input]));
   report('profcpu fold --compat', mb, run(process.execPath, [cli, 'fold', '-q', '--compat', input]));
