@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { StackFolder } from '../../src/stacks/fold.js';
+import { StackFolder, type FoldResult } from '../../src/stacks/fold.js';
 import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
 
 const runtime = '/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12';
@@ -76,11 +76,11 @@ test('a sample perf left unnamed comes out of the fold fully named but for libco
 
   // Whole, and cut in 1-byte and 7-byte chunks: the result must not depend on where chunks end.
   for (const size of [sample.length, 1, 7]) {
-    const folder = new StackFolder({}, undefined, resolver);
+    const folder: StackFolder = new StackFolder({}, undefined, resolver);
     const bytes = Buffer.from(sample);
     for (let i = 0; i < bytes.length; i += size) folder.write(bytes.subarray(i, i + size));
-    const { stacks, quality } = folder.end();
-    const [stack] = [...stacks.keys()];
+    const { stacks, quality }: FoldResult = folder.end();
+    const stack: string | undefined = [...stacks.keys()][0];
     assert.equal(
       stack,
       [
