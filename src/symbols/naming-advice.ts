@@ -118,9 +118,20 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
         'the Microsoft symbol server into perf’s build-id cache), then `profcpu postprocess` again.',
     });
   }
-  if (!noMaps && kinds['native-unnamed'] > 0 && !coreclrOnly) {
+  // The resolver saw every frame perf left unnamed: it says which native files they were in (managed code in .dll
+  // and memfd mappings is covered by the causes above).
+  const nativeFiles = context.resolver
+    ? Object.entries(context.resolver.unnamedByFile)
+        .filter(([file]) => isNativeFile(file))
+        .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
+        .map(([file]) => file)
+    : undefined;
+  if (!noMaps && kinds['native-unnamed'] > 0 && !coreclrOnly && (nativeFiles === undefined || nativeFiles.length > 0)) {
+    const which = nativeFiles
+      ? `${nativeFiles.slice(0, 5).join(', ')}${nativeFiles.length > 5 ? ` and ${nativeFiles.length - 5} more` : ''}`
+      : 'native libraries other than libcoreclr.so';
     causes.push({
-      cause: 'native libraries other than libcoreclr.so have frames without names (stripped, no debug file)',
+      cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames without names (stripped, no debug file)`,
       remedy:
         'Run `profcpu symbols --pid <pid>` (debuginfod and symbol servers), or install the distribution’s debug ' +
         'packages for those libraries, then `profcpu postprocess` again.',
@@ -133,6 +144,12 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
     });
   }
   return { share, causes };
+}
+
+/** A file whose unnamed frames a debug file would name: not libcoreclr.so (its own cause), managed code or no file. */
+function isNativeFile(file: string): boolean {
+  if (file === 'libcoreclr.so' || file.startsWith('[') || file.startsWith('memfd:')) return false;
+  return !/\.(dll|exe)$/i.test(file) && !/^perf-\d+\.map$/.test(file) && file !== '//anon';
 }
 
 /** The advice as warning lines: the figure first, then one line per cause with its remedy. */

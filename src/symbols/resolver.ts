@@ -58,6 +58,8 @@ export interface ResolverStats {
   noMapping: number;
   /** Frames of mappings the resolver does not handle (kernel, vdso, native files) or of other processes. */
   notManaged: number;
+  /** Frames left unnamed, by the base name of their mapping (`libclrjit.so`, `[unknown]`). */
+  unnamedByFile: Record<string, number>;
 }
 
 export interface DotnetResolver extends FrameResolver {
@@ -80,7 +82,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     push(byBaseName, baseName(m.path), m);
   }
   const pids = new Set(input.pids ?? []);
-  const stats: ResolverStats = { jit: 0, readytorun: 0, noSymbol: 0, noMapping: 0, notManaged: 0 };
+  const stats: ResolverStats = { jit: 0, readytorun: 0, noSymbol: 0, noMapping: 0, notManaged: 0, unnamedByFile: {} };
 
   const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
     const symbol = code.lookup(address);
@@ -90,35 +92,44 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     return { name: symbol.name, kind };
   };
 
+  const resolve = (frame: UnnamedFrame): ResolvedFrame | undefined => {
+    if (frame.pid !== undefined && pids.size > 0 && !pids.has(frame.pid)) {
+      stats.notManaged++;
+      return undefined;
+    }
+    const form = addressForm(frame.dso);
+    if (form === 'absolute') {
+      const found = name(frame.ip, all.find(frame.ip));
+      if (!found) stats.noSymbol++;
+      return found;
+    }
+    if (form === 'other') {
+      stats.notManaged++;
+      return undefined;
+    }
+    // A path seen from another mount namespace may differ in its directories, not in its file name.
+    const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
+    let inMapping = false;
+    for (const m of candidates) {
+      if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;
+      inMapping = true;
+      const found = name(frame.ip - m.offset + m.start, m);
+      if (found) return found;
+    }
+    if (inMapping) stats.noSymbol++;
+    else stats.noMapping++;
+    return undefined;
+  };
+
   return {
     stats,
     resolve(frame) {
-      if (frame.pid !== undefined && pids.size > 0 && !pids.has(frame.pid)) {
-        stats.notManaged++;
-        return undefined;
+      const found = resolve(frame);
+      if (!found) {
+        const file = baseName(frame.dso);
+        stats.unnamedByFile[file] = (stats.unnamedByFile[file] ?? 0) + 1;
       }
-      const form = addressForm(frame.dso);
-      if (form === 'absolute') {
-        const found = name(frame.ip, all.find(frame.ip));
-        if (!found) stats.noSymbol++;
-        return found;
-      }
-      if (form === 'other') {
-        stats.notManaged++;
-        return undefined;
-      }
-      // A path seen from another mount namespace may differ in its directories, not in its file name.
-      const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
-      let inMapping = false;
-      for (const m of candidates) {
-        if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;
-        inMapping = true;
-        const found = name(frame.ip - m.offset + m.start, m);
-        if (found) return found;
-      }
-      if (inMapping) stats.noSymbol++;
-      else stats.noMapping++;
-      return undefined;
+      return found;
     },
   };
 }

@@ -62,14 +62,23 @@ test('libcoreclr.so alone below target: the debug-file remedy, and no blame on o
 test('unknown frames and other native libraries each get their cause; lines format for a summary', () => {
   const advice = namingAdvice(figures(50, 60, { 'native-unnamed': 300, unknown: 40 }), {
     sources: complete,
-    resolver: { jit: 10, readytorun: 5, noSymbol: 3, noMapping: 0, notManaged: 20 },
+    resolver: {
+      jit: 10,
+      readytorun: 5,
+      noSymbol: 3,
+      noMapping: 0,
+      notManaged: 20,
+      unnamedByFile: { 'libclrjit.so': 2, 'libcoreclr.so': 30, 'System.Private.CoreLib.dll': 4, '[unknown]': 3 },
+    },
   });
   assert.deepEqual(
     advice!.causes.map(
       (c) => /^(\d+ frames lie in code|frames inside libcoreclr|native libraries other)/.exec(c.cause)?.[1],
     ),
-    ['40 frames lie in code', 'frames inside libcoreclr', 'native libraries other'],
+    ['40 frames lie in code', 'frames inside libcoreclr', undefined],
   );
+  // The resolver saw which native files were left unnamed: they are named, managed and unknown ones are not.
+  assert.match(advice!.causes[2]!.cause, /^libclrjit\.so has frames without names/);
   const lines = formatNamingAdvice(advice!);
   assert.equal(lines[0], 'only 50.0% of samples have every frame named (target 95.0%):');
   assert.equal(lines.length, 4);

@@ -73,6 +73,11 @@ test('leaves the kernel, native files and other processes alone', () => {
   assert.equal(r.resolve({ pid: 8439, ip: 0x458a31n, dso: '/usr/share/dotnet/libcoreclr.so' }), undefined);
   assert.equal(r.resolve({ pid: 77, ip: 0x11b8cfn, dso: '/memfd:doublemapper (deleted)' }), undefined);
   assert.equal(r.stats.notManaged, 3);
+  assert.deepEqual(r.stats.unnamedByFile, {
+    '[kernel.kallsyms]': 1,
+    'libcoreclr.so': 1,
+    'memfd:doublemapper (deleted)': 1,
+  });
   // Without pids, every process is the target.
   const any = createDotnetResolver({ symbols, mappings: maps });
   assert.equal(any.resolve({ pid: 77, ip: 0x11b8cfn, dso: '/memfd:doublemapper (deleted)' })?.name, sortName);
