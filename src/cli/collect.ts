@@ -76,7 +76,7 @@ export function progressPrinter(reporter: Reporter, quiet: boolean) {
   return {
     update(p: RecordingProgress) {
       if (quiet) return;
-      const text = `recording ${(p.elapsedMs / 1000).toFixed(0)} s, ${(p.remainingMs / 1000).toFixed(0)} s left, perf.data ${(p.perfDataBytes / 1024).toFixed(0)} KB`;
+      const text = `recording: ${(p.elapsedMs / 1000).toFixed(0)} s elapsed, ${(p.remainingMs / 1000).toFixed(0)} s left`;
       if (reporter.interactive) {
         process.stderr.write(`\r${text}\x1b[K`);
         drawn = true;

@@ -3,19 +3,21 @@
 // target's perf map, jitdump and maps meanwhile) → steps after recording → postprocess. Two signals drive it:
 // `stop` ends the recording early and still post-processes (first Ctrl-C), `signal` aborts (second Ctrl-C) and leaves
 // the raw data in place.
-import { mkdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
-import { startRecord, type RecordOutcome } from '../perf/record.js';
+import type { RecordOutcome } from '../perf/record.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
 import { TargetSnapshotter, type SnapshotReport } from '../target/snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
+import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import type { CollectStep, StepContext, StepReport } from './steps.js';
+
+export type { RecordingProgress } from './recording.js';
 
 /** The postprocess stage as collect calls it (src/postprocess/postprocess.ts), injected to keep this file testable. */
 export type PostprocessRun<R> = (
@@ -31,13 +33,6 @@ export type PostprocessRun<R> = (
 
 export type CollectPhase =
   'target' | 'preflight' | 'before-recording' | 'recording' | 'after-recording' | 'postprocess';
-
-export interface RecordingProgress {
-  elapsedMs: number;
-  remainingMs: number;
-  /** Size of perf.data so far (perf writes it in bursts). */
-  perfDataBytes: number;
-}
 
 export interface CollectContext<R> {
   /** Aborting ends the recording early; what was recorded is still post-processed. */
@@ -74,7 +69,7 @@ export interface CollectResult<R> {
   /** Wall time of each phase in ms. */
   phaseMs: Partial<Record<CollectPhase, number>>;
   /** CPU time used while recording, in ms: profcpu's own process, and perf's. */
-  cpuMs: { profcpu: number; perf?: number };
+  cpuMs: RecordedTarget['cpuMs'];
   /** Absent with --no-postprocess. */
   postprocess?: R;
 }
@@ -134,7 +129,19 @@ export async function collect<R>(
   await writeFile(join(dir, layout.targetInfo), `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
   const snapshotter = new TargetSnapshotter(dir, target, procfs);
   info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);
-  const recorded = await phase('recording', () => record(options, target, dir, event, snapshotter, context, signal));
+  const recorded = await phase('recording', () =>
+    recordTarget({
+      options,
+      target,
+      dir,
+      event,
+      snapshotter,
+      signal,
+      ...(context.stop && { stop: context.stop }),
+      ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
+    }),
+  );
+  throwIfAborted(signal);
   info(
     `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
   );
@@ -160,97 +167,6 @@ export async function collect<R>(
     );
   }
   return result;
-}
-
-async function record<R>(
-  options: CollectOptions,
-  target: TargetInfo,
-  dir: string,
-  event: string,
-  snapshotter: TargetSnapshotter,
-  context: CollectContext<R>,
-  signal: AbortSignal,
-): Promise<{ outcome: RecordOutcome; seconds: number; cpuMs: CollectResult<R>['cpuMs'] }> {
-  const durationMs = options.durationSeconds * 1000;
-  await snapshotter.refresh();
-  const cpuBefore = process.cpuUsage();
-  let started = performance.now();
-  const recording = startRecord(
-    { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event },
-    { perfPath: options.perfPath },
-  );
-  let perfCpuMs: number | undefined;
-  let snapshotting: Promise<void> = Promise.resolve();
-  const refresh = () => (snapshotting = snapshotting.then(() => snapshotter.refresh()));
-  // The last snapshot is taken just before perf stops, so it holds every method compiled during the recording.
-  const stopWith = (reason: 'duration' | 'stopped') => void refresh().then(() => recording.stop(reason));
-  const onStop = () => stopWith('stopped');
-  const onAbort = () => recording.stop('stopped');
-  context.stop?.addEventListener('abort', onStop, { once: true });
-  signal.addEventListener('abort', onAbort, { once: true });
-  let deadline: NodeJS.Timeout | undefined;
-  let ended = false;
-  // The duration counts from when perf really records, not from when it was started.
-  void recording.started.then((ok) => {
-    started = performance.now();
-    if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
-  });
-  const snapshotTimer = setInterval(() => void refresh(), options.snapshotIntervalMs);
-  const progressTimer = setInterval(() => {
-    const elapsedMs = performance.now() - started;
-    void Promise.all([
-      stat(join(dir, layout.perfData)).then(
-        (s) => s.size,
-        () => 0,
-      ),
-      recording.pid === undefined
-        ? undefined
-        : readStat(recording.pid, { procRoot: options.procRoot }).catch(() => undefined),
-    ]).then(([bytes, perfStat]) => {
-      if (perfStat) perfCpuMs = ((perfStat.utimeTicks + perfStat.stimeTicks) * 1000) / clockTicksPerSecond;
-      if (!recording.finished)
-        context.onRecordingProgress?.({
-          elapsedMs,
-          remainingMs: Math.max(0, durationMs - elapsedMs),
-          perfDataBytes: bytes,
-        });
-    });
-  }, options.progressIntervalMs);
-  if (context.stop?.aborted) onStop();
-  try {
-    const outcome = await recording.done.catch(async (error: unknown) => {
-      // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
-      if (
-        !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
-          () => true,
-          () => false,
-        ))
-      )
-        throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
-          remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
-          cause: error,
-        });
-      throw error;
-    });
-    await snapshotting;
-    throwIfAborted(signal);
-    const cpu = process.cpuUsage(cpuBefore);
-    return {
-      outcome,
-      seconds: (performance.now() - started) / 1000,
-      cpuMs: {
-        profcpu: Math.round((cpu.user + cpu.system) / 1000),
-        ...(perfCpuMs !== undefined && { perf: perfCpuMs }),
-      },
-    };
-  } finally {
-    ended = true;
-    clearTimeout(deadline);
-    clearInterval(snapshotTimer);
-    clearInterval(progressTimer);
-    context.stop?.removeEventListener('abort', onStop);
-    signal.removeEventListener('abort', onAbort);
-  }
 }
 
 async function runSteps(

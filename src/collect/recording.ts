@@ -1,0 +1,119 @@
+// The recording phase of a collect session: perf record of the target for the duration, ended early by `stop`
+// (first Ctrl-C) or `signal` (abort), or by the target exiting; meanwhile the target's perf map, jitdump and maps are
+// snapshotted every snapshotIntervalMs and once more just before perf is stopped. Gives how it ended, the seconds
+// actually sampled, and the CPU time profcpu and perf used meanwhile.
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import { ProfcpuError } from '../error.js';
+import { startRecord, type RecordOutcome } from '../perf/record.js';
+import type { TargetInfo } from '../target/inspect.js';
+import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
+import type { TargetSnapshotter } from '../target/snapshot.js';
+import type { CollectOptions } from './options.js';
+
+export interface RecordingProgress {
+  elapsedMs: number;
+  remainingMs: number;
+}
+
+export interface RecordTargetParams {
+  options: CollectOptions;
+  target: TargetInfo;
+  dir: string;
+  event: string;
+  snapshotter: TargetSnapshotter;
+  /** Ends the recording early; the result is as complete as a full one. */
+  stop?: AbortSignal;
+  /** Ends it too; the caller then stops the session. */
+  signal: AbortSignal;
+  onProgress?: (progress: RecordingProgress) => void;
+}
+
+export interface RecordedTarget {
+  outcome: RecordOutcome;
+  /** Seconds sampled: from perf enabling its events to the stop signal (or the target's exit). */
+  seconds: number;
+  /** CPU time used while recording, in ms: profcpu's own process, and perf's (last reading while it ran). */
+  cpuMs: { profcpu: number; perf?: number };
+}
+
+export async function recordTarget(params: RecordTargetParams): Promise<RecordedTarget> {
+  const { options, target, dir, event, snapshotter, stop, signal, onProgress } = params;
+  const durationMs = options.durationSeconds * 1000;
+  await snapshotter.refresh();
+  const cpuBefore = process.cpuUsage();
+  let started = performance.now();
+  const recording = startRecord(
+    { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event },
+    { perfPath: options.perfPath },
+  );
+  let perfCpuMs: number | undefined;
+  let snapshotting: Promise<void> = Promise.resolve();
+  const refresh = () => (snapshotting = snapshotting.then(() => snapshotter.refresh()));
+  // The last snapshot is taken just before perf stops, so it holds every method compiled during the recording.
+  // Sampling ends when perf gets the signal; what follows is perf writing its file.
+  let stoppedAt: number | undefined;
+  const stopNow = (reason: 'duration' | 'stopped') => {
+    stoppedAt ??= performance.now();
+    recording.stop(reason);
+  };
+  const stopWith = (reason: 'duration' | 'stopped') => void refresh().then(() => stopNow(reason));
+  const onStop = () => stopWith('stopped');
+  const onAbort = () => stopNow('stopped');
+  stop?.addEventListener('abort', onStop, { once: true });
+  signal.addEventListener('abort', onAbort, { once: true });
+  let deadline: NodeJS.Timeout | undefined;
+  let ended = false;
+  // The duration counts from when perf really records, not from when it was started.
+  void recording.started.then((ok) => {
+    started = performance.now();
+    if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
+  });
+  const snapshotTimer = setInterval(() => void refresh(), options.snapshotIntervalMs);
+  // perf's own CPU time is read while it runs (its exit status carries none); the last reading is kept.
+  const progressTimer = setInterval(() => {
+    const elapsedMs = performance.now() - started;
+    if (!recording.finished) onProgress?.({ elapsedMs, remainingMs: Math.max(0, durationMs - elapsedMs) });
+    if (recording.pid !== undefined)
+      void readStat(recording.pid, { procRoot: options.procRoot })
+        .then((perfStat) => {
+          if (perfStat) perfCpuMs = ((perfStat.utimeTicks + perfStat.stimeTicks) * 1000) / clockTicksPerSecond;
+        })
+        .catch(() => {});
+  }, options.progressIntervalMs);
+  if (stop?.aborted) onStop();
+  try {
+    const outcome = await recording.done.catch(async (error: unknown) => {
+      // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
+      if (
+        !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
+          () => true,
+          () => false,
+        ))
+      )
+        throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
+          remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
+          cause: error,
+        });
+      throw error;
+    });
+    await snapshotting;
+    const cpu = process.cpuUsage(cpuBefore);
+    return {
+      outcome,
+      seconds: ((stoppedAt ?? performance.now()) - started) / 1000,
+      cpuMs: {
+        profcpu: Math.round((cpu.user + cpu.system) / 1000),
+        ...(perfCpuMs !== undefined && { perf: perfCpuMs }),
+      },
+    };
+  } finally {
+    ended = true;
+    clearTimeout(deadline);
+    clearInterval(snapshotTimer);
+    clearInterval(progressTimer);
+    stop?.removeEventListener('abort', onStop);
+    signal.removeEventListener('abort', onAbort);
+  }
+}
