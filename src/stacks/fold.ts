@@ -30,6 +30,8 @@ export interface FoldOptions {
    * Reproduce stackcollapse-perf.pl (FlameGraph) exactly: its name tidying (cut at `(`, quotes dropped, Java `L`
    * prefix), `[unknown]` becoming `[dso-basename]`, annotations only when asked and by its dso rules, a 2-byte
    * minimum comm, weights by period. Default false: .NET-aware readable names, kinds annotated.
+   * Both modes read CRLF as LF (the script cannot end a sample on a `\r` line) and drop a last sample that no
+   * blank line ends (the script never counts it).
    */
   compat: boolean;
   /** Root frame `comm-pid` (`comm-?` when perf printed no pid). Default false. */
@@ -245,7 +247,7 @@ export class StackFolder {
         if (compat) this.unrecognized(buf, start, end);
         else this.endSample();
       } else this.frameLine(buf, start, end);
-    } else if (matchHeader(buf, start, end, compat ? 2 : 1, this.header)) {
+    } else if (matchHeader(buf, start, end, compat, this.header)) {
       this.headerLine(buf, start, end);
     } else if (compat) {
       // stackcollapse-perf.pl tries its frame rule on every line that is not a header.

@@ -9,7 +9,7 @@ export type FrameKind =
   | 'native'
   /** Native code in a known file but without a name (missing symbols or debug file). */
   | 'native-unnamed'
-  /** Kernel code. */
+  /** Kernel code: a `[kernel.*]` or `vmlinux` dso, or an address in the kernel half. `[vdso]` is native. */
   | 'kernel'
   /** Nothing known: no mapping, no name. */
   | 'unknown';

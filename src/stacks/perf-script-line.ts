@@ -10,6 +10,8 @@ const SLASH = 47;
 const COLON = 58;
 const OPEN = 40;
 const CLOSE = 41;
+const DOT = 46;
+const OPEN_BRACKET = 91;
 
 /** Perl's `\s`: space, \t, \n, \v, \f, \r. */
 export function isSpace(b: number): boolean {
@@ -42,13 +44,17 @@ export interface HeaderFields {
 }
 
 /**
- * Matches `^(\S.+?)\s+(\d+)\/*(\d+)*\s+` (stackcollapse-perf.pl's sample-header rule) on [start, end): the comm is
- * the shortest prefix of at least `minComm` bytes followed by whitespace, digits, optional `/digits` and whitespace.
- * Returns false when the line is not a header; fills `out` otherwise.
+ * Finds the comm and pid/tid of a sample header on [start, end); returns false when the line is not a header.
+ * - compat: stackcollapse-perf.pl's `^(\S.+?)\s+(\d+)\/*(\d+)*\s+`: the comm is the shortest prefix of at least
+ *   2 bytes followed by whitespace, digits, optional `/digits` and whitespace.
+ * - otherwise the comm may be 1 byte and the numbers may end the line; and as a comm may hold spaces and digits
+ *   (`Worker 3`), the first numbers followed by what perf prints next (`[cpu]`, `time:` or nothing) win, before
+ *   falling back on the first numbers at all.
  */
-export function matchHeader(buf: Uint8Array, start: number, end: number, minComm: number, out: HeaderFields): boolean {
+export function matchHeader(buf: Uint8Array, start: number, end: number, compat: boolean, out: HeaderFields): boolean {
   if (start >= end || isSpace(buf[start]!)) return false;
-  for (let p = start + minComm; p < end; p++) {
+  let found = false;
+  for (let p = start + (compat ? 2 : 1); p < end; p++) {
     if (!isSpace(buf[p]!)) continue;
     let q = p + 1;
     while (q < end && isSpace(buf[q]!)) q++;
@@ -60,15 +66,37 @@ export function matchHeader(buf: Uint8Array, start: number, end: number, minComm
     const secondStart = q;
     while (q < end && isDigit(buf[q]!)) q++;
     const secondEnd = q;
-    if (q >= end || !isSpace(buf[q]!)) continue;
-    out.commEnd = p;
-    out.firstStart = firstStart;
-    out.firstEnd = firstEnd;
-    out.secondStart = secondEnd > secondStart ? secondStart : -1;
-    out.secondEnd = secondEnd;
-    return true;
+    if (q < end ? !isSpace(buf[q]!) : compat) continue;
+    if (!found) {
+      out.commEnd = p;
+      out.firstStart = firstStart;
+      out.firstEnd = firstEnd;
+      out.secondStart = secondEnd > secondStart ? secondStart : -1;
+      out.secondEnd = secondEnd;
+      found = true;
+    }
+    if (compat || startsCpuOrTime(buf, q, end)) {
+      out.commEnd = p;
+      out.firstStart = firstStart;
+      out.firstEnd = firstEnd;
+      out.secondStart = secondEnd > secondStart ? secondStart : -1;
+      out.secondEnd = secondEnd;
+      return true;
+    }
   }
-  return false;
+  return found;
+}
+
+/** After whitespace from `i`: the end of the line, `[digits]` or `digits.digits:`. */
+function startsCpuOrTime(buf: Uint8Array, i: number, end: number): boolean {
+  while (i < end && isSpace(buf[i]!)) i++;
+  if (i >= end) return true;
+  if (buf[i] === OPEN_BRACKET) return i + 1 < end && isDigit(buf[i + 1]!);
+  while (i < end && isDigit(buf[i]!)) i++;
+  if (i >= end || buf[i] !== DOT) return false;
+  i++;
+  while (i < end && isDigit(buf[i]!)) i++;
+  return i < end && buf[i] === COLON;
 }
 
 export interface EventFields {

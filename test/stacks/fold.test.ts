@@ -123,3 +123,10 @@ test('foldStream reads an async iterable of chunks', async () => {
   const result = await foldStream(chunks());
   assert.deepEqual([...result.stacks], [['a;root;leaf', 1]]);
 });
+
+test('a comm with spaces and digits stays whole when perf printed cpu or time after the tid', () => {
+  const text = 'Worker 3 1234 [000] 5.500000: 1 cpu-clock:\n\t 10 f (/bin/w)\n\nx 7\n\t 10 g (/bin/x)\n\n';
+  assert.deepEqual([...foldText(text, { includeTid: true }).stacks.keys()], ['Worker_3-?/1234;f', 'x-?/7;g']);
+  // stackcollapse-perf.pl takes the shortest comm, and needs 2 bytes and a space after the numbers.
+  assert.deepEqual([...foldText(text, { compat: true }).stacks.keys()], ['Worker;f']);
+});
