@@ -74,7 +74,7 @@ export async function runPerf(args: readonly string[], options: PerfExecOptions 
     });
     return { command, stdout: result.stdout, stderr: result.stderr };
   } catch (error) {
-    throw toPerfError(error, command, error instanceof ExecaError ? String(error.stderr ?? '') : '');
+    throw toPerfError(error, command, error instanceof ExecaError ? String(error.stderr ?? '') : '', options.cwd);
   }
 }
 
@@ -114,7 +114,7 @@ export function startPerf(args: readonly string[], options: PerfExecOptions = {}
   const done = subprocess.then(
     (result) => ({ command, exitCode: result.exitCode ?? 0, stderrTail: tail.trim() }),
     (error: unknown) => {
-      throw toPerfError(error, command, tail);
+      throw toPerfError(error, command, tail, options.cwd);
     },
   );
   // The caller may only look at `done` after draining stdout; an early failure must not go unhandled meanwhile.
@@ -140,8 +140,9 @@ function spawnOptions(options: PerfExecOptions) {
 }
 
 /** Turns whatever execa threw into a PerfError with a remedy. */
-export function toPerfError(error: unknown, command: readonly string[], stderr: string): PerfError {
+export function toPerfError(error: unknown, command: readonly string[], stderr: string, cwd?: string): PerfError {
   const stderrTail = stderr.slice(-stderrTailLimit).trim();
+  const where = cwd === undefined ? '' : ` (in ${cwd})`;
   if (!(error instanceof ExecaError)) {
     return new PerfError('PERF_FAILED', `${formatCommand(command)} failed: ${String(error)}`, {
       command,
@@ -168,7 +169,8 @@ export function toPerfError(error: unknown, command: readonly string[], stderr: 
   }
   const how = error.signal ? `was killed by ${error.signal}` : `failed with exit code ${error.exitCode ?? '?'}`;
   const lastLine = stderrTail.split('\n').at(-1)?.trim();
-  return new PerfError('PERF_FAILED', `${formatCommand(command)} ${how}${lastLine ? `: ${lastLine}` : ''}`, details, {
+  const message = `${formatCommand(command)}${where} ${how}${lastLine ? `: ${lastLine}` : ''}`;
+  return new PerfError('PERF_FAILED', message, details, {
     remedy: 'Run the command above by hand to see perf’s full output; `profcpu doctor` checks perf’s setup.',
     cause: error,
   });

@@ -1,7 +1,7 @@
 // Runs `perf script` over a perf.data file and hands its text to a sink chunk by chunk, as perf writes it: nothing is
 // buffered whole, and a slow sink slows perf down (the pipe fills) rather than memory growing. Gives the command run
 // and the byte count; failures are PerfErrors (see exec.ts).
-import { startPerf, type PerfExecOptions } from './exec.js';
+import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
 
 export interface PerfScriptOptions extends PerfExecOptions {
   /**
@@ -67,7 +67,7 @@ export async function perfScript(
   } catch (streamError) {
     // A broken pipe is a consequence; perf's own exit (e.g. aborted, crashed) says what happened.
     perf.kill();
-    await perf.done;
+    await perf.done.catch(explainFailure);
     throw streamError;
   }
   if (sinkFailed) {
@@ -75,6 +75,32 @@ export async function perfScript(
     await perf.done.catch(() => undefined);
     throw sinkError;
   }
-  const exit = await perf.done;
+  const exit = await perf.done.catch(explainFailure);
   return { command: exit.command, bytes, stderrTail: exit.stderrTail };
+}
+
+/** What perf says when perf.data is cut short or not a perf.data at all (perf 6.1). */
+const damagedPattern = /incompatible file format|failed to process type|file is empty|not a perf.data/i;
+
+/** Rethrows perf's failure, with a remedy that fits when perf.data itself is the problem. */
+function explainFailure(error: unknown): never {
+  // perf mmaps perf.data and trusts its offsets: a truncated file kills it with SIGBUS or SIGSEGV.
+  const crashed = error instanceof PerfError && (error.signal === 'SIGBUS' || error.signal === 'SIGSEGV');
+  const damaged = error instanceof PerfError && (damagedPattern.test(error.stderrTail) || crashed);
+  if (error instanceof PerfError && error.code === 'PERF_FAILED' && damaged) {
+    throw new PerfError(
+      'PERF_FAILED',
+      error.message,
+      { command: error.command, exitCode: error.exitCode, signal: error.signal, stderrTail: error.stderrTail },
+      {
+        remedy:
+          'perf.data looks damaged or cut short (perf record killed before it finished, or an incomplete copy), or ' +
+          'was written by a newer perf: record again and stop perf record with Ctrl-C or SIGINT, or run ' +
+          'postprocess where a perf at least as new as the recording’s is installed.' +
+          (crashed ? ' If the file is whole, perf itself crashed: try another perf version.' : ''),
+        cause: error,
+      },
+    );
+  }
+  throw error;
 }

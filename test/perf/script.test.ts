@@ -88,6 +88,21 @@ test('perf failing after some output is a PerfError with its stderr', async () =
   assert.match(error.message, /not owned by current user/);
 });
 
+test('a damaged perf.data gets a remedy about the file, and the message names the folder perf ran in', async () => {
+  const perfPath = await fakePerf(
+    'damaged',
+    'echo "incompatible file format (rerun with -v to learn more)" >&2; exit 255',
+  );
+  const error = await perfScript('perf.data', () => {}, { perfPath, cwd: dir }).then(
+    () => assert.fail('should have failed'),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof PerfError);
+  assert.equal(error.code, 'PERF_FAILED');
+  assert.match(error.message, new RegExp(`\\(in ${dir}\\) failed with exit code 255: incompatible file format`));
+  assert.match(error.remedy ?? '', /damaged or cut short/);
+});
+
 test('the real perf script streams a real recording', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
   const out = join(dir, 'recording');

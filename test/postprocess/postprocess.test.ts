@@ -207,6 +207,27 @@ test('a perf.data with no samples is NO_SAMPLES; samples all dropped by the fold
   }
 });
 
+test('a perf.data cut short fails with a remedy about the file', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const data = await readFile(join(dir, layout.perfData));
+  // perf_file_header: magic, size, attr_size, attrs {offset, size}, then data {offset, size} at byte 40. Cutting the
+  // data section is what a killed perf record or an incomplete copy does (cutting only the trailing feature
+  // sections perf tolerates).
+  const dataStart = Number(data.readBigUInt64LE(40));
+  const dataSize = Number(data.readBigUInt64LE(48));
+  assert.ok(dataStart + dataSize <= data.length);
+  for (const fraction of [0.1, 0.5, 0.9]) {
+    const end = dataStart + Math.floor(dataSize * fraction);
+    await writeFile(join(dir, layout.perfData), data.subarray(0, end));
+    await assert.rejects(
+      postprocess(dir, { resolver: undefined }),
+      (e) => isProfcpuError(e, 'PERF_FAILED') && /damaged or cut short/.test(e.remedy ?? ''),
+      `cut at ${fraction}`,
+    );
+  }
+});
+
 test('aborting while perf script streams: ABORTED, no half-written output, raw data kept', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
@@ -247,7 +268,6 @@ test('a target gone from its own PID namespace: its map copy is placed under the
   await mkdir(join(dir, layout.targetDir));
   await writeFile(join(dir, layout.perfMap(target.nspid)), target.map);
   await writeFile(join(dir, layout.targetInfo), JSON.stringify({ pid: target.pid, nspid: target.nspid }));
-  const hostMapOne = await stat('/tmp/perf-1.map').catch(() => undefined);
 
   // No resolver: the names must come from perf itself reading the placed copy.
   const result = await postprocess(dir, { tarball: false, resolver: undefined });
@@ -256,14 +276,6 @@ test('a target gone from its own PID namespace: its map copy is placed under the
     { from: 'target/perf-1.map', placedAt: `/tmp/perf-${target.pid}.map` },
   ]);
   await assert.rejects(stat(`/tmp/perf-${target.pid}.map`), { code: 'ENOENT' });
-  assert.deepEqual(await stat('/tmp/perf-1.map').catch(() => undefined), hostMapOne);
-
-  // Without target.json the copy would go under its namespace number: no names, and a warning saying why.
-  await rm(join(dir, layout.targetInfo));
-  if (hostMapOne) return; // someone's /tmp/perf-1.map is there: it is never replaced, so the rest cannot be checked
-  const warnings: string[] = [];
-  const bare = await postprocess(dir, { tarball: false, resolver: undefined }, { warn: (m) => warnings.push(m) });
-  assert.ok(![...bare.fold.stacks.keys()].some((stack) => stack.includes('profcpuFibonacciBurner')));
-  assert.match(warnings.join('\n'), /no usable target\/target\.json/);
-  await assert.rejects(stat('/tmp/perf-1.map'), { code: 'ENOENT' });
+  // The fallback without target.json (placing it as /tmp/perf-1.map) is tested in perf-maps.test.ts with a
+  // private folder: on a shared machine another PID-1 target's perf script could pick such a copy up.
 });

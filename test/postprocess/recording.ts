@@ -6,6 +6,9 @@ import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+/** JIT code named in the perf map, and interpreted frames too, so names show however little CPU the program got. */
+const nodeFlags = ['--perf-basic-prof', '--interpreted-frames-native-stack'];
+
 /** Function names a flame graph of the program must show. */
 export const burnFunctions = ['profcpuFibonacciBurner', 'profcpuSquareRootSpinner'] as const;
 
@@ -13,8 +16,9 @@ const program = `
 function profcpuFibonacciBurner(n) { return n < 2 ? n : profcpuFibonacciBurner(n - 1) + profcpuFibonacciBurner(n - 2); }
 function profcpuSquareRootSpinner() { let s = 0; for (let i = 0; i < 2e6; i++) s += Math.sqrt(i); return s; }
 process.stdout.write(process.pid + '\\n');
-const end = Date.now() + Number(process.argv[2]);
-while (Date.now() < end) { profcpuFibonacciBurner(22); profcpuSquareRootSpinner(); }
+const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+const budget = cpuMs() + Number(process.argv[2]);
+while (cpuMs() < budget) { profcpuFibonacciBurner(22); profcpuSquareRootSpinner(); }
 `;
 
 export interface Recording {
@@ -26,7 +30,10 @@ export interface Recording {
   command: string[];
 }
 
-/** Records `ms` milliseconds of the program into `dir/perf.data`; its perf map stays at /tmp/perf-<pid>.map. */
+/**
+ * Records the program burning `ms` milliseconds of CPU (not wall time: the machine may be busy) into `dir/perf.data`;
+ * its perf map stays at /tmp/perf-<pid>.map.
+ */
 export async function recordNode(dir: string, ms = 1500): Promise<Recording> {
   const scratch = await mkdtemp(join(tmpdir(), 'profcpu-burn-'));
   try {
@@ -34,7 +41,7 @@ export async function recordNode(dir: string, ms = 1500): Promise<Recording> {
     await writeFile(script, program);
     await mkdir(dir, { recursive: true });
     const args = ['record', '-F', '199', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data'), '--'];
-    const command = ['perf', ...args, process.execPath, '--perf-basic-prof', script, String(ms)];
+    const command = ['perf', ...args, process.execPath, ...nodeFlags, script, String(ms)];
     const perf = execa(command[0]!, command.slice(1), { stdin: 'ignore' });
     // The program prints its pid first thing, then burns for `ms`: its maps can be read meanwhile.
     const [first] = (await once(perf.stdout, 'data')) as [Buffer];
@@ -78,8 +85,9 @@ const fs = require('node:fs');
 function profcpuFibonacciBurner(n) { return n < 2 ? n : profcpuFibonacciBurner(n - 1) + profcpuFibonacciBurner(n - 2); }
 const status = fs.readFileSync('/proc/self/status', 'utf8');
 const pids = /^NSpid:\\s+(.*)$/m.exec(status)[1].trim().split(/\\s+/).map(Number);
-const end = Date.now() + Number(process.argv[1]);
-while (Date.now() < end) profcpuFibonacciBurner(22);
+const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+const budget = cpuMs() + Number(process.argv[1]);
+while (cpuMs() < budget) profcpuFibonacciBurner(22);
 const map = fs.readFileSync('/tmp/perf-' + process.pid + '.map', 'utf8');
 process.stdout.write(JSON.stringify({ pid: pids[0], nspid: pids[pids.length - 1], map }));
 `;
@@ -91,7 +99,7 @@ process.stdout.write(JSON.stringify({ pid: pids[0], nspid: pids[pids.length - 1]
  */
 export async function recordNamespaced(dir: string, ms = 800): Promise<{ pid: number; nspid: number; map: string }> {
   await mkdir(dir, { recursive: true });
-  const inner = 'mount -t tmpfs tmpfs /tmp && exec "$1" --perf-basic-prof -e "$0" "$2"';
+  const inner = `mount -t tmpfs tmpfs /tmp && exec "$1" ${nodeFlags.join(' ')} -e "$0" "$2"`;
   const { stdout } = await execa(
     'perf',
     [
