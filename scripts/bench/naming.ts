@@ -57,7 +57,9 @@ const plain = await foldStream(createReadStream(script));
 report('perf + map ', plain);
 
 const warnings: string[] = [];
+const loadStarted = performance.now();
 const loaded = await loadBundleResolver(dir, (m) => warnings.push(m));
+const loadMs = performance.now() - loadStarted;
 const started = performance.now();
 const named = await foldStream(createReadStream(script), {}, undefined, loaded);
 const ms = performance.now() - started;
@@ -67,7 +69,7 @@ if (loaded) {
   console.log(
     `sources     perf map ${perfMap?.symbols ?? 'none'}, jitdump ${jitDump?.symbols ?? 'none'} ` +
       `(${jitDump?.readyToRun ?? 0} ReadyToRun), maps ${procMaps?.mappings ?? 'none'}; ` +
-      `resolver ${JSON.stringify(loaded.stats)} (distinct frame lines), fold ${ms.toFixed(0)} ms`,
+      `resolver ${JSON.stringify(loaded.stats)} (distinct frame lines); load ${loadMs.toFixed(0)} ms, fold ${ms.toFixed(0)} ms`,
   );
 }
 for (const w of warnings) console.log(`warning     ${w}`);
