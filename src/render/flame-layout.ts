@@ -1,8 +1,9 @@
 // The merged call tree a flame graph draws, with each frame's place in samples. Takes FoldedStacks, whether to
-// reverse them, and the lightest weight worth drawing; gives the tree, children in name order, each child placed
-// after its parent's own weight. Runs of adjacent sibling frames each lighter than that are merged into one block,
-// so a parent's width still adds up; a lone light frame is left out, and nothing under a light frame is looked at,
-// which is what keeps 40 000 deep stacks fast: each stack is split only as deep as its frames are drawn.
+// reverse them, and the lightest weight worth drawing; gives the tree, children in the order of the sorted folded
+// text, each child placed after its parent's own weight. Runs of adjacent sibling frames each lighter than that
+// are merged into one block, so a parent's width still adds up; a lone light frame is left out, and nothing under a
+// light frame is looked at. That, and working on the sorted stack texts in place (a node is a range of them that
+// share its prefix, a child frame is compared, not cut out and hashed), keeps 40 000 deep stacks fast.
 import type { FoldedStacks } from '../stacks/folded.js';
 
 export interface FlameNode {
@@ -39,121 +40,140 @@ export interface FlameTreeOptions {
 
 /** Builds the tree of `stacks`; stacks with a weight that is not positive are ignored. */
 export function buildFlameTree(stacks: FoldedStacks, options: FlameTreeOptions): FlameTree {
-  const keys: string[] = [];
-  const weights: number[] = [];
   let total = 0;
+  const byKey = options.reverse ? new Map<string, number>() : stacks;
+  const keys: string[] = [];
   for (const [stack, weight] of stacks) {
     if (!(weight > 0)) continue;
-    keys.push(options.reverse ? stack.split(';').reverse().join(';') : stack);
-    weights.push(weight);
+    const key = options.reverse ? stack.split(';').reverse().join(';') : stack;
+    if (options.reverse) byKey.set(key, weight);
+    keys.push(key);
     total += weight;
   }
+  // UTF-16 code-unit order: the stacks under any prefix form one contiguous range.
+  keys.sort();
+  const weights = keys.map((key) => byKey.get(key)!);
   const root: FlameNode = { kind: 'root', frame: '', depth: 0, start: 0, weight: total, merged: 1, children: [] };
   const tree: FlameTree = { root, total, maxDepth: 0, nodeCount: 1 };
-  if (keys.length > 0) new TreeBuilder(keys, weights, options.minWeight, tree).expand(root, 0, keys.length);
+  if (keys.length > 0) new TreeBuilder(keys, weights, options.minWeight, tree).expand(root, 0, keys.length, 0, 0);
   return tree;
 }
 
-// Stacks are numbered; `order` holds those under the node being expanded as one range, which expand() sorts into
-// one sub-range per child frame (a bucket pass, no per-child arrays), so memory stays flat however deep it goes.
-class TreeBuilder {
-  /** Where the next frame of each stack begins; past the end once the stack is used up. */
-  private readonly next: Int32Array;
-  private readonly order: Int32Array;
-  private readonly scratch: Int32Array;
-  /** Child group of each stack at the level being expanded; -1 when the stack ends at the parent. */
-  private readonly groupOf: Int32Array;
+const semicolon = 59;
 
+class TreeBuilder {
   constructor(
     private readonly keys: readonly string[],
     private readonly weights: readonly number[],
     private readonly minWeight: number,
     private readonly tree: FlameTree,
-  ) {
-    this.next = new Int32Array(keys.length);
-    this.order = Int32Array.from(keys.keys());
-    this.scratch = new Int32Array(keys.length);
-    this.groupOf = new Int32Array(keys.length);
-  }
+  ) {}
 
-  expand(parent: FlameNode, lo: number, hi: number): void {
-    if (hi - lo === 1) return this.chain(parent, this.order[lo]!);
-    const { keys, weights, next, order, groupOf } = this;
-    const index = new Map<string, number>();
-    const names: string[] = [];
-    const groupWeight: number[] = [];
-    const groupSize: number[] = [];
-    let own = 0;
-    let ended = 0;
-    for (let k = lo; k < hi; k++) {
-      const i = order[k]!;
-      const key = keys[i]!;
-      const from = next[i]!;
-      if (from > key.length) {
-        own += weights[i]!;
-        groupOf[i] = -1;
-        ended++;
+  /**
+   * Adds the children of `parent`, whose stacks are keys[lo, hi), all continuing past `parent`'s text with their
+   * next frame starting at `from`, plus `parentOwn` of weight in stacks that end with `parent`.
+   */
+  expand(parent: FlameNode, lo: number, hi: number, from: number, parentOwn: number): void {
+    const { keys, weights } = this;
+    const depth = parent.depth + 1;
+    let x = parent.start + parentOwn;
+    let run: FlameNode | undefined;
+    // Ranges already taken by an earlier group (see below), from their first index to their end.
+    let taken: Map<number, number> | undefined;
+    let k = lo;
+    while (k < hi) {
+      const skip = taken?.get(k);
+      if (skip !== undefined) {
+        k = skip;
         continue;
       }
+      const key = keys[k]!;
       let end = key.indexOf(';', from);
-      if (end < 0) end = key.length;
-      next[i] = end + 1;
+      const ends = end < 0;
+      if (ends) end = key.length;
       const frame = key.slice(from, end);
-      let g = index.get(frame);
-      if (g === undefined) {
-        g = names.length;
-        index.set(frame, g);
-        names.push(frame);
-        groupWeight.push(0);
-        groupSize.push(0);
-      }
-      groupOf[i] = g;
-      groupWeight[g] = groupWeight[g]! + weights[i]!;
-      groupSize[g] = groupSize[g]! + 1;
-    }
-    const sorted = names.map((_, g) => g).sort((a, b) => (names[a]! < names[b]! ? -1 : 1));
-    const cursor = new Array<number>(names.length);
-    let offset = lo + ended;
-    for (const g of sorted) {
-      cursor[g] = offset;
-      offset += groupSize[g]!;
-    }
-    for (let k = lo; k < hi; k++) {
-      const i = order[k]!;
-      const g = groupOf[i]!;
-      if (g >= 0) this.scratch[cursor[g]!++] = i;
-    }
-    order.set(this.scratch.subarray(lo + ended, hi), lo + ended);
+      let own = 0;
+      let first = k + 1;
+      if (ends) {
+        // The stack that ends with `frame` sorts first, but siblings named `frame` plus a character below ';'
+        // (`Run+Inner`, `Run2` after `Run`) sort before the stacks that go on under `frame`: find those.
+        own = weights[k]!;
+        if (first < hi && this.extendsBelowSemicolon(keys[first]!, frame, from)) {
+          first = this.firstNotBelow(first, hi, frame, from);
+        }
+      } else first = k;
+      const last = this.groupEnd(first, hi, frame, from);
+      let weight = own;
+      for (let j = first; j < last; j++) weight += weights[j]!;
+      if (first !== k && first !== k + 1 && last > first) (taken ??= new Map()).set(first, last);
+      k = first === k || first === k + 1 ? Math.max(last, k + 1) : k + 1;
 
-    const depth = parent.depth + 1;
-    let x = parent.start + own;
-    let from = lo + ended;
-    let run: FlameNode | undefined;
-    for (const g of sorted) {
-      const weight = groupWeight[g]!;
-      const size = groupSize[g]!;
       if (weight < this.minWeight) {
         if (run) {
           run.weight += weight;
           run.merged++;
-        } else run = { kind: 'merged', frame: names[g]!, depth, start: x, weight, merged: 1, children: [] };
+        } else run = { kind: 'merged', frame, depth, start: x, weight, merged: 1, children: [] };
       } else {
         this.keepRun(parent, run);
         run = undefined;
-        const node: FlameNode = { kind: 'frame', frame: names[g]!, depth, start: x, weight, merged: 1, children: [] };
+        const node: FlameNode = { kind: 'frame', frame, depth, start: x, weight, merged: 1, children: [] };
         this.keep(parent, node);
-        this.expand(node, from, from + size);
+        if (last - first === 1 && own === 0) this.chain(node, keys[first]!, end + 1);
+        else if (last > first) this.expand(node, first, last, end + 1, own);
       }
       x += weight;
-      from += size;
     }
     this.keepRun(parent, run);
   }
 
+  /**
+   * End of the run of keys from `first` that go on under `frame` (they are contiguous): galloping, then halving,
+   * so a run costs a few comparisons whatever its length, most runs being short.
+   */
+  private groupEnd(first: number, hi: number, frame: string, from: number): number {
+    if (first >= hi || !this.continuesUnder(this.keys[first]!, frame, from)) return first;
+    let known = first; // continues
+    let step = 1;
+    let beyond = hi; // first index known not to continue, or hi
+    while (known + step < hi) {
+      if (!this.continuesUnder(this.keys[known + step]!, frame, from)) {
+        beyond = known + step;
+        break;
+      }
+      known += step;
+      step *= 2;
+    }
+    let lo = known + 1;
+    while (lo < beyond) {
+      const mid = (lo + beyond) >>> 1;
+      if (this.continuesUnder(this.keys[mid]!, frame, from)) lo = mid + 1;
+      else beyond = mid;
+    }
+    return lo;
+  }
+
+  /** `key` goes on under `frame`: its text at `from` is `frame;`. */
+  private continuesUnder(key: string, frame: string, from: number): boolean {
+    return key.charCodeAt(from + frame.length) === semicolon && key.startsWith(frame, from);
+  }
+
+  /** `key`'s frame at `from` is `frame` followed by more characters, the first one below ';'. */
+  private extendsBelowSemicolon(key: string, frame: string, from: number): boolean {
+    return key.charCodeAt(from + frame.length) < semicolon && key.startsWith(frame, from);
+  }
+
+  /** First index in [lo, hi) whose key does not extend `frame` with a character below ';' (they come first). */
+  private firstNotBelow(lo: number, hi: number, frame: string, from: number): number {
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.extendsBelowSemicolon(this.keys[mid]!, frame, from)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
   /** The rest of one stack under `parent`: a single path, as heavy as `parent`, so every frame is kept. */
-  private chain(parent: FlameNode, i: number): void {
-    const key = this.keys[i]!;
-    let from = this.next[i]!;
+  private chain(parent: FlameNode, key: string, from: number): void {
     let node = parent;
     while (from <= key.length) {
       let end = key.indexOf(';', from);

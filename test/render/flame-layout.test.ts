@@ -87,3 +87,49 @@ test('depth and node counts are reported; a single deep stack is one chain', () 
   assert.equal(tree.maxDepth, 5000);
   assert.equal(tree.nodeCount, 5001);
 });
+
+/** Path → weight of every frame, by the obvious method, for comparison. */
+function reference(stacks: FoldedStacks): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [stack, weight] of stacks) {
+    const frames = stack.split(';');
+    for (let i = 1; i <= frames.length; i++) {
+      const path = frames.slice(0, i).join(';');
+      out.set(path, (out.get(path) ?? 0) + weight);
+    }
+  }
+  return out;
+}
+
+test('random stacks over names that prefix each other: same frames and weights as the obvious method', () => {
+  let seed = 12345;
+  const next = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const names = ['a', 'a+', 'a+b', 'a2', 'a!', 'ab', 'b', '', 'a b', '~', 'é', '🔥'];
+  for (let round = 0; round < 200; round++) {
+    const stacks: FoldedStacks = new Map();
+    const count = 1 + Math.floor(next() * 30);
+    for (let i = 0; i < count; i++) {
+      const depth = 1 + Math.floor(next() * 5);
+      const frames = Array.from({ length: depth }, () => names[Math.floor(next() * names.length)]!);
+      stacks.set(frames.join(';'), 1 + Math.floor(next() * 5));
+    }
+    const tree = buildFlameTree(stacks, { reverse: false, minWeight: 0 });
+    const got = new Map<string, number>();
+    const visit = (node: FlameNode, path: string) => {
+      let end = node.start + node.weight;
+      // Children lie inside their parent, after its own weight, left to right without overlap.
+      for (let i = node.children.length - 1; i >= 0; i--) {
+        const child = node.children[i]!;
+        assert.equal(child.start + child.weight, end, 'children are packed against the right edge');
+        end = child.start;
+        const childPath = node.kind === 'root' ? child.frame : `${path};${child.frame}`;
+        assert.ok(!got.has(childPath), `frame ${JSON.stringify(childPath)} appears once`);
+        got.set(childPath, child.weight);
+        visit(child, childPath);
+      }
+      assert.ok(end >= node.start);
+    };
+    visit(tree.root, '');
+    assert.deepEqual(new Map([...got].sort()), new Map([...reference(stacks)].sort()), JSON.stringify([...stacks]));
+  }
+});
