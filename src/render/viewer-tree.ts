@@ -1,6 +1,6 @@
 // The call tree the HTML viewer (d3-flame-graph) draws. Takes a FlameTree; gives nested nodes in
 // d3-flame-graph's compact form: `n` name (annotation removed, sanitized), `v` total weight, `c` children in
-// name order, `l` style code (omitted for native frames, to keep the page small).
+// the order of the sorted folded text, `l` style code (omitted for native frames, to keep the page small).
 import type { FlameNode } from './flame-layout.js';
 import { describeFrame, sanitizeText, styleCodes } from './frames.js';
 
