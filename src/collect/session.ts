@@ -163,7 +163,16 @@ export async function collect<R>(
   if (options.postprocess && context.postprocess) {
     const run = context.postprocess;
     result.postprocess = await phase('postprocess', () =>
-      run(dir, undefined, { signal, warn, progress: info, manifestExtra: { collect: manifestEntry(result, options) } }),
+      run(dir, undefined, {
+        signal,
+        warn,
+        progress: info,
+        manifestExtra: { collect: manifestEntry(result, options) },
+      }).catch((error: unknown) => {
+        // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
+        if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
+        throw error;
+      }),
     );
   }
   return result;

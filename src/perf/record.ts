@@ -95,9 +95,15 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       stderrTail: exit.stderrTail,
     }),
     (error: unknown): RecordOutcome => {
-      // perf exits 130 after the SIGINT we sent, having written a valid perf.data.
-      if (end !== undefined && isProfcpuError(error) && error instanceof PerfError && stoppedBySigint(error)) {
-        return { command: perf.command, end, ...parseRecordSummary(error.stderrTail), stderrTail: error.stderrTail };
+      // perf exits 130 after a SIGINT (143 after a SIGTERM) having written a valid perf.data: the one we sent, or
+      // the terminal's Ctrl-C, which reaches perf directly as it shares profcpu's process group.
+      if (isProfcpuError(error) && error instanceof PerfError && interrupted(error)) {
+        return {
+          command: perf.command,
+          end: end ?? 'stopped',
+          ...parseRecordSummary(error.stderrTail),
+          stderrTail: error.stderrTail,
+        };
       }
       throw error;
     },
@@ -131,6 +137,6 @@ const enabledPattern = /^Events enabled$/m;
 /** How often perf's stderr is checked for "Events enabled": a small delay on a duration of seconds. */
 const startPollMs = 25;
 
-function stoppedBySigint(error: PerfError): boolean {
-  return error.exitCode === 130 || error.signal === 'SIGINT';
+function interrupted(error: PerfError): boolean {
+  return error.exitCode === 130 || error.exitCode === 143 || error.signal === 'SIGINT' || error.signal === 'SIGTERM';
 }

@@ -72,7 +72,7 @@ test('collect with the seed spelling names the JIT frames, and writes a complete
     assert.ok(entries.includes(`out/${file}`), `${file} in the tarball`);
 });
 
-test('Ctrl-C stops the recording early and still post-processes it', async (t) => {
+test('Ctrl-C (to the process group, as a terminal sends it) stops the recording and still post-processes it', async (t) => {
   if (!canRecord(t)) return;
   const work = await workDir(t);
   const target = await startNodeBurn(60);
@@ -85,12 +85,14 @@ test('Ctrl-C stops the recording early and still post-processes it', async (t) =
       cwd: work,
       reject: false,
       all: true,
+      // A process group of its own, so Ctrl-C can be sent as a terminal does: to profcpu and perf alike.
+      detached: true,
     },
   );
-  t.after(() => void collect.kill('SIGKILL'));
+  t.after(() => killGroup(collect));
   await waitForOutput(collect, /recording for 60 s/);
   await sleep(1500);
-  collect.kill('SIGINT');
+  ctrlC(collect);
   const run = await collect;
   assert.equal(run.exitCode, 0, String(run.all));
   assert.match(String(run.stdout), /stopped early/);
@@ -112,14 +114,16 @@ test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t)
       cwd: work,
       reject: false,
       all: true,
+      // A process group of its own, so Ctrl-C can be sent as a terminal does: to profcpu and perf alike.
+      detached: true,
     },
   );
-  t.after(() => void collect.kill('SIGKILL'));
+  t.after(() => killGroup(collect));
   await waitForOutput(collect, /recording for 60 s/);
   await sleep(1000);
-  collect.kill('SIGINT');
+  ctrlC(collect);
   await waitForOutput(collect, /stopping the recording/);
-  collect.kill('SIGINT');
+  ctrlC(collect);
   const run = await collect;
   assert.equal(run.exitCode, 130, String(run.all));
   assert.match(String(run.stderr), /aborting; the raw data already written is kept/);
@@ -224,4 +228,18 @@ async function waitForOutput(subprocess: ReturnType<typeof execa>, pattern: RegE
     subprocess.stderr?.on('data', onData);
     void subprocess.then(() => reject(new Error(`exited before printing ${pattern}: ${seen}`)));
   });
+}
+
+/** What a terminal's Ctrl-C does: SIGINT to every process of the foreground process group. */
+function ctrlC(subprocess: ReturnType<typeof execa>): void {
+  process.kill(-subprocess.pid!, 'SIGINT');
+}
+
+/** Ends whatever is left of the group (profcpu and its perf) after a failed test. */
+function killGroup(subprocess: ReturnType<typeof execa>): void {
+  try {
+    process.kill(-subprocess.pid!, 'SIGKILL');
+  } catch {
+    // The group is already gone.
+  }
 }
