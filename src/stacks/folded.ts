@@ -23,16 +23,22 @@ export function addStack(stacks: FoldedStacks, stack: string, count: number): vo
 
 /** Folded lines sorted by stack (byte order, as `sort` with LC_ALL=C does), each ending in a newline. */
 export function* formatFolded(stacks: FoldedStacks): Generator<string> {
-  const keys = [...stacks.keys()].sort(compareBytes);
-  for (const key of keys) yield `${key} ${formatCount(stacks.get(key)!)}\n`;
+  for (const key of sortedStacks(stacks)) yield `${key} ${formatCount(stacks.get(key)!)}\n`;
 }
+
+/** The stacks in UTF-8 byte order. */
+function sortedStacks(stacks: FoldedStacks): string[] {
+  const keys = [...stacks.keys()];
+  // UTF-16 order (the default sort) equals UTF-8 byte order unless a text holds surrogates or U+E000..U+FFFF.
+  if (!keys.some((key) => wideChar.test(key))) return keys.sort();
+  const bytes = new Map(keys.map((key) => [key, Buffer.from(key)]));
+  return keys.sort((a, b) => Buffer.compare(bytes.get(a)!, bytes.get(b)!));
+}
+
+const wideChar = /[\ud800-\uffff]/;
 
 function formatCount(n: number): string {
   return Number.isInteger(n) ? String(n) : String(Math.round(n * 1e6) / 1e6);
-}
-
-function compareBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
 export interface ParseFoldedResult {
