@@ -7,7 +7,7 @@
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches perf.data or target/.
 import { userInfo } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Manifest } from '../bundle/manifest.js';
 import { writeTarball } from '../bundle/tarball.js';
@@ -88,6 +88,7 @@ export interface PostprocessContext {
 }
 
 export interface PostprocessResult {
+  /** The output folder, absolute. */
   dir: string;
   /** Absolute paths of the files written, by layout name (`flamegraph.svg`, `flamescope/perf_script.out`...). */
   files: Record<string, string>;
@@ -96,10 +97,11 @@ export interface PostprocessResult {
 }
 
 export async function postprocess(
-  dir: string,
+  folder: string,
   options: Partial<PostprocessOptions> = {},
   context: PostprocessContext = {},
 ): Promise<PostprocessResult> {
+  const dir = resolve(folder);
   const opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
   const durationsMs: Record<string, number> = {};
