@@ -28,10 +28,10 @@ test('collect from a sidecar names JIT frames, and so does postprocess after the
   await assert.rejects(stat(`/tmp/perf-${target.nsPid}.map`).then((s) => assert.ok(s.size === -1)));
 
   const dir = join(work, 'out');
-  const run = await runCliInSidecar(target.hostPid, ['collect', '--pid', '1', '--duration', '3', '--output', dir], {
-    cwd: work,
-  });
+  // No --pid: with no .NET process in sight, collect picks PID 1, the target, and says why.
+  const run = await runCliInSidecar(target.hostPid, ['collect', '-duration', '3', '-output', dir], { cwd: work });
   assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stderr), /profiling process 1 .*no \.NET process is visible, so PID 1 was chosen/);
   const targetJson = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as { pid: number; nspid: number };
   assert.deepEqual([targetJson.pid, targetJson.nspid], [1, 1]);
   assert.ok((await stat(join(dir, layout.perfMap(1)))).size > 0, 'the perf map was snapshotted');
