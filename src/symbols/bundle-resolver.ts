@@ -9,7 +9,7 @@ import { layout } from '../bundle/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError } from '../error.js';
 import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
-import { readJitDumpFile } from './jitdump.js';
+import { parseJitDump } from './jitdump.js';
 import { parsePerfMap, type CodeSymbol } from './perfmap.js';
 import { createDotnetResolver, hasReadyToRunTag, type DotnetResolver } from './resolver.js';
 
@@ -76,7 +76,7 @@ export async function loadBundleResolver(
   const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
   if (jitDumpFile) {
     try {
-      const parsed = await readJitDumpFile(join(dir, jitDumpFile), jitDumpFile);
+      const parsed = parseJitDump(await readFile(join(dir, jitDumpFile)), jitDumpFile);
       // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
       // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
       // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks is added.

@@ -6,7 +6,6 @@
 // copying a method's code bytes fails; a record whose fixed part and name are complete is used even when its code
 // bytes are missing. Pure: the caller reads the file.
 
-import { open } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 import type { CodeSymbol } from './perfmap.js';
 
@@ -131,58 +130,3 @@ function readCodeLoad(data: Uint8Array, view: DataView, offset: number, end: num
 }
 
 const decoder = new TextDecoder('utf-8');
-
-/**
- * Reads a jitdump file without its code bytes (most of the file: a large app's jitdump runs to hundreds of MB) and
- * parses it: each record's fixed part and name are read at their offset, the rest is skipped. Same result as
- * `parseJitDump` on the whole file.
- */
-export async function readJitDumpFile(path: string, source = path): Promise<ParseJitDumpResult> {
-  const file = await open(path, 'r');
-  try {
-    const size = (await file.stat()).size;
-    const read = async (offset: number, length: number): Promise<Buffer> => {
-      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
-      return buffer.subarray(0, bytesRead);
-    };
-    const header = await read(0, fileHeaderSize);
-    if (header.length < fileHeaderSize || header.readUInt32LE(0) !== jitDumpMagic) return parseJitDump(header, source);
-    const parts: Buffer[] = [header];
-    let offset = Math.max(header.readUInt32LE(8), fileHeaderSize);
-    while (offset < size) {
-      let record = await read(offset, 4096);
-      if (record.length < recordHeaderSize) {
-        parts.push(record);
-        break;
-      }
-      const totalSize = record.readUInt32LE(4);
-      if (totalSize < recordHeaderSize) {
-        parts.push(record.subarray(0, recordHeaderSize));
-        break;
-      }
-      const cut = offset + totalSize > size;
-      let keep = recordHeaderSize;
-      if (record.readUInt32LE(0) === jitCodeLoad) {
-        // Names are short; a longer one is read whole, up to the end of its record.
-        let nul = record.subarray(codeLoadFixedSize, totalSize).indexOf(0);
-        if (nul < 0 && record.length < totalSize) {
-          record = await read(offset, totalSize);
-          nul = record.subarray(codeLoadFixedSize, totalSize).indexOf(0);
-        }
-        // Without a name the record is kept whole, for the parser to judge as it would the file.
-        keep = nul < 0 ? totalSize : codeLoadFixedSize + nul + 1;
-      }
-      const kept = Buffer.from(record.subarray(0, Math.min(keep, record.length)));
-      // A record the file holds whole shrinks to what was kept; the one cut by the end of the file keeps its size,
-      // so that the parser still sees the file end inside it.
-      if (!cut) kept.writeUInt32LE(kept.length, 4);
-      parts.push(kept);
-      if (cut) break;
-      offset += totalSize;
-    }
-    return parseJitDump(Buffer.concat(parts), source);
-  } finally {
-    await file.close();
-  }
-}

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
-import { parseJitDump, readJitDumpFile } from '../../src/symbols/jitdump.js';
+import { parseJitDump } from '../../src/symbols/jitdump.js';
 
 // Builds jitdump bytes the way perfjitdump.cpp lays them out (little-endian x86-64).
 function header(pid = 4242): Buffer {
@@ -132,46 +129,4 @@ test('a header alone is an empty dump', () => {
   const result = parseJitDump(header());
   assert.equal(result.symbols.length, 0);
   assert.equal(result.truncated, false);
-});
-
-test('readJitDumpFile skips the code bytes and gives what parseJitDump gives on the whole file', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-jitdump-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  const longName = `void [App] App.${'Nested+'.repeat(900)}Deep::M()[QuickJitted]`;
-  const noNul = codeLoad(0x3000n, 0x10, 'x', 3, 0);
-  noNul[56 + 1] = 0x41;
-  const tiny = Buffer.alloc(24);
-  tiny.writeUInt32LE(0, 0);
-  tiny.writeUInt32LE(24, 4);
-  const whole = Buffer.concat([
-    header(),
-    codeLoad(0x1000n, 0x10, jit, 1),
-    codeLoad(0x2000n, 0x9000, longName, 2),
-    noNul,
-    tiny,
-    otherRecord(2),
-    codeLoad(0x4000n, 0x20, r2r, 4),
-    codeLoad(0x5000n, 0x10000, 'stub X<Y>', 5),
-  ]);
-  // Whole, cut inside the last record's code bytes, inside its name, inside its fixed part, and not a jitdump.
-  const cuts = [whole.length, whole.length - 0x8000, whole.length - 0x10000 - 3, whole.length - 0x10000 - 30, 30];
-  for (const [i, length] of cuts.entries()) {
-    const path = join(dir, `jit-${i}.dump`);
-    await writeFile(path, whole.subarray(0, length));
-    const expected = (() => {
-      try {
-        return parseJitDump(whole.subarray(0, length), path);
-      } catch (error) {
-        return error;
-      }
-    })();
-    if (expected instanceof Error) await assert.rejects(readJitDumpFile(path), { message: expected.message });
-    else assert.deepEqual(await readJitDumpFile(path), expected, `cut at ${length}`);
-  }
-  const full = await readJitDumpFile(join(dir, 'jit-0.dump'));
-  assert.deepEqual(
-    full.symbols.map((s) => s.name),
-    [jit, longName, r2r, 'stub X<Y>'],
-  );
-  assert.equal(full.skipped, 2);
 });
