@@ -78,17 +78,35 @@ function checkResult(result: FoldResult, source: string): void {
   }
 }
 
-/** Writes the sorted folded lines in large pieces, waiting when stdout is full. */
+/**
+ * Writes the sorted folded lines in 1 MiB pieces, each awaited (a slow reader holds us back). A reader that goes
+ * away (`| head`) ends the output quietly, as with any filter.
+ */
 async function writeFolded(result: FoldResult): Promise<void> {
-  let piece = '';
-  for (const line of formatFolded(result.stacks)) {
-    piece += line;
-    if (piece.length >= 1 << 20) {
-      if (!process.stdout.write(piece)) await new Promise((resolve) => process.stdout.once('drain', resolve));
-      piece = '';
+  const write = (text: string) =>
+    new Promise<void>((resolve, reject) => process.stdout.write(text, (error) => (error ? reject(error) : resolve())));
+  // The stream also emits its write errors; they are handled through the callbacks above.
+  const ignore = () => {};
+  process.stdout.on('error', ignore);
+  try {
+    let piece = '';
+    for (const line of formatFolded(result.stacks)) {
+      piece += line;
+      if (piece.length >= 1 << 20) {
+        await write(piece);
+        piece = '';
+      }
     }
+    if (piece) await write(piece);
+  } catch (cause) {
+    if ((cause as NodeJS.ErrnoException).code === 'EPIPE') return;
+    throw new ProfcpuError('IO', `cannot write the folded stacks: ${(cause as Error).message}`, {
+      remedy: 'Check where standard output goes (a full disk, a closed pipe).',
+      cause,
+    });
+  } finally {
+    process.stdout.off('error', ignore);
   }
-  if (piece) process.stdout.write(piece);
 }
 
 function summary(result: FoldResult): string {
