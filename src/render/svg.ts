@@ -175,8 +175,15 @@ function present(frame: FlameNode, o: SvgOptions): Look {
   return { name, escaped, title, fill };
 }
 
+/** `n` (not negative) to two decimals, trailing zeros dropped: like String(Math.round(n * 100) / 100), but through
+ * integers, which V8 prints several times faster than fractions (this runs three times per frame). */
 function fixed(n: number): string {
-  return String(Math.round(n * 100) / 100);
+  const hundredths = Math.round(n * 100);
+  const whole = Math.floor(hundredths / 100);
+  const fraction = hundredths - whole * 100;
+  if (fraction === 0) return `${whole}`;
+  if (fraction % 10 === 0) return `${whole}.${fraction / 10}`;
+  return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
 }
 
 function percent(part: number, total: number): string {
