@@ -25,7 +25,7 @@ import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
 import { checkPerfData } from './inputs.js';
 import { hashRawData, hostFacts, writeManifest } from './manifest-writer.js';
 import { PartialOutputs } from './outputs.js';
-import { placePerfMaps } from './perf-maps.js';
+import { placePerfMaps, type PerfMapPlacement } from './perf-maps.js';
 import { PerfScriptTee } from './tee.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
@@ -214,13 +214,15 @@ async function runScriptAndFold(
   resolver: FrameResolver | undefined,
 ) {
   const { signal, warn, progress } = context;
-  const placement = opts.placePerfMaps ? await placePerfMaps(dir, warn, { euid: context.euid }) : undefined;
   const folder = new StackFolder(opts.fold, warn, resolver);
   const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder.write(chunk));
   let lastProgress = performance.now();
   const report = () =>
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  let placement: PerfMapPlacement | undefined;
   try {
+    // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
+    if (opts.placePerfMaps) placement = await placePerfMaps(dir, warn, { euid: context.euid });
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {

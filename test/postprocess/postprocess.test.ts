@@ -226,6 +226,7 @@ test('a perf.data cut short fails with a remedy about the file', async (t) => {
       `cut at ${fraction}`,
     );
   }
+  await assert.rejects(stat(`/tmp/perf-${recording!.pid}.map`), { code: 'ENOENT' });
 });
 
 test('aborting while perf script streams: ABORTED, no half-written output, raw data kept', async (t) => {
@@ -257,6 +258,7 @@ test('an output that cannot be written is an IO error with a remedy, and perf.da
     (e) => isProfcpuError(e, 'IO') && /flamescope/.test(e.message) && Boolean(e.remedy),
   );
   assert.ok((await stat(join(dir, layout.perfData))).size > 0);
+  await assert.rejects(stat(`/tmp/perf-${recording!.pid}.map`), { code: 'ENOENT' });
 });
 
 test('a target gone from its own PID namespace: its map copy is placed under the PID perf recorded', async (t) => {
