@@ -5,7 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { foldOptionsFromArgs } from '../../src/cli/fold.js';
+import { execa } from 'execa';
+import { demoWorkload, workloadFunction } from '../fixtures/node-burn/node-burn.js';
 import { runCli } from '../support/cli.js';
+import { needCommand, needRoot } from '../support/requirements.js';
 
 /** The CLI's output as strings. */
 async function fold(args: string[], options: Parameters<typeof runCli>[1] = {}) {
@@ -84,6 +87,28 @@ test('--threads folds a file in parallel with the same output', async () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a live perf recording of a Node process folds with its JIT frames named and annotated', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-fold-live-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const data = join(dir, 'perf.data');
+  const record = ['record', '-F', '99', '-g', '-e', 'cpu-clock', '-o', data, '--'];
+  await execa('perf', [...record, process.execPath, '--perf-basic-prof', demoWorkload, '2'], { stdio: 'ignore' });
+  const script = await execa('perf', ['script', '-i', data, '--no-inline'], { stderr: 'ignore', encoding: 'buffer' });
+  const folded = await fold(['-'], { input: script.stdout });
+  assert.equal(folded.exitCode, 0, folded.all);
+  const lines = folded.stdout.split('\n');
+  assert.ok(
+    lines.every((line) => /^\S.* \d+$/.test(line)),
+    'every line is `stack count`',
+  );
+  assert.ok(
+    lines.some((line) => new RegExp(`;JS:[^;]*${workloadFunction}[^;]*_\\[j\\]`).test(line)),
+    `a JIT frame of ${workloadFunction}, annotated _[j]`,
+  );
+  assert.match(folded.stderr, /folded \d+ of \d+ samples/);
 });
 
 test('flags map onto fold options; unset annotation flags keep the mode default', () => {
