@@ -4,59 +4,73 @@
 // the addresses the newer one does not cover.
 //
 // Built once with a sweep over the range boundaries (a max-heap of the ranges open at each point, keyed by insertion
-// order), giving disjoint segments searched by bisection: O(n log n) to build, O(log n) per lookup.
+// order), giving disjoint segments searched by bisection: O(n log n) to build, O(log n) per lookup. Addresses are
+// kept as doubles relative to the lowest start, which is exact while ranges lie within 2^53 bytes of each other (a
+// process's code lies within 2^47): bigint arithmetic made building 200,000 ranges take seconds.
 
 import type { CodeSymbol } from './perfmap.js';
 
-export interface CodeMapEntry<T extends CodeSymbol = CodeSymbol> {
-  /** The range that owns [start, end). */
-  symbol: T;
-  start: bigint;
-  end: bigint;
-}
+/** Ranges starting this far or farther above the lowest one are ignored: their offsets would not be exact. */
+const maxSpan = 2 ** 53;
 
 export class CodeMap<T extends CodeSymbol = CodeSymbol> {
-  private readonly segments: CodeMapEntry<T>[];
+  private readonly base: bigint;
+  private readonly starts: Float64Array;
+  private readonly ends: Float64Array;
+  private readonly owners: T[];
 
   /** `symbols` oldest first; ranges of size 0 are ignored. */
   constructor(symbols: readonly T[]) {
-    this.segments = buildSegments(symbols);
+    let base: bigint | undefined;
+    for (const s of symbols) if (s.size > 0n && (base === undefined || s.start < base)) base = s.start;
+    this.base = base ?? 0n;
+    const segments = buildSegments(symbols, this.base);
+    this.starts = Float64Array.from(segments, (s) => s.start);
+    this.ends = Float64Array.from(segments, (s) => s.end);
+    this.owners = segments.map((s) => s.symbol);
   }
 
   /** Number of disjoint segments (for figures and tests). */
   get size(): number {
-    return this.segments.length;
+    return this.owners.length;
   }
 
   /** The newest range holding `address`, if any. */
   lookup(address: bigint): T | undefined {
-    const segments = this.segments;
+    if (address < this.base || address - this.base >= maxSpan) return undefined;
+    const a = Number(address - this.base);
+    const starts = this.starts;
     let lo = 0;
-    let hi = segments.length;
+    let hi = starts.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (segments[mid]!.start <= address) lo = mid + 1;
+      if (starts[mid]! <= a) lo = mid + 1;
       else hi = mid;
     }
-    const segment = segments[lo - 1];
-    return segment && address < segment.end ? segment.symbol : undefined;
-  }
-
-  /** The disjoint segments in address order. */
-  entries(): readonly CodeMapEntry<T>[] {
-    return this.segments;
+    return lo > 0 && a < this.ends[lo - 1]! ? this.owners[lo - 1] : undefined;
   }
 }
 
-function buildSegments<T extends CodeSymbol>(symbols: readonly T[]): CodeMapEntry<T>[] {
-  const ranges = symbols
-    .map((symbol, order) => ({ symbol, order, start: symbol.start, end: symbol.start + symbol.size }))
-    .filter((r) => r.end > r.start)
-    .sort((a, b) => compare(a.start, b.start) || a.order - b.order);
-  const boundaries = [...new Set(ranges.flatMap((r) => [r.start, r.end]))].sort(compare);
+interface Range<T> {
+  symbol: T;
+  order: number;
+  start: number;
+  end: number;
+}
 
-  const open = new MaxHeap<(typeof ranges)[number]>((a, b) => a.order - b.order);
-  const segments: CodeMapEntry<T>[] = [];
+function buildSegments<T extends CodeSymbol>(symbols: readonly T[], base: bigint): Range<T>[] {
+  const ranges: Range<T>[] = [];
+  symbols.forEach((symbol, order) => {
+    const offset = symbol.start - base;
+    if (symbol.size <= 0n || offset >= maxSpan) return;
+    const end = offset + symbol.size;
+    ranges.push({ symbol, order, start: Number(offset), end: Number(end < maxSpan ? end : maxSpan) });
+  });
+  ranges.sort((a, b) => a.start - b.start || a.order - b.order);
+  const boundaries = Float64Array.from(new Set(ranges.flatMap((r) => [r.start, r.end]))).sort();
+
+  const open = new MaxHeap<Range<T>>((a, b) => a.order - b.order);
+  const segments: Range<T>[] = [];
   let next = 0;
   for (let i = 0; i < boundaries.length - 1; i++) {
     const point = boundaries[i]!;
@@ -68,13 +82,9 @@ function buildSegments<T extends CodeSymbol>(symbols: readonly T[]): CodeMapEntr
     const end = boundaries[i + 1]!;
     const previous = segments[segments.length - 1];
     if (previous && previous.symbol === top.symbol && previous.end === point) previous.end = end;
-    else segments.push({ symbol: top.symbol, start: point, end });
+    else segments.push({ symbol: top.symbol, order: top.order, start: point, end });
   }
   return segments;
-}
-
-function compare(a: bigint, b: bigint): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A binary max-heap; `order(a, b) > 0` when a ranks above b. */
