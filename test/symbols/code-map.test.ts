@@ -51,3 +51,17 @@ test('ignores ranges of size 0 and copes with none at all', () => {
   assert.equal(new CodeMap([s(0x10, 0, 'empty')]).lookup(0x10n), undefined);
   assert.equal(new CodeMap([]).lookup(0n), undefined);
 });
+
+test('full 64-bit addresses near the top of the space are exact; a range 2^53 bytes above the lowest is ignored', () => {
+  const high = 0xffff_ffff_ffff_f000n;
+  const map = new CodeMap([
+    { start: high, size: 0x10n, name: 'top' },
+    { start: high - 0x20n, size: 0x10n, name: 'below' },
+  ]);
+  assert.equal(map.lookup(high + 0xfn)?.name, 'top');
+  assert.equal(map.lookup(high - 0x11n)?.name, 'below');
+  assert.equal(map.lookup(high - 0x10n), undefined);
+  const far = new CodeMap([s(0x1000, 0x10, 'low'), { start: 0x1000n + 2n ** 53n, size: 0x10n, name: 'far' }]);
+  assert.equal(far.lookup(0x1000n + 2n ** 53n), undefined);
+  assert.equal(far.lookup(0x1005n)?.name, 'low');
+});
