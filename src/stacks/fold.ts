@@ -30,7 +30,7 @@ export interface FoldOptions {
    * Reproduce stackcollapse-perf.pl (FlameGraph) exactly: its name tidying (cut at `(`, quotes dropped, Java `L`
    * prefix), `[unknown]` becoming `[dso-basename]`, annotations only when asked and by its dso rules, a 2-byte
    * minimum comm, weights by period. Default false: .NET-aware readable names, kinds annotated.
-   * Both modes read CRLF as LF (the script cannot end a sample on a `\r` line) and drop a last sample that no
+   * The resolver is not consulted with compat. Both modes read CRLF as LF (the script cannot end a sample on a `\r` line) and drop a last sample that no
    * blank line ends (the script never counts it).
    */
   compat: boolean;

@@ -5,7 +5,12 @@
 import type { FrameKind } from './frame-kind.js';
 import { formatManagedName, matchingOpen, type ManagedNameOptions } from './managed-name.js';
 
-/** Names frames perf left unnamed (symbol `[unknown]`); see FoldOptions and src/symbols/. */
+/**
+ * Names frames perf left unnamed (symbol `[unknown]`), e.g. .NET JIT code in memfd:doublemapper mappings or
+ * ReadyToRun code in .dll mappings; implemented in src/symbols/. `ip` is the address as perf script printed it,
+ * `dso` the text in its parentheses, `pid` the sample's pid when perf printed one (`pid/tid`; with the default
+ * fields perf prints only the tid). Asked once per distinct (pid, frame line); never for kernel frames.
+ */
 export interface FrameResolver {
   resolve(frame: { pid: number | undefined; ip: bigint; dso: string }): { name: string; kind: FrameKind } | undefined;
 }
