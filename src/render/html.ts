@@ -6,7 +6,7 @@ import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
 import { escapeXml, jsonForScript, sanitizeText } from './frames.js';
 import { buildFlameTree } from './flame-layout.js';
-import type { PaletteName } from './palette.js';
+import { isPaletteName, paletteNames, type PaletteName } from './palette.js';
 import { toViewerTree } from './viewer-tree.js';
 
 export interface HtmlOptions {
@@ -83,6 +83,14 @@ h1{font-size:20px;font-weight:normal;margin:12px 0 4px}.subtitle{color:#777;marg
 export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> = {}): string {
   const o: HtmlOptions = { ...defaultHtmlOptions, ...options };
   if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
+  if (!isPaletteName(o.colors) || !(o.frameHeight > 0) || !(o.minFrameSize >= 0) || !(o.minFraction >= 0))
+    throw new ProfcpuError(
+      'USAGE',
+      'HTML flame graph: invalid options (palette, frameHeight, minFrameSize, minFraction)',
+      {
+        remedy: `Use a known palette (${paletteNames.join(', ')}), a positive frame height and sizes of 0 or more.`,
+      },
+    );
   const viewer = o.viewer ?? loadViewerAssets();
   let total = 0;
   for (const weight of stacks.values()) if (weight > 0) total += weight;

@@ -2,10 +2,19 @@
 // FoldedStacks and SvgOptions; gives the SVG text. Deterministic: frames sorted, colours from a seeded hash of the
 // name, no timestamps. Every name passes through sanitize, truncate, then escape, so it cannot break the XML or
 // reach the script.
+import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
 import { buildFlameTree, walkFlameTree, type FlameNode } from './flame-layout.js';
 import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
-import { backgroundGradient, frameColor, mergedColor, searchColor, type PaletteName } from './palette.js';
+import {
+  backgroundGradient,
+  frameColor,
+  isPaletteName,
+  mergedColor,
+  paletteNames,
+  searchColor,
+  type PaletteName,
+} from './palette.js';
 import { svgScript, svgStyle } from './svg-script.js';
 import { TextSink } from './text-sink.js';
 
@@ -66,6 +75,11 @@ const framePad = 1;
 export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {}): string {
   const o: SvgOptions = { ...defaultSvgOptions, ...options };
   if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
+  check(o.width > 2 * xpad, `width must be more than ${2 * xpad} px, not ${o.width}`);
+  check(o.frameHeight > framePad, `frameHeight must be more than ${framePad} px, not ${o.frameHeight}`);
+  check(o.minWidth >= 0, `minWidth must be 0 or more, not ${o.minWidth}`);
+  check(o.fontSize > 0 && o.fontWidth > 0, `fontSize and fontWidth must be positive`);
+  check(isPaletteName(o.colors), `unknown palette "${o.colors}" (known: ${paletteNames.join(', ')})`);
   let total = 0;
   for (const weight of stacks.values()) if (weight > 0) total += weight;
   const plotWidth = o.width - 2 * xpad;
@@ -120,6 +134,10 @@ export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {
     })}]]></script>\n</svg>\n`,
   );
   return out.toString();
+}
+
+function check(ok: boolean, message: string): void {
+  if (!ok) throw new ProfcpuError('USAGE', `SVG flame graph: ${message}`, { remedy: 'Fix the render options.' });
 }
 
 function header(o: SvgOptions, height: number): string {

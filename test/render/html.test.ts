@@ -108,6 +108,14 @@ test('a missing viewer bundle is an IO error that says to build', () => {
   assert.ok(Object.isFrozen(defaultHtmlOptions));
 });
 
+test('invalid options are USAGE errors', () => {
+  for (const bad of [{ colors: 'rainbow' }, { frameHeight: 0 }, { minFraction: -1 }])
+    assert.throws(
+      () => renderHtml(dotnet(), { viewer, ...(bad as object) }),
+      (e) => isProfcpuError(e, 'USAGE'),
+    );
+});
+
 test('the built page is offline: the bundle inlined, no network reference', (t) => {
   const built = existsSync(new URL('../../assets/viewer.js', import.meta.url));
   if (!need(t, built, 'the viewer bundle (`npm run build` writes assets/viewer.js)')) return;

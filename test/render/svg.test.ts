@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { isProfcpuError } from '../../src/error.js';
 import { defaultSvgOptions, renderSvg } from '../../src/render/svg.js';
 import { parseFoldedText, type FoldedStacks } from '../../src/stacks/folded.js';
 import { needCommand } from '../support/requirements.js';
@@ -198,4 +199,13 @@ test('defaults are frozen and documented values', () => {
   assert.equal(defaultSvgOptions.frameHeight, 16);
   assert.equal(defaultSvgOptions.minWidth, 0.1);
   assert.equal(defaultSvgOptions.colors, 'dotnet');
+});
+
+test('options no graph can be drawn with are USAGE errors', () => {
+  const stacks = dotnet();
+  for (const bad of [{ width: 20 }, { frameHeight: 1 }, { minWidth: -1 }, { fontSize: 0 }, { colors: 'rainbow' }])
+    assert.throws(
+      () => renderSvg(stacks, bad as never),
+      (e) => isProfcpuError(e, 'USAGE'),
+    );
 });
