@@ -34,14 +34,12 @@ export interface BundleResolver extends DotnetResolver {
 
 /**
  * Reads the folder's snapshots. Without a perf map or jitdump: for a .NET target (target.json says so) a resolver
- * that names nothing but carries `sources` for the naming advice, after a warning; otherwise undefined.
- * `extraMappings` (perf's mmap events, say) are added to those of target/maps. Its signature is postprocess's
- * FrameResolverFactory.
+ * that names nothing but carries `sources` for the naming advice, after a warning; otherwise undefined. Its signature
+ * is postprocess's FrameResolverFactory.
  */
 export async function loadBundleResolver(
   dir: string,
   warn: Warn = ignoreWarnings,
-  extraMappings: readonly ProcMapping[] = [],
 ): Promise<BundleResolver | undefined> {
   const ids = await readTargetIds(dir);
   const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
@@ -118,7 +116,6 @@ export async function loadBundleResolver(
     mappings.push(...parsed.mappings);
     sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
   }
-  mappings.push(...extraMappings);
 
   return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids }), { sources });
 }

@@ -8,7 +8,8 @@
 // - JIT code with W^X off is anonymous memory: perf prints the absolute address and names the mapping after the perf
 //   map it looked in (`/tmp/perf-<pid>.map`), or `//anon`; addresses in no mapping print as `[unknown]`, absolute.
 // The absolute address is then looked up in the target's perf map and jitdump (the jitdump alone names ReadyToRun
-// methods). The mappings come from the /proc/PID/maps snapshot collect took (and perf's mmap events, if given).
+// methods). The mappings come from the /proc/PID/maps snapshot collect refreshes until perf stops: code heaps are
+// added as the process runs and rarely removed (only when collectible assemblies unload), so the last copy holds them.
 
 import type { FrameKind } from '../stacks/frame-kind.js';
 import { isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
@@ -39,7 +40,7 @@ export interface FrameResolver {
 export interface DotnetResolverInput {
   /** Named code, oldest first (the perf map's entries, then the jitdump's): on overlap the later entry wins. */
   symbols: readonly CodeSymbol[];
-  /** The target's mappings, from a /proc/PID/maps snapshot and/or perf's mmap events; duplicates are harmless. */
+  /** The target's mappings (a /proc/PID/maps snapshot, or several: duplicates are harmless). */
   mappings: readonly ProcMapping[];
   /**
    * The target's pids as perf script prints them (its host pid, its namespace pid when perf ran in that namespace).
