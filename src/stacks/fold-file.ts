@@ -145,11 +145,19 @@ async function sampleBoundaries(path: string, size: number, threads: number): Pr
   for (let k = 1; k < threads; k++) {
     const target = Math.max(Math.floor((size * k) / threads), cuts[cuts.length - 1]!);
     const window = await readWindow(path, target, BOUNDARY_WINDOW);
-    const blank = window.indexOf('\n\n');
-    if (blank >= 0 && target + blank + 2 < size) cuts.push(target + blank + 2);
+    const cut = afterBlankLine(window);
+    if (cut >= 0 && target + cut < size) cuts.push(target + cut);
   }
   cuts.push(size);
   return cuts;
+}
+
+/** The offset just after the first blank line (LF or CRLF) in `buf`, or -1. */
+function afterBlankLine(buf: Buffer): number {
+  const lf = buf.indexOf('\n\n');
+  const crlf = buf.indexOf('\n\r\n');
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return crlf + 3;
+  return lf >= 0 ? lf + 2 : -1;
 }
 
 function runWorker(input: FoldWorkerInput, signal: AbortSignal | undefined): Promise<FoldWorkerOutput & { ok: true }> {

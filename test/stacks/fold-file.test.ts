@@ -36,6 +36,13 @@ test('worker threads give the result of one thread: stacks, counts, events, qual
   assert.deepEqual(new Set(warnings), new Set(expectedWarnings));
   const single = await foldFile(path, {}, undefined, undefined, { threads: 1 });
   assert.deepEqual(single, expected);
+  const crlf = join(dir, 'crlf.txt');
+  writeFileSync(crlf, fixture('crlf.txt').toString('latin1').repeat(20), 'latin1');
+  const crlfExpected = await foldFile(crlf, { compat: true }, undefined, undefined, { threads: 1 });
+  assert.deepEqual(
+    await foldFileBuilt(crlf, { compat: true }, undefined, undefined, { threads: 4, parallelThreshold: 0 }),
+    crlfExpected,
+  );
 });
 
 test('an unreadable path is an IO error with a remedy', async () => {
