@@ -119,7 +119,9 @@ export async function postprocess(
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
     const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
-    const resolver = typeof opts.resolver === 'function' ? await opts.resolver(dir, warn) : opts.resolver;
+    // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
+    const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
+    resolving.catch(() => {});
     // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
     const rawHashes = hashRawData(dir, signal);
     rawHashes.catch(() => {});
@@ -127,8 +129,8 @@ export async function postprocess(
     try {
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
       const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-      const { fold, header, scriptBytes, perfMaps } = await timed('perfScript', () =>
-        runScriptAndFold(dir, opts, outputs, { signal, warn, progress, euid }, resolver),
+      const { fold, resolver, header, scriptBytes, perfMaps } = await timed('perfScript', () =>
+        runScriptAndFold(dir, opts, outputs, { signal, warn, progress, euid }, resolving),
       );
       checkSamples(fold, dir);
       const naming = namingReport(fold.quality, resolver);
@@ -211,11 +213,13 @@ async function runScriptAndFold(
     signal: AbortSignal | undefined;
     euid: number | undefined;
   },
-  resolver: FrameResolver | undefined,
+  resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
-  const folder = new StackFolder(opts.fold, warn, resolver);
-  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder.write(chunk));
+  let folder: StackFolder | undefined;
+  // Until the first chunk arrives the resolver may still be loading; awaiting it there holds perf back meanwhile.
+  const startFold = async () => (folder ??= new StackFolder(opts.fold, warn, await resolving));
+  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder!.write(chunk));
   let lastProgress = performance.now();
   const report = () =>
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
@@ -226,6 +230,7 @@ async function runScriptAndFold(
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {
+        await startFold();
         await tee.sink(chunk);
         if (performance.now() - lastProgress >= opts.progressIntervalMs) {
           lastProgress = performance.now();
@@ -238,7 +243,8 @@ async function runScriptAndFold(
     report();
     if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
     return {
-      fold: folder.end(),
+      fold: (await startFold()).end(),
+      resolver: await resolving,
       header: parseRecordingHeader(tee.headerLines()),
       scriptBytes: run.bytes,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],

@@ -160,6 +160,24 @@ test('the perf map copy is placed for perf script and removed after: names resol
   for (const name of burnFunctions) assert.ok(!bareFrames.includes(name), name);
 });
 
+test('a resolver factory gets the folder and names the frames perf left unnamed', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  await rm(join(dir, layout.targetDir), { recursive: true });
+  const asked: string[] = [];
+  const result = await postprocess(dir, {
+    tarball: false,
+    resolver: async (folderAsked) => {
+      asked.push(folderAsked);
+      return { resolve: ({ ip }) => ({ name: `resolvedByTest_${ip.toString(16).length}`, kind: 'jit' }) };
+    },
+  });
+  assert.deepEqual(asked, [dir]);
+  const frames = [...result.fold.stacks.keys()].join(';');
+  assert.match(frames, /resolvedByTest_\d+_\[j\]/);
+  assert.ok(result.fold.quality.framesByKind.jit > 0);
+});
+
 test('no perf.data: NO_PERF_DATA', async () => {
   await assert.rejects(postprocess(root), (e) => isProfcpuError(e, 'NO_PERF_DATA') && Boolean(e.remedy));
 });
