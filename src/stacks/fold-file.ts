@@ -47,8 +47,8 @@ export async function foldFile(
   fileOptions: Partial<FoldFileOptions> = {},
 ): Promise<FoldResult> {
   const settings = { ...defaultFoldFileOptions, ...fileOptions };
-  settings.signal?.throwIfAborted();
   try {
+    settings.signal?.throwIfAborted();
     return await foldFileIn(path, options, warn, resolver, settings);
   } catch (cause) {
     if (isProfcpuError(cause)) throw cause;
