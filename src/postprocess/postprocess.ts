@@ -146,7 +146,12 @@ export async function postprocess(
           createdAt: new Date().toISOString(),
           host: await hostFacts(perfVersionPromise),
           recording: header,
-          postprocess: { commands: [scriptCommand], durationsMs, perfScriptBytes: scriptBytes, perfMaps },
+          postprocess: {
+            commands: [[opts.perfPath, 'version'], scriptCommand],
+            durationsMs,
+            perfScriptBytes: scriptBytes,
+            perfMaps,
+          },
           samples: {
             parsed: fold.samples,
             kept: fold.keptSamples,

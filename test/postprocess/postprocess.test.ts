@@ -102,7 +102,10 @@ test('a real recording becomes every output, named, hashed and bundled', async (
   assert.equal(manifest.samples.distinctStacks, result.fold.stacks.size);
   assert.match(manifest.host.perfVersion, /^\d+\.\d+/);
   assert.equal(manifest.recording.events?.[0], 'cpu-clock');
-  assert.deepEqual(manifest.postprocess.commands, [['perf', 'script', '-i', 'perf.data', '--header', '--no-inline']]);
+  assert.deepEqual(manifest.postprocess.commands, [
+    ['perf', 'version'],
+    ['perf', 'script', '-i', 'perf.data', '--header', '--no-inline'],
+  ]);
   assert.deepEqual(manifest.postprocess.perfMaps, [
     { from: `target/perf-${recording!.pid}.map`, placedAt: `/tmp/perf-${recording!.pid}.map` },
   ]);
