@@ -6,7 +6,11 @@ import { collect, type CollectPhase, type RecordingProgress } from '../collect/s
 import { collectDefaults, type CollectOptions } from '../collect/options.js';
 import type { CollectStep } from '../collect/steps.js';
 import { formatSummary } from '../collect/summary.js';
+import { perfMapStep } from '../dotnet/perfmap-step.js';
+import type { PerfMapMode } from '../dotnet/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
+import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
+import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 
 interface CollectArgs {
@@ -17,6 +21,10 @@ interface CollectArgs {
   output?: string;
   event?: string;
   postprocess: boolean;
+  perfmap: PerfMapMode;
+  symbols: SymbolsMode;
+  symbolServer?: string[];
+  offline: boolean;
   quiet: boolean;
 }
 
@@ -33,6 +41,22 @@ export function collectOptions<T>(yargs: Argv<T>) {
       default: true,
       describe: 'post-process after recording (--no-postprocess to skip)',
     })
+    .option('perfmap', {
+      choices: ['auto', 'on', 'off'] as const,
+      default: 'auto' as const,
+      describe: '.NET: switch the perf map on over the diagnostic socket while recording (auto: when it is off)',
+    })
+    .option('symbols', {
+      choices: ['coreclr', 'all', 'none'] as const,
+      default: 'coreclr' as const,
+      describe: 'fetch debug files after recording: libcoreclr.so, every native library lacking symbols, or none',
+    })
+    .option('symbol-server', {
+      type: 'string',
+      array: true,
+      describe: `symbol server to ask, in order (repeatable); default PROFCPU_SYMBOL_SERVERS, else DEBUGINFOD_URLS then ${microsoftSymbolServer}`,
+    })
+    .option('offline', { type: 'boolean', default: false, describe: 'ask no symbol server: use the cache only' })
     .option('quiet', { type: 'boolean', default: false, describe: 'print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
@@ -133,8 +157,13 @@ const command: CommandModule<object, CollectArgs> = {
   command: 'collect',
   describe: 'record a process with perf, then post-process it into flame graphs and a tarball',
   builder: (yargs) => collectOptions(yargs) as unknown as Argv<CollectArgs>,
-  handler: (args) =>
-    runCollectSession(
+  handler: (args) => {
+    const reporter = createReporter({ quiet: args.quiet });
+    const servers = symbolServerList({ flags: args.symbolServer ?? [], env: process.env, offline: args.offline }, (m) =>
+      reporter.warn(m),
+    );
+    const steps = [perfMapStep({ mode: args.perfmap }), symbolsStep({ mode: args.symbols, servers, env: process.env })];
+    return runCollectSession(
       {
         ...(args.pid !== undefined && { pid: args.pid }),
         ...(args.name !== undefined && { name: args.name }),
@@ -145,7 +174,9 @@ const command: CommandModule<object, CollectArgs> = {
         postprocess: args.postprocess,
       },
       args.quiet,
-    ),
+      steps,
+    );
+  },
 };
 
 export default command;

@@ -11,7 +11,7 @@ export interface PostprocessFacts {
     samples: number;
     keptSamples: number;
     stacks: FoldedStacks;
-    quality: { samples: number; fullyNamed: number };
+    quality: { samples: number; fullyNamed: number; fullyNamedExceptCoreclr?: number };
   };
 }
 
@@ -57,7 +57,11 @@ export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: stri
     const { fold } = pp;
     lines.push(
       `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
-      `named       ${percent(fold.quality.fullyNamed, fold.quality.samples)} of samples have every frame named`,
+      `named       ${percent(fold.quality.fullyNamed, fold.quality.samples)} of samples have every frame named` +
+        (fold.quality.fullyNamedExceptCoreclr === undefined ||
+        fold.quality.fullyNamedExceptCoreclr === fold.quality.fullyNamed
+          ? ''
+          : ` (${percent(fold.quality.fullyNamedExceptCoreclr, fold.quality.samples)} not counting libcoreclr.so)`),
     );
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {

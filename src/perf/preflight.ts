@@ -271,6 +271,16 @@ function judgeTarget(
       : target.runtime === 'node'
         ? 'Start node with --perf-basic-prof.'
         : 'JIT runtimes need their perf-map option enabled; native code needs none.';
+  // .NET 8 and later switch their perf map on when asked over the diagnostic socket, which collect does (--perfmap).
+  const major = Number(/^(\d+)\./.exec(target.dotnet?.version ?? '')?.[1]);
+  if (!map.present && target.runtime === 'dotnet' && major >= 8) {
+    add(
+      'perf_map',
+      'ok',
+      `no perf map at ${map.path} yet: collect switches it on over the diagnostic socket (--perfmap auto)`,
+    );
+    return;
+  }
   if (!map.present) {
     add(
       'perf_map',

@@ -91,7 +91,8 @@ test('Ctrl-C (to the process group, as a terminal sends it) stops the recording 
   );
   t.after(() => killGroup(collect));
   await waitForOutput(collect, /recording for 60 s/);
-  await sleep(1500);
+  // Past perf's start (it reads the target's mappings first, slowly on a busy machine).
+  await sleep(3000);
   ctrlC(collect);
   const run = await collect;
   assert.equal(run.exitCode, 0, String(run.all));
@@ -135,13 +136,24 @@ test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t)
 test('a target that exits mid-recording still yields a named profile', async (t) => {
   if (!canRecord(t)) return;
   const work = await workDir(t);
-  // Long enough to outlast collect's start on a busy machine, short enough to end mid-recording.
-  const target = await startNodeBurn(6);
+  const target = await startNodeBurn(60);
   t.after(() => target.kill());
   const dir = join(work, 'out');
-  const run = await runCli(['collect', '--pid', String(target.pid), '--duration', '30', '--output', dir], {
-    cwd: work,
-  });
+  const collect = execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '30', '--output', dir],
+    {
+      cwd: work,
+      reject: false,
+      all: true,
+    },
+  );
+  t.after(() => void collect.kill('SIGKILL'));
+  // The target ends itself (SIGTERM: a clean exit) a few seconds into the recording.
+  await waitForOutput(collect, /recording for 30 s/);
+  await sleep(3000);
+  target.child.kill('SIGTERM');
+  const run = await collect;
   assert.equal(run.exitCode, 0, String(run.all));
   assert.match(String(run.stdout), /the target exited/);
   assert.ok((await stat(join(dir, layout.perfMap(target.pid)))).size > 0);

@@ -84,3 +84,18 @@ test('formatSummary without postprocess says how to finish the folder', () => {
     ),
   );
 });
+
+test('formatSummary adds the share not counting libcoreclr.so when it differs', () => {
+  const lines = formatSummary(
+    result({
+      fold: {
+        samples: 10,
+        keptSamples: 10,
+        stacks: new Map([['dotnet;Main_[j]', 10]]),
+        quality: { samples: 10, fullyNamed: 2, fullyNamedExceptCoreclr: 9 },
+      },
+    }),
+    '/srv',
+  );
+  assert.ok(lines.includes('named       20.0% of samples have every frame named (90.0% not counting libcoreclr.so)'));
+});

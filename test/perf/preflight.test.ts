@@ -114,20 +114,18 @@ test('target checks: invisible is fatal, another user without CAP_SYS_PTRACE is 
   assert.equal(byId(other, 'ptrace')!.status, 'fatal');
 });
 
-test('perf map checks: absent warns with how to enable it, stale warns, foreign owner is fine', () => {
-  const absent = byId(
-    judgeFacts(
-      {
-        ...healthy,
-        pid: 4242,
-        target: target({ perfMap: { path: '/tmp/perf-1.map', hostPath: '/x', present: false } }),
-      },
-      now,
-    ),
+test('perf map checks: absent warns with how to enable it (before .NET 8), stale warns, foreign owner is fine', () => {
+  const noMap = { path: '/tmp/perf-1.map', hostPath: '/x', present: false };
+  const dotnet7 = { coreclrPath: '/x/libcoreclr.so', version: '7.0.5', writeXorExecute: true };
+  const absent7 = byId(
+    judgeFacts({ ...healthy, pid: 4242, target: target({ perfMap: noMap, dotnet: dotnet7 }) }, now),
     'perf_map',
   )!;
-  assert.equal(absent.status, 'warn');
-  assert.match(absent.remedy ?? '', /DOTNET_PerfMapEnabled=1/);
+  assert.equal(absent7.status, 'warn');
+  assert.match(absent7.remedy ?? '', /DOTNET_PerfMapEnabled=1/);
+  const absent8 = byId(judgeFacts({ ...healthy, pid: 4242, target: target({ perfMap: noMap }) }, now), 'perf_map')!;
+  assert.equal(absent8.status, 'ok', '.NET 8+: collect switches the map on over the diagnostic socket');
+  assert.match(absent8.message, /diagnostic socket/);
   const stale = byId(judgeFacts({ ...healthy, pid: 4242, target: target(), targetStartMs: now }, now), 'perf_map')!;
   assert.equal(stale.status, 'warn');
   assert.match(stale.message, /older than the process/);
