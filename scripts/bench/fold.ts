@@ -121,6 +121,7 @@ for (const mb of sizes) {
   report('profcpu fold (start only)', mb, run(process.execPath, [cli, 'fold', '-q', `${fixtures}native-threads.txt`]));
   report('profcpu fold', mb, run(process.execPath, [cli, 'fold', '-q', input]));
   report('profcpu fold --threads 1', mb, run(process.execPath, [cli, 'fold', '-q', '--threads', '1', input]));
+  report('profcpu fold --threads 2', mb, run(process.execPath, [cli, 'fold', '-q', '--threads', '2', input]));
   report('profcpu fold --compat', mb, run(process.execPath, [cli, 'fold', '-q', '--compat', input]));
   if (stackcollapse) report('stackcollapse-perf.pl', mb, run('perl', [stackcollapse, input]));
   if (inferno) report('inferno-collapse-perf', mb, run(inferno, [input]));

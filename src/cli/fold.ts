@@ -168,7 +168,9 @@ const command: CommandModule<object, FoldArgs> = {
       })
       .option('threads', {
         type: 'number',
-        describe: `Worker threads for a file (default: ${defaultFoldFileOptions.threads} for files of 64 MiB or more; given, for any file)`,
+        describe:
+          `Worker threads for a file (default here: ${defaultFoldFileOptions.threads}, for files of 64 MiB or more;` +
+          ' a number given applies to any file)',
         requiresArg: true,
       })
       .option('quiet', { alias: 'q', type: 'boolean', default: false, describe: 'No summary on stderr' })

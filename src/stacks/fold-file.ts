@@ -21,7 +21,11 @@ import type { FoldWorkerInput, FoldWorkerOutput } from './fold-worker.js';
 import type { NamingQuality } from './stack-table.js';
 
 export interface FoldFileOptions {
-  /** Worker threads for a large file; 1 folds on the calling thread. Default: the machine's parallelism, at most 8. */
+  /**
+   * Worker threads for a large file; 1 folds on the calling thread. Default: one less than the machine's
+   * parallelism, 1 to 8 (on a 2-core machine shared with perf and the app, two workers measured slower than one
+   * thread: scripts/bench/fold.ts).
+   */
   threads: number;
   /** Files smaller than this many bytes are folded on the calling thread. Default 64 MiB. */
   parallelThreshold: number;
@@ -30,7 +34,7 @@ export interface FoldFileOptions {
 }
 
 export const defaultFoldFileOptions: Readonly<FoldFileOptions> = Object.freeze({
-  threads: Math.min(8, availableParallelism()),
+  threads: Math.max(1, Math.min(8, availableParallelism() - 1)),
   parallelThreshold: 64 * 1024 * 1024,
   signal: undefined,
 });
