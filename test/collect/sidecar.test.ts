@@ -27,6 +27,11 @@ test('collect from a sidecar names JIT frames, and so does postprocess after the
   // The map lives only in the target's /tmp.
   await assert.rejects(stat(`/tmp/perf-${target.nsPid}.map`).then((s) => assert.ok(s.size === -1)));
 
+  // ps in the sidecar sees the target as PID 1, and its perf map through /proc/1/root.
+  const ps = await runCliInSidecar(target.hostPid, ['ps'], { cwd: work });
+  assert.equal(ps.exitCode, 0, String(ps.all));
+  assert.match(String(ps.stdout), /^1 +1 +node +yes \d+K +\S*node --perf-basic-prof/m);
+
   const dir = join(work, 'out');
   // No --pid: with no .NET process in sight, collect picks PID 1, the target, and says why.
   const run = await runCliInSidecar(target.hostPid, ['collect', '-duration', '3', '-output', dir], { cwd: work });
