@@ -105,7 +105,15 @@ mkdir -p "$out_dir" || die "cannot create the results folder $out_dir" "Choose a
 out_dir=$(cd "$out_dir" && pwd)
 
 if [ -n "$least_privilege" ]; then
-  privileges="--cap-add=PERFMON --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --security-opt=seccomp=unconfined"
+  privileges="--cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --security-opt=seccomp=unconfined"
+  # Engines older than CAP_PERFMON (Debian 12's Docker 20.10) refuse to create a container that asks for it; there
+  # CAP_SYS_ADMIN, which perf accepts in its place, is enough.
+  if probe=$("$docker" create --cap-add=PERFMON "$image" true 2>&1); then
+    "$docker" rm "$probe" >/dev/null 2>&1 || true
+    privileges="--cap-add=PERFMON $privileges"
+  else
+    echo "$me: this engine does not know CAP_PERFMON; CAP_SYS_ADMIN stands in for it" >&2
+  fi
 else
   privileges="--privileged"
 fi

@@ -56,9 +56,23 @@ export async function ensureRootfsTarball(options = {}) {
   return tarball;
 }
 
-/** Imports the Debian base under its FROM name. `env` carries DOCKER_HOST. */
+/**
+ * Imports the Debian base under its FROM name, unless the engine already has it from this very tarball: a new import
+ * gets a new image id, which would throw away the build cache of every image built on it. `env` carries DOCKER_HOST.
+ */
 export async function importDebianBase({ env, tarball, image = baseDefaults.debianImage, log = console.error }) {
-  await $({ env, quiet: true })`docker import ${tarball} ${image}`;
+  const stat = await fs.stat(tarball);
+  const source = `${path.basename(tarball)}@${stat.size}:${Math.floor(stat.mtimeMs)}`;
+  const have = await $({
+    env,
+    nothrow: true,
+    quiet: true,
+  })`docker image inspect --format ${'{{index .Config.Labels "profcpu.rootfs"}}'} ${image}`;
+  if (have.exitCode === 0 && have.stdout.trim() === source) {
+    log(`base: ${image} already imported from ${path.basename(tarball)}`);
+    return;
+  }
+  await $({ env, quiet: true })`docker import --change ${`LABEL profcpu.rootfs=${source}`} ${tarball} ${image}`;
   log(`base: ${image} imported from ${path.basename(tarball)}`);
 }
 

@@ -8,7 +8,8 @@
 // containers removed whatever happens.
 //   node scripts/containers/test.mjs [--report FILE.json] [--keep-results] [--fresh]
 // Needs root and Debian's docker.io, debootstrap, jq, git, and the .NET SDK. The engine's images are kept in
-// PROFCPU_IMAGE_CACHE (default /var/cache/profcpu-images) between runs as a build cache; --fresh starts empty.
+// PROFCPU_IMAGE_CACHE (default /var/cache/profcpu-images) between runs as a build cache (PROFCPU_ENGINE_DIR moves
+// the engine elsewhere); --fresh starts empty.
 import { $, fs, path, sleep } from 'zx';
 import { baseDefaults, buildDotnetStandIns, ensureRootfsTarball, importDebianBase } from './base-images.mjs';
 import { buildSampleTarget, buildSidecar, formatBytes, imageDefaults, imageSize, repoRoot } from './build-images.mjs';
@@ -80,7 +81,10 @@ async function filesUnder(dir, prefix = '') {
   return out;
 }
 
-/** Runs the launcher with `collect`, then checks the output folder it leaves in a fresh results folder. */
+/**
+ * Runs the launcher with `collect`, then checks the output folder it leaves in a fresh results folder. Failures that
+ * leave figures to report (missing names, an incomplete tarball) are returned in `problems`; others throw.
+ */
 async function profileOnce({ env, layout, extraArgs, duration, label }) {
   const results = await fs.mkdtemp('/tmp/profcpu-ct-results-');
   const started = Date.now();
@@ -96,18 +100,17 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
   const folder = path.join(results, folders[0]);
   const svg = path.join(folder, layout.flamegraphSvg);
   if (!fs.existsSync(svg)) throw new Error(`${label}: no ${layout.flamegraphSvg} in ${folder}:\n${output}`);
-  const toFlameGraph = ((await fs.stat(svg)).mtimeMs - started) / 1000;
+  const figures = { label, toFlameGraph: ((await fs.stat(svg)).mtimeMs - started) / 1000, samples: 0, sampleTarget: 0 };
+  const problems = [];
 
   const folded = await fs.readFile(path.join(folder, layout.foldedStacks), 'utf8');
-  const absent = jitNames.filter((name) => !folded.includes(name));
-  if (absent.length) throw new Error(`${label}: JIT names missing from ${layout.foldedStacks}: ${absent.join(', ')}`);
-  let samples = 0;
-  let sampleTargetSamples = 0;
   for (const line of folded.split('\n')) {
     const count = Number(/ (\d+)$/.exec(line)?.[1] ?? 0);
-    samples += count;
-    if (line.includes('SampleTarget.')) sampleTargetSamples += count;
+    figures.samples += count;
+    if (line.includes('SampleTarget.')) figures.sampleTarget += count;
   }
+  const absent = jitNames.filter((name) => !folded.includes(name));
+  if (absent.length) problems.push(`JIT names missing from ${layout.foldedStacks}: ${absent.join(', ')}`);
 
   // The tarball must hold every file of the folder (but itself), byte for byte.
   const unpacked = await fs.mkdtemp('/tmp/profcpu-ct-unpacked-');
@@ -116,28 +119,31 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
     const inFolder = await filesUnder(folder);
     inFolder.delete(layout.tarball);
     const inTarball = await filesUnder(path.join(unpacked, folders[0]));
-    for (const [file, size] of inFolder) {
-      if (!inTarball.has(file)) throw new Error(`${label}: ${file} is missing from ${layout.tarball}`);
+    figures.files = inFolder.size;
+    for (const file of inFolder.keys()) {
+      if (!inTarball.has(file)) {
+        problems.push(`${file} is missing from ${layout.tarball}`);
+        continue;
+      }
       const [a, b] = await Promise.all([
         fs.readFile(path.join(folder, file)),
         fs.readFile(path.join(unpacked, folders[0], file)),
       ]);
-      if (size !== inTarball.get(file) || !a.equals(b))
-        throw new Error(`${label}: ${file} differs in ${layout.tarball}`);
+      if (!a.equals(b)) problems.push(`${file} differs in ${layout.tarball}`);
     }
     for (const file of inTarball.keys())
-      if (!inFolder.has(file)) throw new Error(`${label}: ${layout.tarball} has ${file}, which the folder lacks`);
-    return { label, folder, toFlameGraph, samples, sampleTargetSamples, files: inFolder.size, results };
+      if (!inFolder.has(file)) problems.push(`${layout.tarball} has ${file}, which the folder lacks`);
   } finally {
     await fs.rm(unpacked, { recursive: true, force: true });
   }
+  return { figures, problems: problems.map((p) => `${label}: ${p}`), folder, results, output };
 }
 
 async function main(argv) {
   const options = parseArgs(argv);
   const started = Date.now();
   const layout = await checkPrerequisites();
-  const engineDir = path.join(baseDefaults.cacheDir, 'engine');
+  const engineDir = process.env.PROFCPU_ENGINE_DIR || path.join(baseDefaults.cacheDir, 'engine');
   const logDir = await fs.mkdtemp('/tmp/profcpu-ct-logs-');
   const figures = { builds: {}, sizes: {}, runs: [] };
   const runs = [];
@@ -168,21 +174,16 @@ async function main(argv) {
     runs.push(
       await profileOnce({ env, layout, extraArgs: ['--least-privilege'], duration: 5, label: 'least privilege' }),
     );
-    figures.runs = runs.map(({ label, toFlameGraph, samples, sampleTargetSamples, files }) => ({
-      label,
-      toFlameGraph,
-      samples,
-      sampleTargetSamples,
-      files,
-    }));
+    figures.runs = runs.map((r) => r.figures);
   } finally {
     await stopEngine({ dir: engineDir, keepData: true });
     if (!options.keepResults) for (const r of runs) await fs.rm(r.results, { recursive: true, force: true });
   }
   figures.totalSeconds = (Date.now() - started) / 1000;
 
+  const problems = runs.flatMap((r) => r.problems);
   const b = figures.builds;
-  console.log('container test passed');
+  console.log(problems.length ? 'container test FAILED' : 'container test passed');
   console.log(`  base images (debootstrap cache, .NET stand-ins): ${b.bases.toFixed(0)} s`);
   console.log(`  sidecar image: built in ${b.sidecar.toFixed(0)} s, ${formatBytes(figures.sizes.sidecar)}`);
   console.log(
@@ -193,11 +194,16 @@ async function main(argv) {
   );
   for (const r of figures.runs)
     console.log(
-      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTargetSamples} in SampleTarget.*), ${r.files} files in the tarball`,
+      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.files} files in the tarball`,
     );
   console.log(`  total ${figures.totalSeconds.toFixed(0)} s; build logs in ${logDir}`);
   if (options.keepResults) for (const r of runs) console.log(`  results: ${r.folder}`);
-  if (options.report) await fs.writeFile(options.report, `${JSON.stringify(figures, null, 2)}\n`);
+  if (options.report) await fs.writeFile(options.report, `${JSON.stringify({ ...figures, problems }, null, 2)}\n`);
+  if (problems.length) {
+    for (const r of runs.filter((x) => x.problems.length))
+      console.error(`--- ${r.figures.label}: collect said\n${r.output}`);
+    throw new Error(problems.join('\n'));
+  }
 }
 
 main(process.argv.slice(2)).catch((error) => {

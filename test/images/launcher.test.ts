@@ -27,6 +27,10 @@ case "$1" in
     for last; do :; done
     case " \${FAKE_DOCKER_IMAGES-} " in *" $last "*) echo '[{}]' ;; *) echo "Error: No such image: $last" >&2; exit 1 ;; esac ;;
   run) echo "sidecar ran" ;;
+  create)
+    [ -z "\${FAKE_DOCKER_OLD-}" ] || { echo 'Error response from daemon: invalid CapAdd: unknown capability: "CAP_PERFMON"' >&2; exit 1; }
+    echo probe-container-id ;;
+  rm) echo "$2" ;;
   *) echo "fake docker: unexpected $1" >&2; exit 3 ;;
 esac
 `;
@@ -143,7 +147,7 @@ test('-c names the target; an unknown or stopped one is refused with a hint', as
   assert.equal(stopped.run, undefined);
 });
 
-test('--least-privilege grants PERFMON, SYS_PTRACE and SYS_ADMIN instead of --privileged', async () => {
+test('--least-privilege grants PERFMON (SYS_ADMIN alone on older engines), SYS_PTRACE and SYS_ADMIN, not --privileged', async () => {
   const r = await launch(['-c', 'my-service', '--least-privilege'], oneTarget);
   assert.equal(r.exitCode, 0, r.stderr);
   assert.ok(!r.run!.includes('--privileged'));
