@@ -93,32 +93,36 @@ async function describeFile(pid: number, path: string, options: ProcfsOptions): 
   }
 }
 
-/** Reads what profcpu needs about `pid`. */
-export async function inspectProcess(pid: number, options: ProcfsOptions = {}): Promise<TargetInfo> {
-  let status, stat, cmdlineText, environText, mapsText;
+/** Reads the /proc files of `pid` that inspection needs, turning "gone" and "not allowed" into typed errors. */
+async function readProcFiles(pid: number, options: ProcfsOptions) {
   try {
-    [status, stat, cmdlineText] = await Promise.all([
+    const [status, stat, cmdlineText] = await Promise.all([
       readStatus(pid, options),
       readStat(pid, options),
       readProcText(pid, 'cmdline', options),
     ]);
-    if (!status || !stat || cmdlineText === undefined) throw noSuchProcess(pid);
-    [environText, mapsText] = await Promise.all([
+    // environ and maps need ptrace access: read second, so a missing process is reported as missing.
+    const [environText, mapsText] = await Promise.all([
       readProcText(pid, 'environ', options),
       readProcText(pid, 'maps', options),
     ]);
+    if (!status || !stat || cmdlineText === undefined || environText === undefined || mapsText === undefined)
+      throw noSuchProcess(pid);
+    return { status, stat, cmdlineText, environText, mapsText };
   } catch (error) {
-    if (error instanceof ProfcpuError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM')
-      throw new ProfcpuError('TARGET_NOT_VISIBLE', `process ${pid} exists but its /proc entries cannot be read`, {
-        remedy:
-          'Run profcpu as root, or as the same user as the target, with CAP_SYS_PTRACE (a container needs --cap-add SYS_PTRACE or --privileged).',
-        cause: error,
-      });
-    throw error;
+    if (code !== 'EACCES' && code !== 'EPERM') throw error;
+    throw new ProfcpuError('TARGET_NOT_VISIBLE', `process ${pid} exists but its /proc entries cannot be read`, {
+      remedy:
+        'Run profcpu as root, or as the same user as the target, with CAP_SYS_PTRACE (a container needs --cap-add SYS_PTRACE or --privileged).',
+      cause: error,
+    });
   }
-  if (environText === undefined || mapsText === undefined) throw noSuchProcess(pid);
+}
+
+/** Reads what profcpu needs about `pid`. */
+export async function inspectProcess(pid: number, options: ProcfsOptions = {}): Promise<TargetInfo> {
+  const { status, stat, cmdlineText, environText, mapsText } = await readProcFiles(pid, options);
   const env = parseEnviron(parseNulList(environText));
   const dotnet = detectDotnet(mapsText, env);
   const cmdline = parseNulList(cmdlineText);
