@@ -1,6 +1,6 @@
 // `profcpu collect` end to end on this machine: a real Node target with distinctive function names, real perf.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { access, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -190,7 +190,7 @@ test('--no-postprocess leaves only the raw data, which postprocess can finish la
 });
 
 test('a PID that does not exist fails with a remedy', async () => {
-  const gone = spawnSync('true').pid!;
+  const gone = nonexistentPid();
   const run = await runCli(['collect', '--pid', String(gone), '--duration', '1', '--output', '/var/tmp/profcpu-never']);
   assert.equal(run.exitCode, 1, String(run.all));
   assert.match(String(run.stderr), new RegExp(`error: no process ${gone} is visible here`));
@@ -254,4 +254,9 @@ function killGroup(subprocess: ReturnType<typeof execa>): void {
   } catch {
     // The group is already gone.
   }
+}
+
+/** A PID no process can have: one above the kernel's pid_max. */
+function nonexistentPid(): number {
+  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
@@ -28,9 +28,14 @@ test('doctor warns (exit 3) when a Node process has no perf map, saying how to e
 });
 
 test('doctor fails (exit 1) for a PID that does not exist', async () => {
-  const gone = spawnSync('true').pid!;
+  const gone = nonexistentPid();
   const run = await runCli(['doctor', '--pid', String(gone)]);
   assert.equal(run.exitCode, 1, String(run.all));
   assert.match(String(run.stdout), new RegExp(`^FAIL target: no process ${gone} is visible here`, 'm'));
   assert.match(String(run.stdout), /fix: Check the PID with `profcpu ps`/);
 });
+
+/** A PID no process can have: one above the kernel's pid_max. */
+function nonexistentPid(): number {
+  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
+}

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,7 +90,7 @@ test('a target exiting ends the recording by itself', async (t) => {
 
 test('a PID perf cannot attach to rejects with a PerfError keeping perf’s complaint', async (t) => {
   if (!needCommand(t, 'perf', 'linux-perf')) return;
-  const gone = spawnSync('true').pid!;
+  const gone = nonexistentPid();
   const recording = startRecord({ pid: gone, output: await out(t) });
   assert.equal(await recording.started, false);
   await assert.rejects(recording.done, (error) => {
@@ -99,3 +99,8 @@ test('a PID perf cannot attach to rejects with a PerfError keeping perf’s comp
     return true;
   });
 });
+
+/** A PID no process can have: one above the kernel's pid_max. */
+function nonexistentPid(): number {
+  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
+}
