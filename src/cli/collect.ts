@@ -100,7 +100,10 @@ export function progressPrinter(reporter: Reporter, quiet: boolean) {
   return {
     update(p: RecordingProgress) {
       if (quiet) return;
-      const text = `recording: ${(p.elapsedMs / 1000).toFixed(0)} s elapsed, ${(p.remainingMs / 1000).toFixed(0)} s left`;
+      const text =
+        p.remainingMs > 0
+          ? `recording: ${Math.floor(p.elapsedMs / 1000)} s elapsed, ${Math.ceil(p.remainingMs / 1000)} s left`
+          : 'recording: done, perf is writing perf.data';
       if (reporter.interactive) {
         process.stderr.write(`\r${text}\x1b[K`);
         drawn = true;
