@@ -13,6 +13,8 @@ export class BytesMap<V> {
   private salts: number[] = [];
   private hashes: number[] = [];
   private readonly values: V[] = [];
+  /** The index of the entry the last get() found or set() stored, for matches() and valueAt(). */
+  lastIndex = -1;
   /** Where the last missed lookup would insert, for set(). */
   private missSlot = -1;
   private missHash = 0;
@@ -38,10 +40,10 @@ export class BytesMap<V> {
         return undefined;
       }
       if (this.hashes[index] === h && this.lengths[index] === length && this.salts[index] === salt) {
-        const at = this.starts[index]!;
-        let i = 0;
-        while (i < length && this.arena[at + i] === buf[start + i]) i++;
-        if (i === length) return this.values[index];
+        if (this.equal(index, buf, start, length)) {
+          this.lastIndex = index;
+          return this.values[index];
+        }
       }
     }
   }
@@ -63,7 +65,26 @@ export class BytesMap<V> {
     this.values.push(value);
     this.used += length;
     this.table[this.missSlot] = index;
+    this.lastIndex = index;
     if (this.values.length * 2 > this.table.length) this.rehash();
+  }
+
+  /** Whether entry `index` has exactly this key: a check that skips hashing when the caller has a likely entry. */
+  matches(index: number, buf: Uint8Array, start: number, end: number, salt: number): boolean {
+    return (
+      this.lengths[index] === end - start && this.salts[index] === salt && this.equal(index, buf, start, end - start)
+    );
+  }
+
+  valueAt(index: number): V {
+    return this.values[index]!;
+  }
+
+  private equal(index: number, buf: Uint8Array, start: number, length: number): boolean {
+    const at = this.starts[index]!;
+    let i = 0;
+    while (i < length && this.arena[at + i] === buf[start + i]) i++;
+    return i === length;
   }
 
   private rehash(): void {

@@ -88,6 +88,7 @@ export interface FoldResult {
 /** Lines longer than this are dropped rather than buffered (binary garbage must not grow memory). */
 const MAX_LINE = 1 << 20;
 const HASH = 35;
+const RECENT_SLOTS = 1 << 14;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
 const NO_FRAMES = new Int32Array(0);
 /** Cached for lines that are not frames, so that they are counted each time they appear. */
@@ -118,6 +119,8 @@ export class StackFolder {
   private readonly frames = new FrameTable();
   private readonly stacks = new StackTable();
   private readonly lineCache = new BytesMap<Int32Array>();
+  /** By a hash of the address: the lineCache entry last seen there. */
+  private readonly recent = new Int32Array(RECENT_SLOTS).fill(-1);
   private readonly roots = new BytesMap<Root>();
   private readonly events: string[] = [];
   private readonly eventBytes: Buffer[] = [];
@@ -339,10 +342,21 @@ export class StackFolder {
     // Salt: names in java processes differ in compat mode; a resolver's answer depends on the pid.
     const salt =
       (root.java && this.options.compat ? 1 : 0) | (unnamed && this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
-    let ids = this.lineCache.get(buf, keyStart, textEnd, salt);
-    if (ids === undefined) {
-      ids = this.internLine(buf, f, textEnd, root);
-      this.lineCache.set(buf, keyStart, textEnd, salt, ids);
+    // Most lines repeat the text last seen at their address: check that entry before hashing the whole text.
+    let a = salt;
+    for (let i = f.ipStart; i < f.ipEnd; i++) a = Math.imul(a ^ buf[i]!, 16777619);
+    const slot = a & (RECENT_SLOTS - 1);
+    const recent = this.recent[slot]!;
+    let ids: Int32Array | undefined;
+    if (recent >= 0 && this.lineCache.matches(recent, buf, keyStart, textEnd, salt)) {
+      ids = this.lineCache.valueAt(recent);
+    } else {
+      ids = this.lineCache.get(buf, keyStart, textEnd, salt);
+      if (ids === undefined) {
+        ids = this.internLine(buf, f, textEnd, root);
+        this.lineCache.set(buf, keyStart, textEnd, salt, ids);
+      }
+      this.recent[slot] = this.lineCache.lastIndex;
     }
     if (ids === NOT_A_FRAME) {
       this.unrecognized(buf, start, end);
