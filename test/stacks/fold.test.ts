@@ -130,3 +130,29 @@ test('a comm with spaces and digits stays whole when perf printed cpu or time af
   // stackcollapse-perf.pl takes the shortest comm, and needs 2 bytes and a space after the numbers.
   assert.deepEqual([...foldText(text, { compat: true }).stacks.keys()], ['Worker;f']);
 });
+
+test('mutated input never throws, in either mode, whole or in chunks', () => {
+  const source = readFileSync(new URL('dotnet-names.txt', fixtures));
+  let seed = 7;
+  const next = (n: number) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed % n;
+  };
+  const resolver: FrameResolver = { resolve: (f) => (f.ip % 2n ? { name: '(odd)[x]', kind: 'jit' } : undefined) };
+  for (let round = 0; round < 150; round++) {
+    const bytes = Buffer.from(source);
+    for (let k = 0; k < 1 + next(40); k++)
+      bytes[next(bytes.length)] = [0, 9, 10, 13, 32, 40, 41, 59, 91, 93][next(10)]!;
+    for (const compat of [false, true]) {
+      const folder = new StackFolder({ compat, addrs: round % 2 === 0 }, () => {}, resolver);
+      for (let at = 0; at < bytes.length;) {
+        const size = 1 + next(64);
+        folder.write(bytes.subarray(at, at + size));
+        at += size;
+      }
+      const result = folder.end();
+      assert.ok(result.keptSamples <= result.samples);
+      for (const [stack, weight] of result.stacks) assert.ok(stack.length > 0 && weight > 0);
+    }
+  }
+});
