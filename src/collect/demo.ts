@@ -8,6 +8,16 @@ import { ProfcpuError } from '../error.js';
 
 export const demoWorkloadPath = fileURLToPath(new URL('./demo-workload.js', import.meta.url));
 
+/**
+ * node's flags for a perf map: /tmp/perf-<pid>.map. With --perf-basic-prof, V8 also writes an `isolate-*-v8.log`
+ * into the working directory; sending that log to stdout (which the workload discards) keeps the user's folder clean.
+ */
+export const nodePerfMapFlags: readonly string[] = Object.freeze([
+  '--perf-basic-prof',
+  '--no-logfile-per-isolate',
+  '--logfile=-',
+]);
+
 export interface DemoWorkloadOptions {
   /** The node executable (the CLI passes its own). */
   nodePath: string;
@@ -24,7 +34,7 @@ export interface DemoWorkload {
 }
 
 export async function startDemoWorkload(options: DemoWorkloadOptions): Promise<DemoWorkload> {
-  const child = execa(options.nodePath, ['--perf-basic-prof', demoWorkloadPath, String(options.lifetimeSeconds)], {
+  const child = execa(options.nodePath, [...nodePerfMapFlags, demoWorkloadPath, String(options.lifetimeSeconds)], {
     stdio: 'ignore',
     reject: false,
   });

@@ -9,13 +9,13 @@ import { layout } from '../../src/bundle/layout.js';
 import { runCli } from '../support/cli.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
 import { needCommand, needRoot } from '../support/requirements.js';
-import { demoWorkload, namesWorkload } from '../fixtures/node-burn/node-burn.js';
+import { demoWorkload, namesWorkload, nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 
 test('collect from a sidecar names JIT frames, and so does postprocess after the target exited', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
   const work = await mkdtemp('/var/tmp/profcpu-sidecar-');
   t.after(() => rm(work, { recursive: true, force: true }));
-  const target = await startNamespacedTarget(process.execPath, ['--perf-basic-prof', demoWorkload, '60'], {
+  const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {
     ready: ({ hostPid, nsPid }) =>
       stat(`/proc/${hostPid}/root/tmp/perf-${nsPid}.map`).then(
         () => true,
