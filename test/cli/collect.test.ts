@@ -102,6 +102,27 @@ test('Ctrl-C (to the process group, as a terminal sends it) stops the recording 
   assert.ok(namesWorkload(await readFile(join(dir, layout.foldedStacks), 'utf8')));
 });
 
+test('SIGTERM to profcpu alone (docker stop, kill) also stops the recording and post-processes it', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const collect = execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
+    { cwd: work, reject: false, all: true, detached: true },
+  );
+  t.after(() => killGroup(collect));
+  await waitForOutput(collect, /recording for 60 s/);
+  await sleep(3000);
+  collect.kill('SIGTERM');
+  const run = await collect;
+  assert.equal(run.exitCode, 0, String(run.all));
+  assert.match(String(run.stderr), /SIGTERM: stopping the recording/);
+  assert.ok(namesWorkload(await readFile(join(dir, layout.foldedStacks), 'utf8')));
+});
+
 test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t) => {
   if (!canRecord(t)) return;
   const work = await workDir(t);
