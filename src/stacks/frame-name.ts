@@ -59,8 +59,10 @@ export function nameFrameLine(
 ): NamedFrame[] {
   const sym = line.sym.replace(offsetSuffix, '');
   if (sym.startsWith('(')) return [];
-  const pieces = sym.split('->');
+  let pieces = sym.split('->');
   while (pieces.length > 0 && pieces[pieces.length - 1] === '') pieces.pop();
+  // stackcollapse-perf.pl keeps an empty piece (`->f` gives an empty frame); the readable mode drops it.
+  if (!options.compat) pieces = pieces.filter((piece) => piece !== '');
   const out: NamedFrame[] = [];
   for (let i = 0; i < pieces.length; i++) {
     const frame = options.compat

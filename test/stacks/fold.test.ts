@@ -156,3 +156,10 @@ test('mutated input never throws, in either mode, whole or in chunks', () => {
     }
   }
 });
+
+test('inline frames: `outer->inlined` gives two frames, the inlined one nearer the leaf and marked _[i]', () => {
+  const text =
+    'app 1 1.0: 1 cpu-clock:\n\t 10 leaf (/bin/a)\n\t 20 outer->inlined+0x8 (/bin/a)\n\t 30 ->main (/bin/a)\n\n';
+  assert.deepEqual([...foldText(text).stacks.keys()], ['app;main;outer;inlined_[i];leaf']);
+  assert.deepEqual([...foldText(text, { compat: true }).stacks.keys()], ['app;;main_[i];outer;inlined_[i];leaf']);
+});
