@@ -59,6 +59,9 @@ export function nameFrameLine(
 ): NamedFrame[] {
   const sym = line.sym.replace(offsetSuffix, '');
   if (sym.startsWith('(')) return [];
+  // A return address of 0 with no mapping is where a frame-pointer chain ran out (code without frame pointers
+  // below it), not code: the readable mode ends the stack there; stackcollapse-perf.pl keeps it as `[unknown]`.
+  if (!options.compat && line.dso === '[unknown]' && isZeroAddress(line.ip) && isUnnamed(sym)) return [];
   let pieces = sym.split('->');
   while (pieces.length > 0 && pieces[pieces.length - 1] === '') pieces.pop();
   // stackcollapse-perf.pl keeps an empty piece (`->f` gives an empty frame); the readable mode drops it.
@@ -115,6 +118,10 @@ function readableFrame(
   if (isManaged(kind)) name = formatManagedName(name, options.managed);
   else if (kind === 'native' && !options.keepNativeArguments) name = withoutTrailingArguments(name);
   return { name: name.replaceAll(';', ':'), kind, coreclr: kind !== 'kernel' && isCoreclr(piece, line) };
+}
+
+function isZeroAddress(ip: string): boolean {
+  return /^(0x)?0+$/.test(ip);
 }
 
 /** `ns::f(int) const` to `ns::f`; parentheses inside the name (`(anonymous namespace)`, Go's `(*T)`) stay. */

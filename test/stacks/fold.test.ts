@@ -163,3 +163,19 @@ test('inline frames: `outer->inlined` gives two frames, the inlined one nearer t
   assert.deepEqual([...foldText(text).stacks.keys()], ['app;main;outer;inlined_[i];leaf']);
   assert.deepEqual([...foldText(text, { compat: true }).stacks.keys()], ['app;;main_[i];outer;inlined_[i];leaf']);
 });
+
+test('a zero return address with no mapping ends the stack in the readable mode; compat keeps it', () => {
+  const text = [
+    'dotnet 100/101 [000] 1.000000:   10101010 cpu-clock: ',
+    '\t    7f0000004000 memmove+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+    '\t    7f0000005000 GCHeap::Alloc+0x20 (/usr/share/dotnet/libcoreclr.so)',
+    '\t               0 [unknown] ([unknown])',
+    '',
+    '',
+  ].join('\n');
+  const readable = foldText(text);
+  assert.deepEqual([...readable.stacks], [['dotnet;GCHeap::Alloc;memmove', 1]]);
+  assert.equal(readable.quality.fullyNamed, 1);
+  const compat = foldText(text, { compat: true });
+  assert.deepEqual([...compat.stacks], [['dotnet;[unknown];GCHeap::Alloc;memmove', 10101010]]);
+});
