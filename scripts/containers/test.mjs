@@ -149,6 +149,13 @@ async function main(argv) {
   const runs = [];
   if (options.fresh) await stopEngine({ dir: engineDir });
   const engine = await startEngine({ dir: engineDir });
+  // Interrupted (Ctrl-C, CI timeout): stop the engine and its containers, then die of the same signal.
+  const onSignal = (signal) => {
+    console.error(`container test: ${signal}, stopping the engine`);
+    stopEngine({ dir: engineDir, keepData: true }).finally(() => process.kill(process.pid, signal));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     const env = { ...process.env, DOCKER_HOST: engine.host };
     const base = await timed(async () => {
@@ -176,6 +183,8 @@ async function main(argv) {
     );
     figures.runs = runs.map((r) => r.figures);
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await stopEngine({ dir: engineDir, keepData: true });
     if (!options.keepResults) for (const r of runs) await fs.rm(r.results, { recursive: true, force: true });
   }
