@@ -63,7 +63,9 @@ if [ -n "$kernel" ]; then
     *) die "-k wants a kernel version like 6.6, not '$kernel'" "" 2 ;;
   esac
   [ -z "$image_given" ] || die "-k and -i both choose the image: give one of them" "" 2
-  image="${image%:*}:kernel-$kernel"
+  repository=$image
+  case "${image##*/}" in *:*) repository=${image%:*} ;; esac # a tag, not a registry's port
+  image="$repository:kernel-$kernel"
 fi
 
 command -v "$docker" >/dev/null 2>&1 ||
@@ -108,11 +110,15 @@ if [ -n "$least_privilege" ]; then
   privileges="--cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --security-opt=seccomp=unconfined"
   # Engines older than CAP_PERFMON (Debian 12's Docker 20.10) refuse to create a container that asks for it; there
   # CAP_SYS_ADMIN, which perf accepts in its place, is enough.
-  if probe=$("$docker" create --cap-add=PERFMON "$image" true 2>&1); then
+  probe="profcpu-perfmon-probe-$$"
+  if refusal=$("$docker" create --name "$probe" --cap-add=PERFMON "$image" true 2>&1); then
     "$docker" rm "$probe" >/dev/null 2>&1 || true
     privileges="--cap-add=PERFMON $privileges"
   else
-    echo "$me: this engine does not know CAP_PERFMON; CAP_SYS_ADMIN stands in for it" >&2
+    case "$refusal" in
+      *PERFMON*) echo "$me: this engine does not know CAP_PERFMON; CAP_SYS_ADMIN stands in for it" >&2 ;;
+      *) die "the engine refused a test container: $refusal" "Check the engine with: $docker info" ;;
+    esac
   fi
 else
   privileges="--privileged"

@@ -29,7 +29,7 @@ case "$1" in
   run) echo "sidecar ran" ;;
   create)
     [ -z "\${FAKE_DOCKER_OLD-}" ] || { echo 'Error response from daemon: invalid CapAdd: unknown capability: "CAP_PERFMON"' >&2; exit 1; }
-    echo probe-container-id ;;
+    echo 0123probe ;;
   rm) echo "$2" ;;
   *) echo "fake docker: unexpected $1" >&2; exit 3 ;;
 esac
@@ -173,6 +173,14 @@ test('-k picks the image built for that kernel; a missing image gets the build c
   const bad = await launch(['-c', 'my-service', '-k', 'latest'], oneTarget);
   assert.equal(bad.exitCode, 2);
   assert.match(bad.stderr, /-k wants a kernel version like 6\.6/);
+
+  const port = await launch(['-c', 'my-service', '-k', '6.6'], {
+    ...oneTarget,
+    PROFCPU_IMAGE: 'registry.example:5000/profcpu',
+    FAKE_DOCKER_IMAGES: 'registry.example:5000/profcpu:kernel-6.6',
+  });
+  assert.equal(port.exitCode, 0, port.stderr);
+  assert.ok(port.run!.includes('registry.example:5000/profcpu:kernel-6.6'));
 
   const both = await launch(['-k', '6.6', '-i', 'x:1'], oneTarget);
   assert.equal(both.exitCode, 2);
