@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { execa, type Options } from 'execa';
+import { execa } from 'execa';
 import { cliPath } from './cli.js';
 
 export interface NamespacedTarget {
@@ -114,11 +114,23 @@ function sidecarArgv(hostPid: number, command: string, args: readonly string[]):
 }
 
 /** Starts `command args` in a sidecar of the target whose host PID is given (see the top of this file). */
-export function startInSidecar(hostPid: number, command: string, args: readonly string[], options: Options = {}) {
+export interface SidecarOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  timeout?: number;
+  maxBuffer?: number;
+}
+
+export function startInSidecar(
+  hostPid: number,
+  command: string,
+  args: readonly string[],
+  options: SidecarOptions = {},
+) {
   return execa('unshare', sidecarArgv(hostPid, command, args), { reject: false, all: true, ...options });
 }
 
 /** Runs the built CLI (dist/cli/main.js) in a sidecar of the target. */
-export function runCliInSidecar(hostPid: number, argv: readonly string[], options: Options = {}) {
+export function runCliInSidecar(hostPid: number, argv: readonly string[], options: SidecarOptions = {}) {
   return startInSidecar(hostPid, process.execPath, [cliPath, ...argv], options);
 }

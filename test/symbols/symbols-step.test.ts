@@ -57,6 +57,7 @@ test('a .NET target: libcoreclr.so’s debug file fetched by build-id and placed
   const { ctx, lines } = context(target);
   const report = await symbolsStep({ mode: 'coreclr', servers, cacheDir: join(work, 'cache'), buildIdDir })
     .afterRecording!(ctx);
+  assert.ok(report);
   const libraries = report['libraries'] as { path: string; buildId: string; status: string; source: string }[];
   assert.deepEqual(
     libraries.map((l) => [l.path, l.buildId, l.status, l.source]),
@@ -77,6 +78,7 @@ test('a .NET target: libcoreclr.so’s debug file fetched by build-id and placed
     buildIdDir: join(work, 'perf-debug-2'),
     fetch: { retries: 0 },
   }).afterRecording!(other.ctx);
+  assert.ok(failed);
   assert.equal((failed['libraries'] as { status: string }[])[0]?.status, 'failed');
   assert.equal(other.lines.warn.length, 1);
   assert.match(other.lines.warn[0]!, /HTTP 503/);
