@@ -31,15 +31,15 @@ interface CollectArgs {
 export function collectOptions<T>(yargs: Argv<T>) {
   return yargs
     .option('pid', { type: 'number', describe: 'PID to profile (default: the only .NET process visible, else 1)' })
-    .option('name', { type: 'string', describe: 'profile the process with this name (comm, executable or dll name)' })
-    .option('duration', { type: 'number', default: collectDefaults.durationSeconds, describe: 'seconds to record' })
-    .option('frequency', { type: 'number', default: collectDefaults.frequency, describe: 'samples per second' })
-    .option('output', { type: 'string', describe: 'output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
-    .option('event', { type: 'string', describe: 'perf event (default: cycles where available, else cpu-clock)' })
+    .option('name', { type: 'string', describe: 'Profile the process with this name (comm, executable or dll name)' })
+    .option('duration', { type: 'number', default: collectDefaults.durationSeconds, describe: 'Seconds to record' })
+    .option('frequency', { type: 'number', default: collectDefaults.frequency, describe: 'Samples per second' })
+    .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
+    .option('event', { type: 'string', describe: 'Perf event (default: cycles where available, else cpu-clock)' })
     .option('postprocess', {
       type: 'boolean',
       default: true,
-      describe: 'post-process after recording (--no-postprocess to skip)',
+      describe: 'Post-process after recording (--no-postprocess to skip)',
     })
     .option('perfmap', {
       choices: ['auto', 'on', 'off'] as const,
@@ -49,15 +49,15 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .option('symbols', {
       choices: ['coreclr', 'all', 'none'] as const,
       default: 'coreclr' as const,
-      describe: 'fetch debug files after recording: libcoreclr.so, every native library lacking symbols, or none',
+      describe: 'Fetch debug files after recording: libcoreclr.so, every native library lacking symbols, or none',
     })
     .option('symbol-server', {
       type: 'string',
       array: true,
-      describe: `symbol server to ask, in order (repeatable); default PROFCPU_SYMBOL_SERVERS, else DEBUGINFOD_URLS then ${microsoftSymbolServer}`,
+      describe: `Symbol server to ask, in order (repeatable); default PROFCPU_SYMBOL_SERVERS, else DEBUGINFOD_URLS then ${microsoftSymbolServer}`,
     })
-    .option('offline', { type: 'boolean', default: false, describe: 'ask no symbol server: use the cache only' })
-    .option('quiet', { type: 'boolean', default: false, describe: 'print only warnings, errors and the summary' })
+    .option('offline', { type: 'boolean', default: false, describe: 'Ask no symbol server: use the cache only' })
+    .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
       if (!(Number(args.duration) > 0)) throw new Error('--duration must be a positive number of seconds');
@@ -158,7 +158,7 @@ export async function runCollectSession(
 
 const command: CommandModule<object, CollectArgs> = {
   command: 'collect',
-  describe: 'record a process with perf, then post-process it into flame graphs and a tarball',
+  describe: 'Record a process with perf, then post-process it into flame graphs and a tarball',
   builder: (yargs) => collectOptions(yargs) as unknown as Argv<CollectArgs>,
   handler: (args) => {
     const reporter = createReporter({ quiet: args.quiet });

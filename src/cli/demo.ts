@@ -15,13 +15,13 @@ interface DemoArgs {
 
 const command: CommandModule<object, DemoArgs> = {
   command: 'demo',
-  describe: 'profile a bundled CPU-burning Node.js workload and write a full output folder',
+  describe: 'Profile a bundled CPU-burning Node.js workload and write a full output folder',
   builder: (yargs) =>
     yargs
-      .option('duration', { type: 'number', default: 5, describe: 'seconds to record' })
-      .option('frequency', { type: 'number', default: 99, describe: 'samples per second' })
-      .option('output', { type: 'string', describe: 'output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
-      .option('quiet', { type: 'boolean', default: false, describe: 'print only warnings, errors and the summary' })
+      .option('duration', { type: 'number', default: 5, describe: 'Seconds to record' })
+      .option('frequency', { type: 'number', default: 99, describe: 'Samples per second' })
+      .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
+      .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
       .check((args) => {
         if (!(args.duration > 0 && args.duration <= 600)) throw new Error('--duration must be between 0 and 600 s');
         return true;

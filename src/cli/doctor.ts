@@ -19,13 +19,13 @@ const label = { ok: 'ok   ', warn: 'warn ', fatal: 'FAIL ' } as const;
 
 const command: CommandModule<object, DoctorArgs> = {
   command: 'doctor',
-  describe: 'check that perf can profile the target from here (exit 0 ok, 3 warnings, 1 fatal)',
+  describe: 'Check that perf can profile the target from here (exit 0 ok, 3 warnings, 1 fatal)',
   builder: (yargs) =>
     yargs
-      .option('pid', { type: 'number', describe: 'the process to check (default: the one collect would choose)' })
-      .option('name', { type: 'string', describe: 'the process to check, by name' })
-      .option('output', { type: 'string', default: '.', describe: 'where recordings will be written (disk space)' })
-      .option('quiet', { type: 'boolean', default: false, describe: 'print only the checks that are not ok' })
+      .option('pid', { type: 'number', describe: 'The process to check (default: the one collect would choose)' })
+      .option('name', { type: 'string', describe: 'The process to check, by name' })
+      .option('output', { type: 'string', default: '.', describe: 'Where recordings will be written (disk space)' })
+      .option('quiet', { type: 'boolean', default: false, describe: 'Print only the checks that are not ok' })
       .conflicts('pid', 'name') as unknown as Argv<DoctorArgs>,
   handler: async (args) => {
     const reporter = createReporter({ quiet: args.quiet });

@@ -29,11 +29,11 @@ export function formatTable(rows: readonly (readonly string[])[]): string[] {
 
 const command: CommandModule<object, PsArgs> = {
   command: 'ps',
-  describe: 'list the visible processes worth profiling (.NET, or with a perf map)',
+  describe: 'List the visible processes worth profiling (.NET, or with a perf map)',
   builder: (yargs) =>
     yargs
-      .option('all', { type: 'boolean', default: false, describe: 'list every visible process' })
-      .option('json', { type: 'boolean', default: false, describe: 'print JSON' }) as unknown as Argv<PsArgs>,
+      .option('all', { type: 'boolean', default: false, describe: 'List every visible process' })
+      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' }) as unknown as Argv<PsArgs>,
   handler: async (args) => {
     const processes = (await listProcesses()).filter((p) => args.all || isWorthProfiling(p));
     if (args.json) {
