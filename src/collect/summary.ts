@@ -2,7 +2,7 @@
 // lines of text out. Pure.
 import { join, relative } from 'node:path';
 import { layout } from '../bundle/layout.js';
-import type { FoldedStacks } from '../stacks/folded.js';
+import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from './session.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
@@ -33,6 +33,8 @@ export function topFrames(stacks: FoldedStacks, count: number): TopFrame[] {
     .sort((a, b) => b.self - a.self || (a.frame < b.frame ? -1 : a.frame > b.frame ? 1 : 0))
     .slice(0, count);
 }
+
+const annotationLabels = { j: '  [managed]', k: '  [kernel]', i: '  [inlined]' } as const;
 
 const percent = (part: number, whole: number) => (whole > 0 ? `${((100 * part) / whole).toFixed(1)}%` : 'n/a');
 
@@ -66,10 +68,11 @@ export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: stri
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {
       lines.push('top frames (self)');
-      for (const t of top)
-        lines.push(
-          `  ${percent(t.self, fold.keptSamples).padStart(6)}  ${t.frame.length > 100 ? `${t.frame.slice(0, 99)}…` : t.frame}`,
-        );
+      for (const t of top) {
+        const { name, annotation } = splitAnnotation(t.frame);
+        const label = `${name.length > 100 ? `${name.slice(0, 99)}…` : name}${annotation ? annotationLabels[annotation] : ''}`;
+        lines.push(`  ${percent(t.self, fold.keptSamples).padStart(6)}  ${label}`);
+      }
     }
     lines.push(`flame graph ${where(layout.flamegraphSvg)}`, `tarball     ${where(layout.tarball)}`);
   } else {

@@ -67,7 +67,7 @@ test('formatSummary: samples, naming share, top frames, where the files are, pha
     'stacks      300 of 300 samples kept, 2 distinct stacks',
     'named       80.0% of samples have every frame named',
     'top frames (self)',
-    '   80.0%  Hot_[j]',
+    '   80.0%  Hot  [managed]',
     '   20.0%  [unknown]',
     'flame graph profilings/x/flamegraph.svg',
     'tarball     profilings/x/prof.tar.gz',
