@@ -3,6 +3,12 @@
 // it was. Decided from the target's environment (DOTNET_PerfMapEnabled/COMPlus_PerfMapEnabled) and the files it
 // holds open, so a map enabled earlier over IPC (by another tool, or a run that crashed) is not enabled twice:
 // the runtime would replay every method into the files again.
+//
+// One exception: .NET 10 abandons a jitdump enabled from the environment at startup (writing a 64 KiB stub block
+// whose end is unreadable fails, and the runtime closes the file) unless DOTNET_PerfMapStubGranularity keeps whole
+// blocks out of it. Such a target asked for a jitdump and holds none, so profcpu re-opens it (EnablePerfMap type 2,
+// which also replays the ReadyToRun methods only the jitdump names) and leaves it on: DisablePerfMap has no type
+// and would also stop the perf map the app writes by itself.
 import { readdir, readlink } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 import { pathInTarget, procPath } from '../target/procfs.js';
@@ -17,10 +23,13 @@ export type PerfMapMode = 'auto' | 'on' | 'off';
 /**
  * - `enabled-by-profcpu`: switched on over IPC; restore() switches it off again.
  * - `already-enabled`: the target writes perf maps by itself; restore() does nothing.
+ * - `jitdump-reopened`: the target's environment asks for a jitdump the runtime had abandoned; profcpu re-opened it
+ *   over IPC (type 2) and leaves it on, since DisablePerfMap would stop the app's own perf map too; restore() does
+ *   nothing.
  * - `unavailable` (auto only): could not be switched on; `message` says why and which variable to set.
  * - `left-alone`: mode off; nothing was sent.
  */
-export type PerfMapState = 'enabled-by-profcpu' | 'already-enabled' | 'unavailable' | 'left-alone';
+export type PerfMapState = 'enabled-by-profcpu' | 'already-enabled' | 'jitdump-reopened' | 'unavailable' | 'left-alone';
 
 export interface PerfMapSession {
   state: PerfMapState;
@@ -30,7 +39,7 @@ export interface PerfMapSession {
   /** The target's files as this process reaches them, through /proc/PID/root. They are never deleted. */
   perfMapPath: string | undefined;
   jitDumpPath: string | undefined;
-  /** What profcpu switched on (state `enabled-by-profcpu`), same values as DOTNET_PerfMapEnabled. */
+  /** What profcpu switched on (states `enabled-by-profcpu`, `jitdump-reopened`), same values as DOTNET_PerfMapEnabled. */
   enabledType: PerfMapType | undefined;
   /** DOTNET_PerfMapEnabled's value in the target's environment, when set. */
   environmentSetting: string | undefined;
@@ -115,6 +124,27 @@ export async function preparePerfMap(
   if (mode === 'off') return { ...base, ...files, state: 'left-alone', message: offMessage(setting) };
 
   const open = await openPerfMapFiles(pid, nspid, options);
+  if (open && !open.jitDump && settingWantsJitDump(setting)) {
+    try {
+      await enablePerfMap(socket.path, { ...options, type: perfMapType.jitDump });
+    } catch (error) {
+      if (!(error instanceof ProfcpuError) || error.code === 'ABORTED') throw error;
+      const message =
+        `Perf maps on: the target sets DOTNET_PerfMapEnabled=${setting}, but its runtime abandoned the jitdump and ` +
+        `re-opening it over diagnostic IPC failed (${error.message}). ${noJitDumpAdvice(setting)}`;
+      return { ...base, ...files, state: 'already-enabled', error, message };
+    }
+    return {
+      ...base,
+      ...files,
+      state: 'jitdump-reopened',
+      enabledType: perfMapType.jitDump,
+      message:
+        `Perf maps on: the target sets DOTNET_PerfMapEnabled=${setting}, but its runtime had abandoned the jitdump ` +
+        '(which alone names ReadyToRun framework code); profcpu re-opened it over diagnostic IPC and leaves it on ' +
+        'after the recording, as switching it off would stop the app’s own perf map too.',
+    };
+  }
   if (perfMapEnabledBySetting(setting) || open?.perfMap || open?.jitDump) {
     const how = perfMapEnabledBySetting(setting)
       ? `the target sets DOTNET_PerfMapEnabled=${setting}`
@@ -151,15 +181,25 @@ export async function preparePerfMap(
   };
 }
 
+/** DOTNET_PerfMapEnabled=1 or 2: the app asked for a jitdump (3 is the perf map alone, a choice left alone). */
+function settingWantsJitDump(setting: string | undefined): boolean {
+  const type = perfMapSettingValue(setting);
+  return type === perfMapType.all || type === perfMapType.jitDump;
+}
+
 function noJitDumpAdvice(setting: string | undefined): string {
   const advice = 'It writes no jitdump now, so ReadyToRun framework frames may stay unnamed';
-  const type = perfMapSettingValue(setting);
-  if (type === perfMapType.perfMap) return `${advice}: set DOTNET_PerfMapEnabled=1 to add it.`;
-  if (type === perfMapType.all || type === perfMapType.jitDump) {
-    return `${advice}: .NET 10 stops a jitdump enabled at startup unless DOTNET_PerfMapStubGranularity=4 is set too.`;
-  }
+  if (perfMapSettingValue(setting) === perfMapType.perfMap) return `${advice}: set DOTNET_PerfMapEnabled=1 to add it.`;
+  if (settingWantsJitDump(setting)) return `${advice}: ${stubGranularityAdvice}`;
   return `${advice}.`;
 }
+
+/**
+ * .NET 10 closes a jitdump for good when it logs a stub block it cannot read whole; granularity 2 logs the stubs one
+ * by one instead of by block (still named), while 4 would stop logging stubs at all (measured on 10.0.12).
+ */
+export const stubGranularityAdvice =
+  'start the app with DOTNET_PerfMapStubGranularity=2 as well, which keeps the jitdump open and names runtime stubs.';
 
 function offMessage(setting: string | undefined): string {
   return perfMapEnabledBySetting(setting)

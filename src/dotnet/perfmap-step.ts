@@ -1,6 +1,7 @@
 // `collect --perfmap auto|on|off` as a collect step: before recording, switch the .NET target's perf map and jitdump
-// on over diagnostic IPC when it does not write them by itself; after recording (or when the session is aborted),
-// switch them off again if profcpu switched them on. The report goes to the manifest under `collect.steps.perfMap`.
+// on over diagnostic IPC when it does not write them by itself (or re-open the jitdump its environment asked for and
+// the runtime abandoned); after recording (or when the session is aborted), switch them off again if profcpu switched
+// them on, and say whether the jitdump lasted. The report goes to the manifest under `collect.steps.perfMap`.
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import {
   openPerfMapFiles,
@@ -8,6 +9,7 @@ import {
   type PerfMapMode,
   type PerfMapSession,
   type PreparePerfMapOptions,
+  stubGranularityAdvice,
 } from './perfmap-session.js';
 import { perfMapType } from './protocol.js';
 
@@ -24,6 +26,7 @@ function report(mode: PerfMapMode, session: PerfMapSession): StepReport {
     message: session.message,
     ...(session.nspid !== undefined && { nspid: session.nspid }),
     ...(session.environmentSetting !== undefined && { environmentSetting: session.environmentSetting }),
+    ...(session.enabledType !== undefined && { enabledType: session.enabledType }),
     ...(session.error && { errorCode: session.error.code }),
   };
 }
@@ -46,19 +49,23 @@ export function perfMapStep(options: PerfMapStepOptions = perfMapStepDefaults): 
       return report(mode, session);
     },
     async afterRecording(context: StepContext): Promise<StepReport | undefined> {
-      if (session?.state !== 'enabled-by-profcpu' || session.nspid === undefined) return undefined;
-      // .NET 10.0.12 was seen closing a jitdump within seconds of switching it on, after logging a stub block,
-      // unless the target sets DOTNET_PerfMapStubGranularity=4; then ReadyToRun frames stay unnamed. Say so.
+      const state = session?.state;
+      if ((state !== 'enabled-by-profcpu' && state !== 'jitdump-reopened') || session?.nspid === undefined) {
+        return undefined;
+      }
       const open = await openPerfMapFiles(session.pid, session.nspid, ipcOptions);
       const wantedJitDump = session.enabledType === perfMapType.all || session.enabledType === perfMapType.jitDump;
       const jitDumpStopped = wantedJitDump && open !== undefined && !open.jitDump;
       if (jitDumpStopped) {
         context.warn(
-          'the .NET runtime stopped writing its jitdump during the recording, so ReadyToRun framework frames may stay unnamed; start the target with DOTNET_PerfMapStubGranularity=4 to keep it (a .NET 10 behaviour)',
+          `the .NET runtime stopped writing its jitdump during the recording (after logging a stub block it could not read), so ReadyToRun framework frames compiled since may stay unnamed; to keep it open, ${stubGranularityAdvice}`,
         );
       }
+      const stopped = jitDumpStopped ? { jitDumpStopped } : {};
+      // DisablePerfMap has no type: sent to an app that writes its own perf map, it would stop that map too.
+      if (state === 'jitdump-reopened') return { restored: false, jitDumpLeftOn: !jitDumpStopped, ...stopped };
       await session.restore();
-      return { restored: true, ...(jitDumpStopped && { jitDumpStopped }) };
+      return { restored: true, ...stopped };
     },
   };
 }

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { describe, it, type TestContext } from 'node:test';
 import { openPerfMapFiles, perfMapEnabledBySetting, preparePerfMap } from '../../src/dotnet/perfmap-session.js';
 import { ipcHresult } from '../../src/dotnet/protocol.js';
 import { isProfcpuError } from '../../src/error.js';
+import { parseJitDump } from '../../src/symbols/jitdump.js';
+import { hasReadyToRunTag } from '../../src/symbols/resolver.js';
 import { startDotnetApp, type DotnetAppOptions } from '../support/dotnet-app.js';
 import { needCommand } from '../support/requirements.js';
 import { makeFakeProc } from './fake-proc.js';
@@ -58,27 +60,37 @@ describe('preparePerfMap against the real runtime', () => {
     assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: false, jitDump: false });
   });
 
-  it('a target started with DOTNET_PerfMapEnabled=1 is already enabled and stays so after restore', async (t) => {
+  it('DOTNET_PerfMapEnabled=1: the jitdump the runtime abandoned is re-opened and left on after restore', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
     const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1' } });
-    const session = await preparePerfMap(target.pid, 'on');
-    assert.equal(session.state, 'already-enabled');
-    assert.equal(session.environmentSetting, '1');
-    assert.match(session.message, /DOTNET_PerfMapEnabled=1/);
-    // .NET 10 closed the jitdump during startup; the message says how to keep it.
+    // .NET 10 closed the jitdump during startup (a stub block it could not copy whole).
     assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: false });
-    assert.match(session.message, /DOTNET_PerfMapStubGranularity=4/);
+    const session = await preparePerfMap(target.pid, 'on');
+    assert.equal(session.state, 'jitdump-reopened');
+    assert.equal(session.environmentSetting, '1');
+    assert.equal(session.enabledType, 2);
+    assert.match(session.message, /DOTNET_PerfMapEnabled=1.*re-opened it.*leaves it on/);
+    assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: true });
+    // Re-opening replays the ReadyToRun methods, which only the jitdump names.
+    const dump = parseJitDump(await readFile(session.jitDumpPath!));
+    assert.ok(dump.symbols.filter((s) => hasReadyToRunTag(s.name)).length > 100, `${dump.symbols.length} records`);
     await session.restore();
-    assert.equal((await openPerfMapFiles(target.pid, target.nspid))?.perfMap, true);
+    assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: true });
   });
 
-  it('with DOTNET_PerfMapStubGranularity=4 as well, the jitdump enabled at startup stays open', async (t) => {
+  it('with DOTNET_PerfMapStubGranularity=2 as well, the jitdump enabled at startup stays open', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
-    const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1', DOTNET_PerfMapStubGranularity: '4' } });
+    const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1', DOTNET_PerfMapStubGranularity: '2' } });
     const session = await preparePerfMap(target.pid, 'auto');
     assert.equal(session.state, 'already-enabled');
     assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: true });
     assert.doesNotMatch(session.message, /jitdump/);
+    // Stubs are logged one by one rather than by block: named, and the jitdump survives them.
+    const dump = parseJitDump(await readFile(session.jitDumpPath!));
+    assert.ok(
+      dump.symbols.some((s) => s.name.startsWith('stub ')),
+      'stubs are in the jitdump',
+    );
   });
 
   it('restore after the target exited is quiet', async (t) => {
@@ -108,8 +120,8 @@ describe('preparePerfMap against the real runtime', () => {
 });
 
 describe('preparePerfMap on a fake /proc with a fake runtime', () => {
-  async function fakeTarget(t: TestContext, reply: Buffer, fd?: string) {
-    const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55 });
+  async function fakeTarget(t: TestContext, reply: Buffer, fd?: string, environment?: Record<string, string>) {
+    const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55, ...(environment && { environment }) });
     t.after(() => fake.cleanup());
     if (fd) await fake.openFd(3, fd);
     const server = await startFakeIpcServer(
@@ -157,5 +169,36 @@ describe('preparePerfMap on a fake /proc with a fake runtime', () => {
     assert.match(session.message, /enabled over diagnostic IPC earlier/);
     await session.restore();
     assert.equal(server.requests.length, 0);
+  });
+
+  it('a perf map set in the environment without its jitdump: EnablePerfMap type 2, and no DisablePerfMap', async (t) => {
+    for (const setting of ['1', '2']) {
+      const { fake, server } = await fakeTarget(t, okReply(Buffer.alloc(4)), '/tmp/perf-1.map', {
+        DOTNET_PerfMapEnabled: setting,
+      });
+      const session = await preparePerfMap(900, 'auto', { procRoot: fake.procRoot });
+      assert.equal(session.state, 'jitdump-reopened', setting);
+      await session.restore();
+      assert.deepEqual(
+        server.requests.map((r) => [...r.subarray(16)]),
+        [[0x04, 0x05, 0, 0, 2, 0, 0, 0]],
+      );
+    }
+  });
+
+  it('DOTNET_PerfMapEnabled=3 (perf map only) is left as chosen; a failed re-open keeps the advice', async (t) => {
+    const only = await fakeTarget(t, okReply(Buffer.alloc(4)), '/tmp/perf-1.map', { DOTNET_PerfMapEnabled: '3' });
+    const session = await preparePerfMap(900, 'auto', { procRoot: only.fake.procRoot });
+    assert.equal(session.state, 'already-enabled');
+    assert.match(session.message, /set DOTNET_PerfMapEnabled=1 to add it/);
+    assert.equal(only.server.requests.length, 0);
+
+    const old = await fakeTarget(t, errorReply(ipcHresult.UNKNOWN_COMMAND), '/tmp/perf-1.map', {
+      COMPlus_PerfMapEnabled: '1',
+    });
+    const failed = await preparePerfMap(900, 'on', { procRoot: old.fake.procRoot });
+    assert.equal(failed.state, 'already-enabled');
+    assert.equal(failed.error?.code, 'IPC_UNSUPPORTED');
+    assert.match(failed.message, /re-opening it over diagnostic IPC failed.*DOTNET_PerfMapStubGranularity=2/);
   });
 });

@@ -47,7 +47,7 @@ describe('the perfMap collect step', () => {
     const before = await step.beforeRecording!(context);
     assert.deepEqual(
       { ...before, message: undefined },
-      { mode: 'auto', state: 'enabled-by-profcpu', nspid: app.nspid, message: undefined },
+      { mode: 'auto', state: 'enabled-by-profcpu', nspid: app.nspid, enabledType: 1, message: undefined },
     );
     assert.equal(lines.progress.length, 1);
     assert.deepEqual(await openPerfMapFiles(app.pid, app.nspid), { perfMap: true, jitDump: true });
@@ -91,11 +91,47 @@ describe('the perfMap collect step', () => {
     await fake.openFd(7, '/tmp/perf-1.map');
     assert.deepEqual(await step.afterRecording!(context), { restored: true, jitDumpStopped: true });
     assert.equal(lines.length, 1);
-    assert.match(lines[0]!, /stopped writing its jitdump.*DOTNET_PerfMapStubGranularity=4/);
+    assert.match(lines[0]!, /stopped writing its jitdump.*DOTNET_PerfMapStubGranularity=2/);
     assert.deepEqual(
       server.requests.map((r) => r[17]),
       [0x05, 0x06],
     );
+  });
+
+  it('re-opens the jitdump of an app that sets DOTNET_PerfMapEnabled=1 and never sends DisablePerfMap', async (t) => {
+    const fake = await makeFakeProc({
+      pid: 900,
+      nspid: 1,
+      startTicks: 55,
+      environment: { DOTNET_PerfMapEnabled: '1' },
+    });
+    t.after(() => fake.cleanup());
+    await fake.openFd(5, '/tmp/perf-1.map');
+    const server = await startFakeIpcServer(
+      (_req, socket) => socket.end(okReply(Buffer.alloc(4))),
+      `${fake.targetRoot}/tmp/dotnet-diagnostic-1-55-socket`,
+    );
+    t.after(() => server.close());
+    const lines: string[] = [];
+    const context: StepContext = {
+      target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
+      dir: '/nonexistent',
+      signal: new AbortController().signal,
+      warn: (m) => lines.push(m),
+      progress: (m) => lines.push(m),
+    };
+    const step = perfMapStep({ mode: 'auto', procRoot: fake.procRoot });
+    const before = await step.beforeRecording!(context);
+    assert.equal(before?.['state'], 'jitdump-reopened');
+    assert.equal(before?.['enabledType'], 2);
+    assert.match(String(before?.['message']), /leaves it on after the recording/);
+    await fake.openFd(6, '/tmp/jit-1.dump');
+    assert.deepEqual(await step.afterRecording!(context), { restored: false, jitDumpLeftOn: true });
+    assert.deepEqual(
+      server.requests.map((r) => r[17]),
+      [0x05],
+    );
+    assert.equal(lines.length, 1);
   });
 
   it('leaves a process that is not .NET alone, without warnings', async (t) => {
