@@ -24,9 +24,10 @@ export interface DiagnosticSocket {
 
 /**
  * What users set on the target when profcpu cannot switch perf maps on. Seen with .NET 10.0.12: a jitdump enabled
- * at startup stops during startup (the runtime closes it after logging a stub block) unless stub logging is off.
+ * at startup stops during startup (the runtime closes it when a 64 KiB stub block cannot be copied whole) unless
+ * stubs are logged one by one (granularity 2, which also names them; 4 would stop logging stubs at all).
  */
-export const perfMapVariable = 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=4';
+export const perfMapVariable = 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2';
 
 function unreachable(message: string, remedy: string, cause?: unknown): ProfcpuError {
   return new ProfcpuError('IPC_UNREACHABLE', message, { remedy, cause });
