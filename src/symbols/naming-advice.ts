@@ -3,7 +3,12 @@
 // summary, postprocess keeps the advice in manifest.json.
 
 import type { BundleResolver, NamingSources } from './bundle-resolver.js';
-import type { FrameResolver, ResolverStats } from './resolver.js';
+import { unloggedStubName, type FrameResolver, type ResolverStats } from './resolver.js';
+
+/** Why DOTNET_PerfMapStubGranularity=2 (measured with .NET 10.0.12, see src/dotnet/perfmap-session.ts). */
+const stubGranularityWhy =
+  'stubs are then logged one by one rather than by 64 KiB block, which keeps .NET 10 from abandoning its jitdump ' +
+  'and names the stubs';
 
 /** The share of fully named samples below which profcpu warns. */
 export const namingShareTarget = 0.95;
@@ -67,7 +72,7 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
       remedy:
         'Let profcpu enable the perf map over the diagnostic socket (.NET 8 or later; profcpu must reach ' +
         '/proc/<pid>/root/tmp/dotnet-diagnostic-*: share the PID namespace and run as root or as the app’s user), ' +
-        'or start the app with DOTNET_PerfMapEnabled=1.',
+        'or start the app with DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2.',
     });
   } else if (dotnet && sources && (!sources.jitDump || sources.jitDump.readyToRun === 0)) {
     const abandoned = sources.jitDump?.truncated === true && context.perfMapEnabledBy !== 'ipc';
@@ -79,26 +84,39 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
         : 'no ReadyToRun (precompiled framework) method is named: they are logged only to the jitdump, which is ' +
           (sources.jitDump ? 'empty of them' : 'missing'),
       remedy: abandoned
-        ? 'Start the app without DOTNET_PerfMapEnabled and let profcpu enable the perf map over the diagnostic ' +
-          'socket: the runtime then writes a complete jitdump.'
+        ? `Add DOTNET_PerfMapStubGranularity=2 to the app’s environment (${stubGranularityWhy}); \`profcpu collect\` ` +
+          'also re-opens an abandoned jitdump over the diagnostic socket (.NET 8 or later).'
         : 'Use DOTNET_PerfMapEnabled=1 (map and jitdump) rather than 3 (map only), or leave it unset and let ' +
           'profcpu enable both over the diagnostic socket.',
     });
   }
 
-  if (!noMaps && kinds.unknown > 0 && (context.resolver?.noSymbol ?? 1) > 0) {
+  const stubs = context.resolver?.unloggedStubs ?? 0;
+  if (!noMaps && dotnet && stubs > 0) {
+    causes.push({
+      cause:
+        `${stubs} distinct frame addresses lie in .NET runtime stubs the runtime never logged (shown as ` +
+        `${unloggedStubName}): it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
+        'stubs and dynamic helpers created before the perf map was switched on have no name, and switching it on ' +
+        'over the diagnostic socket does not replay them',
+      remedy:
+        `Start the app with DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2 (${stubGranularityWhy}); ` +
+        'granularity 4 would stop logging stubs altogether.',
+    });
+  }
+  // Addresses in no executable mapping: the unwinder followed a frame pointer into data or nowhere.
+  const broken = context.resolver ? context.resolver.noMapping : kinds.unknown;
+  if (!noMaps && kinds.unknown > 0 && broken > 0) {
     const chains =
       'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
       '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
     causes.push(
       dotnet
         ? {
-            cause:
-              `${kinds.unknown} frames lie in code nothing names: runtime stubs created before the perf map was ` +
-              `enabled (the runtime does not replay them), or ${chains}`,
+            cause: `frames outside any named code (${broken} distinct addresses): mostly ${chains}`,
             remedy:
-              'The runtime logs its stubs only when the perf map is on from its start: set DOTNET_PerfMapEnabled=1 ' +
-              'in the app’s environment.',
+              'Nothing to set in the app for these; look for [unknown] frames under native callers in ' +
+              'folded_stacks.out.',
           }
         : {
             cause: `${kinds.unknown} frames lie in no file nor perf map: JIT code without a perf map, or ${chains}`,

@@ -8,11 +8,13 @@
 // - JIT code with W^X off is anonymous memory: perf prints the absolute address and names the mapping after the perf
 //   map it looked in (`/tmp/perf-<pid>.map`), or `//anon`; addresses in no mapping print as `[unknown]`, absolute.
 // The absolute address is then looked up in the target's perf map and jitdump (the jitdump alone names ReadyToRun
-// methods). The mappings come from the /proc/PID/maps snapshot collect refreshes until perf stops: code heaps are
+// methods). A frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names
+// is a runtime stub the runtime never logged (it logs stubs only as it creates them, and replays only methods when
+// the perf map is switched on later): it is labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps snapshot collect refreshes until perf stops: code heaps are
 // added as the process runs and rarely removed (only when collectible assemblies unload), so the last copy holds them.
 
 import type { FrameKind } from '../stacks/frame-kind.js';
-import { isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
+import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
 import { CodeMap } from './code-map.js';
 import type { CodeSymbol } from './perfmap.js';
 
@@ -25,6 +27,13 @@ export interface UnnamedFrame {
   /** The mapping's name as perf script printed it between parentheses. */
   dso: string;
 }
+
+/**
+ * The name given to frames in the runtime's executable memory that no map names (kind `unknown`: not named). Seen on
+ * .NET 10 with the perf map switched on over IPC: the JIT's copied write barriers, virtual stub dispatch and dynamic
+ * helpers, all created at startup.
+ */
+export const unloggedStubName = '[.NET stub, not in perf map]';
 
 export interface ResolvedFrame {
   /** The raw .NET name, as the runtime logged it (`instance void [Mod] Ns.Type::Method(...)[OptimizedTier1]`). */
@@ -53,9 +62,14 @@ export interface DotnetResolverInput {
 export interface ResolverStats {
   jit: number;
   readytorun: number;
-  /** Frames in a mapping of the target that none of its symbols covers. */
+  /**
+   * Frames in the runtime's executable memory (memfd double mapping, anonymous) that no symbol covers, labelled
+   * `unloggedStubName`: stubs created before the perf map was switched on. Only counted when some map was read.
+   */
+  unloggedStubs: number;
+  /** Frames in another mapping of the target (a `.dll`) that none of its symbols covers. */
   noSymbol: number;
-  /** Relative addresses that fall in no executable mapping of that name. */
+  /** Addresses in no executable mapping (of that name, for relative ones): broken frame-pointer chains mostly. */
   noMapping: number;
   /** Frames of mappings the resolver does not handle (kernel, vdso, native files) or of other processes. */
   notManaged: number;
@@ -83,7 +97,29 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     push(byBaseName, baseName(m.path), m);
   }
   const pids = new Set(input.pids ?? []);
-  const stats: ResolverStats = { jit: 0, readytorun: 0, noSymbol: 0, noMapping: 0, notManaged: 0, unnamedByFile: {} };
+  const stats: ResolverStats = {
+    jit: 0,
+    readytorun: 0,
+    unloggedStubs: 0,
+    noSymbol: 0,
+    noMapping: 0,
+    notManaged: 0,
+    unnamedByFile: {},
+  };
+  // Without any symbol every managed frame would look like an unlogged stub: label them only when a map was read.
+  const labelStubs = input.symbols.length > 0;
+  const unnamed = (mapping: ProcMapping | undefined): ResolvedFrame | undefined => {
+    if (mapping === undefined || !isExecutable(mapping)) {
+      stats.noMapping++;
+      return undefined;
+    }
+    if (labelStubs && (isAnonymous(mapping) || mapping.path.includes('memfd:doublemapper'))) {
+      stats.unloggedStubs++;
+      return { name: unloggedStubName, kind: 'unknown' };
+    }
+    stats.noSymbol++;
+    return undefined;
+  };
 
   const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
     const symbol = code.lookup(address);
@@ -100,9 +136,8 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     }
     const form = addressForm(frame.dso);
     if (form === 'absolute') {
-      const found = name(frame.ip, all.find(frame.ip));
-      if (!found) stats.noSymbol++;
-      return found;
+      const mapping = all.find(frame.ip);
+      return name(frame.ip, mapping) ?? unnamed(mapping);
     }
     if (form === 'other') {
       stats.notManaged++;
@@ -110,16 +145,14 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     }
     // A path seen from another mount namespace may differ in its directories, not in its file name.
     const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
-    let inMapping = false;
+    let inMapping: ProcMapping | undefined;
     for (const m of candidates) {
       if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;
-      inMapping = true;
+      inMapping = m;
       const found = name(frame.ip - m.offset + m.start, m);
       if (found) return found;
     }
-    if (inMapping) stats.noSymbol++;
-    else stats.noMapping++;
-    return undefined;
+    return unnamed(inMapping);
   };
 
   return {

@@ -45,7 +45,7 @@ test('a jitdump abandoned by the runtime (variable set in the app) points to ena
   const sources = { ...complete, jitDump: { ...complete.jitDump!, symbols: 2, readyToRun: 0, truncated: true } };
   const advice = namingAdvice(figures(40, 41, { 'native-unnamed': 300 }), { sources, perfMapEnabledBy: 'environment' });
   assert.match(advice!.causes[0]!.cause, /jitdump stops early/);
-  assert.match(advice!.causes[0]!.remedy, /without DOTNET_PerfMapEnabled/);
+  assert.match(advice!.causes[0]!.remedy, /DOTNET_PerfMapStubGranularity=2.*re-opens an abandoned jitdump/);
   const mapOnly = namingAdvice(figures(40, 41, { 'native-unnamed': 300 }), {
     sources: { ...complete, jitDump: undefined },
   });
@@ -59,30 +59,51 @@ test('libcoreclr.so alone below target: the debug-file remedy, and no blame on o
   assert.match(advice!.causes[0]!.remedy, /profcpu symbols --pid <pid> --libraries coreclr/);
 });
 
-test('unknown frames and other native libraries each get their cause; lines format for a summary', () => {
+test('unlogged stubs, broken chains and other native libraries each get their cause; lines for a summary', () => {
   const advice = namingAdvice(figures(50, 60, { 'native-unnamed': 300, unknown: 40 }), {
     sources: complete,
     resolver: {
       jit: 10,
       readytorun: 5,
+      unloggedStubs: 6,
       noSymbol: 3,
-      noMapping: 0,
+      noMapping: 2,
       notManaged: 20,
       unnamedByFile: { 'libclrjit.so': 2, 'libcoreclr.so': 30, 'System.Private.CoreLib.dll': 4, '[unknown]': 3 },
     },
   });
   assert.deepEqual(
     advice!.causes.map(
-      (c) => /^(\d+ frames lie in code|frames inside libcoreclr|native libraries other)/.exec(c.cause)?.[1],
+      (c) =>
+        /^(\d+ distinct frame addresses lie in \.NET runtime stubs|frames outside any named code|frames inside libcoreclr)/.exec(
+          c.cause,
+        )?.[1],
     ),
-    ['40 frames lie in code', 'frames inside libcoreclr', undefined],
+    [
+      '6 distinct frame addresses lie in .NET runtime stubs',
+      'frames outside any named code',
+      'frames inside libcoreclr',
+      undefined,
+    ],
   );
+  assert.match(advice!.causes[0]!.cause, /\[\.NET stub, not in perf map\]/);
+  assert.match(advice!.causes[0]!.remedy, /DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2/);
+  assert.match(advice!.causes[1]!.cause, /\(2 distinct addresses\).*frame-pointer chains/);
   // The resolver saw which native files were left unnamed: they are named, managed and unknown ones are not.
-  assert.match(advice!.causes[2]!.cause, /^libclrjit\.so has frames without names/);
+  assert.match(advice!.causes[3]!.cause, /^libclrjit\.so has frames without names/);
   const lines = formatNamingAdvice(advice!);
   assert.equal(lines[0], 'only 50.0% of samples have every frame named (target 95.0%):');
-  assert.equal(lines.length, 4);
+  assert.equal(lines.length, 5);
   assert.ok(lines.slice(1).every((l) => l.startsWith('- ')));
+});
+
+test('no stub cause when every frame in runtime memory was named', () => {
+  const resolver = { jit: 9, readytorun: 1, unloggedStubs: 0, noSymbol: 0, noMapping: 1, notManaged: 0 };
+  const advice = namingAdvice(figures(50, 60, { unknown: 1, 'native-unnamed': 80 }), {
+    sources: complete,
+    resolver: { ...resolver, unnamedByFile: { '[unknown]': 1 } },
+  });
+  assert.ok(advice!.causes.every((c) => !/stubs/.test(c.cause)));
 });
 
 test('a target that is not .NET is not told about perf maps', () => {
@@ -100,7 +121,7 @@ test('namingReport: the figures, what the resolver read and did, and the advice,
   const report = namingReport(quality, resolver);
   assert.equal(report.fullyNamed, 90);
   assert.deepEqual(report.dotnet?.sources, complete);
-  assert.equal(report.dotnet?.resolved.noSymbol, 1);
+  assert.equal(report.dotnet?.resolved.noMapping, 1);
   assert.match(report.advice!.causes[0]!.cause, /libcoreclr/);
   // JSON-ready: no bigint, no class instances.
   assert.deepEqual(JSON.parse(JSON.stringify(report)), report);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { addressForm, createDotnetResolver } from '../../src/symbols/resolver.js';
+import { addressForm, createDotnetResolver, unloggedStubName } from '../../src/symbols/resolver.js';
 import { parseProcMaps } from '../../src/target/proc-maps.js';
 
 // Shapes taken from a .NET 10 process with W^X on (perf 6.1, see resolver.ts): the memfd holds JIT code twice, an
@@ -36,11 +36,24 @@ test('memfd:doublemapper frames: the printed offset goes back through the execut
     name: sortName,
     kind: 'jit',
   });
-  assert.equal(r.resolve({ pid: 8439, ip: 0x111000n, dso: '/memfd:doublemapper (deleted)' }), undefined);
+  // Executable runtime memory no map names: a stub the runtime never logged, labelled but not named.
+  assert.deepEqual(r.resolve({ pid: 8439, ip: 0x111040n, dso: '/memfd:doublemapper (deleted)' }), {
+    name: unloggedStubName,
+    kind: 'unknown',
+  });
   assert.equal(r.resolve({ pid: 8439, ip: 0x500000n, dso: '/memfd:doublemapper (deleted)' }), undefined);
-  assert.equal(r.stats.jit, 1);
-  assert.equal(r.stats.noSymbol, 1);
-  assert.equal(r.stats.noMapping, 1);
+  assert.deepEqual(
+    { jit: r.stats.jit, unloggedStubs: r.stats.unloggedStubs, noSymbol: r.stats.noSymbol, noMapping: 1 },
+    { jit: 1, unloggedStubs: 1, noSymbol: 0, noMapping: 1 },
+  );
+  assert.deepEqual(r.stats.unnamedByFile, { 'memfd:doublemapper (deleted)': 1 });
+});
+
+test('without any perf map or jitdump, runtime memory is not taken for stubs', () => {
+  const r = createDotnetResolver({ symbols: [], mappings: maps });
+  assert.equal(r.resolve({ pid: 1, ip: 0x11b8cfn, dso: '/memfd:doublemapper (deleted)' }), undefined);
+  assert.equal(r.resolve({ pid: 1, ip: 0x7f456e4872fcn, dso: '//anon' }), undefined);
+  assert.deepEqual([r.stats.unloggedStubs, r.stats.noSymbol], [0, 2]);
 });
 
 test('ReadyToRun frames: the offset in the .dll goes back through its mapping, named from the jitdump', () => {
@@ -62,9 +75,17 @@ test('anonymous JIT code (W^X off) and frames in no mapping are absolute address
   });
   assert.equal(r.resolve({ pid: 8439, ip: 0x7f456e4872fcn, dso: '//anon' })?.name, anonName);
   assert.equal(r.resolve({ pid: undefined, ip: 0x7fc078e7a8cfn, dso: '[unknown]' })?.name, sortName);
-  // A broken frame-pointer chain lands in data: no name, counted.
+  // Unlogged code in the anonymous code heap is a stub; a broken frame-pointer chain lands in data or nowhere.
+  assert.equal(r.resolve({ pid: 8439, ip: 0x7f456e480010n, dso: '[unknown]' })?.name, unloggedStubName);
   assert.equal(r.resolve({ pid: 8439, ip: 0x7fc0f7af90e0n, dso: '[unknown]' }), undefined);
-  assert.equal(r.stats.noSymbol, 1);
+  assert.equal(r.resolve({ pid: 8439, ip: 0n, dso: '[unknown]' }), undefined);
+  assert.deepEqual([r.stats.unloggedStubs, r.stats.noMapping, r.stats.noSymbol], [1, 2, 0]);
+});
+
+test('a .dll offset that no jitdump entry covers is a missing symbol, not a stub', () => {
+  const r = resolver();
+  assert.equal(r.resolve({ pid: 1, ip: 0x10n, dso: coreLib }), undefined);
+  assert.deepEqual([r.stats.noSymbol, r.stats.unloggedStubs], [1, 0]);
 });
 
 test('leaves the kernel, native files and other processes alone', () => {
