@@ -2,16 +2,15 @@
 // mount namespaces with a private tmpfs /tmp, reached from the host through /proc/PID/root, and from a sidecar
 // that shares only its PID namespace.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { getProcessInfo } from '../../src/dotnet/client.js';
 import { preparePerfMap } from '../../src/dotnet/perfmap-session.js';
 import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
+import { startInSidecar } from '../support/namespaces.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -65,21 +64,12 @@ describe('a target in its own PID and mount namespaces', () => {
   it('is reached from a sidecar sharing only its PID namespace, with a /tmp of its own', async (t) => {
     if (!needRoot(t) || !needCommand(t, 'dotnet', 'the .NET SDK') || !needCommand(t, 'nsenter', 'util-linux')) return;
     const app = await namespacedApp(t);
-    const sidecar = [
-      '--mount',
-      '--propagation',
-      'private',
-      'sh',
-      '-c',
-      'mount -t tmpfs tmpfs /tmp && exec nsenter --target "$0" --pid -- unshare --mount-proc -- "$@"',
-      String(app.pid),
-      process.execPath,
-      '--import',
-      'tsx',
-      probe,
-      '1',
-    ];
-    const { stdout } = await promisify(execFile)('unshare', sidecar, { cwd: repoRoot, timeout: 60_000 });
+    const run = await startInSidecar(app.pid, process.execPath, ['--import', 'tsx', probe, '1'], {
+      cwd: repoRoot,
+      timeout: 60_000,
+    });
+    assert.equal(run.exitCode, 0, String(run.all));
+    const stdout = String(run.stdout);
     const seen = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
     assert.deepEqual(seen, {
       socketPath: seen['socketPath'],

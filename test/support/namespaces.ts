@@ -10,7 +10,25 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
-import { cliPath } from './cli.js';
+import { cliPath, repoRoot } from './cli.js';
+
+/**
+ * Shell text that mounts a fresh tmpfs on /tmp (in a private mount namespace) while the repository stays reachable
+ * at its own path when it lives under /tmp (CI may clone it there): it is bound aside first, then moved back.
+ */
+function privateTmp(): string {
+  const keep = repoRoot.replace(/\/$/, '');
+  if (!keep.startsWith('/tmp/')) return 'mount -t tmpfs tmpfs /tmp';
+  const aside = `/run/profcpu-keep-$$`;
+  return [
+    `mkdir -p ${aside}`,
+    `mount --bind '${keep}' ${aside}`,
+    'mount -t tmpfs tmpfs /tmp',
+    `mkdir -p '${keep}'`,
+    `mount --move ${aside} '${keep}'`,
+    `rmdir ${aside}`,
+  ].join(' && ');
+}
 
 export interface NamespacedTarget {
   /** The target's PID in the test's namespace. */
@@ -66,7 +84,7 @@ export async function startNamespacedTarget(
       'private',
       'sh',
       '-c',
-      'mount -t tmpfs tmpfs /tmp && exec "$0" "$@"',
+      `${privateTmp()} && exec "$0" "$@"`,
       command,
       ...args,
     ],
@@ -109,7 +127,7 @@ export async function startNamespacedTarget(
 
 function sidecarArgv(hostPid: number, command: string, args: readonly string[]): string[] {
   const inner = 'mount -t proc proc /proc && exec "$0" "$@"';
-  const outer = `target=$1; shift; mount -t tmpfs tmpfs /tmp && exec nsenter --target "$target" --pid -- sh -c '${inner}' "$@"`;
+  const outer = `target=$1; shift; ${privateTmp()} && exec nsenter --target "$target" --pid -- sh -c '${inner}' "$@"`;
   return ['--mount', '--propagation', 'private', 'sh', '-c', outer, 'sidecar', String(hostPid), command, ...args];
 }
 
