@@ -6,7 +6,8 @@
 // mount namespaces, records it with the built CLI (`npm run build` first) from a sidecar joined to that PID namespace
 // (needs root), and prints the command so anyone can reproduce the recording. PROFCPU_BENCH_DIR=<folder>
 // measures an existing output folder instead (one with flamescope/perf_script.out, i.e. post-processed);
-// PROFCPU_BENCH_SECONDS sets the recording's length (default 10).
+// PROFCPU_BENCH_SECONDS sets the recording's length (default 10); PROFCPU_BENCH_ENV adds variables to the app's
+// environment, e.g. 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2'.
 import { createReadStream, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { layout } from '../../src/bundle/layout.js';
@@ -24,10 +25,17 @@ async function record(): Promise<string> {
   if (process.getuid?.() !== 0) throw new Error('recording from a sidecar needs root (or set PROFCPU_BENCH_DIR)');
   const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
   const work = await sidecarWorkDir();
-  const recording = await recordFixtureFromSidecar({ work, seconds });
+  const env = Object.fromEntries(
+    (process.env['PROFCPU_BENCH_ENV'] ?? '')
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
+  const recording = await recordFixtureFromSidecar({ work, seconds, env });
+  const set = Object.entries(env).map(([key, value]) => `${key}=${value}`);
   try {
     console.log(
-      `recording   the fixture app (test/fixtures/dotnet-app, nothing set in its environment) as PID 1 of its own ` +
+      `recording   the fixture app (test/fixtures/dotnet-app, ${set.length ? set.join(' ') : 'nothing'} set in its environment) as PID 1 of its own ` +
         `PID and mount namespaces, recorded from a sidecar (test/naming/fixture-in-sidecar.ts):\n` +
         `            node ${cliPath} ${recording.argv.join(' ')}`,
     );

@@ -72,12 +72,16 @@ export interface NamingManifest {
   dotnet?: { sources: { jitDump?: { readyToRun: number } }; resolved: { jit: number; readytorun: number } };
 }
 
-/** manifest.json's `naming`, target.json and folded_stacks.out of an output folder. */
+/** manifest.json's `naming` and perf-map step report, target.json and folded_stacks.out of an output folder. */
 export async function readOutputs(dir: string) {
-  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as { naming: NamingManifest };
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    naming: NamingManifest;
+    collect?: { steps?: { perfMap?: Record<string, unknown> } };
+  };
   const target = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as {
     dotnet?: { writeXorExecute?: boolean };
   };
   const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
-  return { naming: manifest.naming, target, folded };
+  // The perf-map step's reports before and after recording, merged as collect writes them.
+  return { naming: manifest.naming, target, folded, perfMapStep: manifest.collect?.steps?.perfMap };
 }
