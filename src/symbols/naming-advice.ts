@@ -7,8 +7,8 @@ import { unloggedStubName, type FrameResolver, type ResolverStats } from './reso
 
 /** Why DOTNET_PerfMapStubGranularity=2 (measured with .NET 10.0.12, see src/dotnet/perfmap-session.ts). */
 const stubGranularityWhy =
-  'stubs are then logged one by one rather than by 64 KiB block, which keeps .NET 10 from abandoning its jitdump ' +
-  'and names the stubs';
+  'stubs are logged one by one rather than by 64 KiB block, which keeps .NET 10 from abandoning its jitdump ' +
+  'and still names them';
 
 /** The share of fully named samples below which profcpu warns. */
 export const namingShareTarget = 0.95;
@@ -100,8 +100,9 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
         'stubs and dynamic helpers created before the perf map was switched on have no name, and switching it on ' +
         'over the diagnostic socket does not replay them',
       remedy:
-        `Start the app with DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2 (${stubGranularityWhy}); ` +
-        'granularity 4 would stop logging stubs altogether.',
+        'Start the app with DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` ' +
+        're-opens the jitdump .NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ' +
+        `${stubGranularityWhy}); not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.`,
     });
   }
   // Addresses in no executable mapping: the unwinder followed a frame pointer into data or nowhere.

@@ -87,7 +87,8 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
     ],
   );
   assert.match(advice!.causes[0]!.cause, /\[\.NET stub, not in perf map\]/);
-  assert.match(advice!.causes[0]!.remedy, /DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2/);
+  assert.match(advice!.causes[0]!.remedy, /DOTNET_PerfMapEnabled=1 so the runtime logs its stubs/);
+  assert.match(advice!.causes[0]!.remedy, /not DOTNET_PerfMapStubGranularity=4/);
   assert.match(advice!.causes[1]!.cause, /\(2 distinct addresses\).*frame-pointer chains/);
   // The resolver saw which native files were left unnamed: they are named, managed and unknown ones are not.
   assert.match(advice!.causes[3]!.cause, /^libclrjit\.so has frames without names/);
