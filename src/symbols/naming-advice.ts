@@ -114,7 +114,7 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
     causes.push(
       dotnet
         ? {
-            cause: `frames outside any named code (${broken} distinct addresses): mostly ${chains}`,
+            cause: `frames outside any named code (${broken} distinct address${broken === 1 ? '' : 'es'}): mostly ${chains}`,
             remedy:
               'Nothing to set in the app for these; look for [unknown] frames under native callers in ' +
               'folded_stacks.out.',
