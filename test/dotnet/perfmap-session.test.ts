@@ -33,7 +33,7 @@ describe('perfMapEnabledBySetting reads the variable as the runtime does', () =>
 describe('preparePerfMap against the real runtime', () => {
   it('off sends nothing; auto on a target with perf maps off enables, restore disables', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
-    // Stub logging off keeps the jitdump open (.NET 10 closes it otherwise, tested below).
+    // Stub logging off: no stub block can end the jitdump (see client.test.ts).
     const target = await app(t, { env: { DOTNET_PerfMapStubGranularity: '4' } });
 
     const off = await preparePerfMap(target.pid, 'off');

@@ -26,7 +26,7 @@ async function stepContext(pid: number, signal: AbortSignal) {
 }
 
 async function dotnetTarget(t: TestContext) {
-  // Stub logging off keeps the jitdump open (.NET 10 closes it otherwise; the warning for that is tested below).
+  // Stub logging off: no stub block can end the jitdump (see client.test.ts; the warning for that is tested below).
   const app = await startDotnetApp({
     seconds: 60,
     workloads: ['generic'],
