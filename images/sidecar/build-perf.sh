@@ -28,8 +28,8 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update
 # The libraries are those Debian's linux-perf links against, so the final image (which installs linux-perf) has them.
 apt-get install -y --no-install-recommends ca-certificates curl xz-utils make gcc libc6-dev flex bison pkg-config \
-  python3 libelf-dev libdw-dev zlib1g-dev liblzma-dev libzstd-dev libcap-dev libnuma-dev libtraceevent-dev \
-  libslang2-dev
+  python3-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libzstd-dev libcap-dev libnuma-dev libtraceevent-dev \
+  libslang2-dev libssl-dev
 if [ -n "${BUILD_CA_CERTS-}" ]; then
   printf '%s\n' "$BUILD_CA_CERTS" >/usr/local/share/ca-certificates/build-ca.crt
   update-ca-certificates
@@ -42,9 +42,11 @@ grep "  $tarball\$" "$sums" | sha256sum -c -
 tar -xJf "$tarball"
 rm "$tarball"
 # Optional features that need more build dependencies than they are worth in a profiler sidecar are switched off;
-# WERROR=0 because an older perf meets a newer compiler here.
-make -C "linux-$version/tools/perf" -j"$(nproc)" WERROR=0 NO_LIBPYTHON=1 NO_LIBPERL=1 NO_LIBBABELTRACE=1 \
-  NO_LIBUNWIND=1 BUILD_BPF_SKEL=0 NO_LIBBPF=1 NO_JVMTI=1 NO_GTK2=1
+# WERROR=0 because an older perf meets a newer compiler here. PYTHON (with python3-dev's python3-config): perf
+# generates its event tables with it even when Python scripting is off. libssl-dev: `perf inject --jit` needs it.
+# Checked with Debian's linux-source-6.12 (6.12.107) in debian:trixie: builds in about two minutes on two cores.
+make -C "linux-$version/tools/perf" -j"$(nproc)" WERROR=0 PYTHON=python3 NO_LIBPYTHON=1 NO_LIBPERL=1 \
+  NO_LIBBABELTRACE=1 NO_LIBUNWIND=1 BUILD_BPF_SKEL=0 NO_LIBBPF=1 NO_JVMTI=1 NO_GTK2=1
 install -D -m 0755 "linux-$version/tools/perf/perf" "$dest/$version/perf"
 "$dest/$version/perf" --version
 cd /
