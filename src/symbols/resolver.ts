@@ -1,6 +1,7 @@
 // Frames perf left unnamed in (pid, address as `perf script` printed it, the mapping's name), .NET method names out.
 //
-// What perf 6.1 prints for a frame it cannot name depends on the mapping (checked on .NET 10, see the tests):
+// What perf 6.1 prints for a frame it cannot name depends on the mapping (checked on .NET 10, see the tests; perf
+// 6.12 prints absolute addresses for the first two cases as well, which the resolver recognises):
 // - JIT code with W^X on (the default) runs from `/memfd:doublemapper (deleted)`: perf prints the address relative to
 //   the mapping, as an offset into the memfd (address - start + file offset); the same offsets are mapped twice (one
 //   executable view, one writable), so only executable mappings translate it back.
@@ -145,6 +146,11 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     }
     // A path seen from another mount namespace may differ in its directories, not in its file name.
     const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
+    // perf 6.1 prints an offset into the file; newer perf (6.12 seen) the absolute address. Offsets are far below
+    // the addresses such mappings get, so an address inside one of the file's mappings is taken as absolute.
+    for (const m of candidates) {
+      if (frame.ip >= m.start && frame.ip < m.end) return name(frame.ip, m) ?? unnamed(m);
+    }
     let inMapping: ProcMapping | undefined;
     for (const m of candidates) {
       if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;

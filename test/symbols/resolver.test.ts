@@ -49,6 +49,16 @@ test('memfd:doublemapper frames: the printed offset goes back through the execut
   assert.deepEqual(r.stats.unnamedByFile, { 'memfd:doublemapper (deleted)': 1 });
 });
 
+test('perf 6.12 prints absolute addresses in memfd and .dll mappings: recognised as such', () => {
+  const r = resolver();
+  assert.deepEqual(r.resolve({ pid: 1, ip: 0x7fc078e7a8cfn, dso: '/memfd:doublemapper (deleted)' }), {
+    name: sortName,
+    kind: 'jit',
+  });
+  assert.deepEqual(r.resolve({ pid: 1, ip: 0x7fe1b89864b0n, dso: coreLib }), { name: r2rName, kind: 'readytorun' });
+  assert.deepEqual([r.stats.jit, r.stats.readytorun], [1, 1]);
+});
+
 test('without any perf map or jitdump, runtime memory is not taken for stubs', () => {
   const r = createDotnetResolver({ symbols: [], mappings: maps });
   assert.equal(r.resolve({ pid: 1, ip: 0x11b8cfn, dso: '/memfd:doublemapper (deleted)' }), undefined);
