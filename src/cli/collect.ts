@@ -10,6 +10,7 @@ import { perfMapStep } from '../dotnet/perfmap-step.js';
 import type { PerfMapMode } from '../dotnet/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
 import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
+import { choosePerf } from '../perf/select.js';
 import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 
@@ -20,6 +21,7 @@ interface CollectArgs {
   frequency: number;
   output?: string;
   event?: string;
+  perf?: string;
   postprocess: boolean;
   perfmap: PerfMapMode;
   symbols: SymbolsMode;
@@ -57,6 +59,10 @@ export function collectOptions<T>(yargs: Argv<T>) {
       describe: `Symbol server to ask, in order (repeatable); default PROFCPU_SYMBOL_SERVERS, else DEBUGINFOD_URLS then ${microsoftSymbolServer}`,
     })
     .option('offline', { type: 'boolean', default: false, describe: 'Ask no symbol server: use the cache only' })
+    .option('perf', {
+      type: 'string',
+      describe: 'perf executable (default: of /opt/perf/<version>/perf and the one on PATH, the closest to the kernel)',
+    })
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
@@ -126,6 +132,12 @@ export async function runCollectSession(
   steps: readonly CollectStep[] = [],
 ): Promise<void> {
   const reporter = createReporter({ quiet });
+  if (options.perfPath === undefined) {
+    const perf = await choosePerf();
+    // Worth saying only when there was a choice (a sidecar image with perfs built from kernel sources).
+    if (perf.candidates > 1) reporter.info(perf.reason);
+    options = { ...options, perfPath: perf.path };
+  }
   let current: CollectPhase | undefined;
   const signals = trapSignals(reporter, () => current);
   const progress = progressPrinter(reporter, quiet);
@@ -172,6 +184,7 @@ const command: CommandModule<object, CollectArgs> = {
         ...(args.name !== undefined && { name: args.name }),
         ...(args.output !== undefined && { output: args.output }),
         ...(args.event !== undefined && { event: args.event }),
+        ...(args.perf !== undefined && { perfPath: args.perf }),
         durationSeconds: args.duration,
         frequency: args.frequency,
         postprocess: args.postprocess,

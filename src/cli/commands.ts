@@ -27,4 +27,6 @@ export const seedLongOptions: ReadonlySet<string> = new Set([
   'format',
   'title',
   'width',
+  'perf',
+  'offline',
 ]);

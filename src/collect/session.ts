@@ -22,7 +22,7 @@ export type { RecordingProgress } from './recording.js';
 /** The postprocess stage as collect calls it (src/postprocess/postprocess.ts), injected to keep this file testable. */
 export type PostprocessRun<R> = (
   dir: string,
-  options: undefined,
+  options: { perfPath: string },
   context: {
     signal?: AbortSignal;
     warn?: Warn;
@@ -163,12 +163,16 @@ export async function collect<R>(
   if (options.postprocess && context.postprocess) {
     const run = context.postprocess;
     result.postprocess = await phase('postprocess', () =>
-      run(dir, undefined, {
-        signal,
-        warn,
-        progress: info,
-        manifestExtra: { collect: manifestEntry(result, options) },
-      }).catch((error: unknown) => {
+      run(
+        dir,
+        { perfPath: options.perfPath },
+        {
+          signal,
+          warn,
+          progress: info,
+          manifestExtra: { collect: manifestEntry(result, options) },
+        },
+      ).catch((error: unknown) => {
         // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
         if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
         throw error;

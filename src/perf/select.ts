@@ -7,7 +7,7 @@ import { access, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { defaultPerfPath, type PerfExecOptions } from './exec.js';
-import { perfVersion } from './version.js';
+import { kernelRelease, perfVersion } from './version.js';
 
 export interface PerfCandidate {
   /** The executable, a path or (for the distribution's perf) a name looked up on PATH. */
@@ -138,4 +138,17 @@ function ioError(path: string, cause: unknown): ProfcpuError {
     remedy: `Check that ${path} is a readable folder of <kernel version>/perf builds.`,
     cause,
   });
+}
+
+/** The perf to run here: the installed one closest to the running kernel (see `selectPerf`), with the reason. */
+export async function choosePerf(
+  options: FindPerfCandidatesOptions = {},
+): Promise<PerfSelection & { candidates: number }> {
+  const candidates = await findPerfCandidates(options);
+  if (candidates.length === 0) {
+    // Nothing runs: keep the plain name, so the preflight check reports perf missing with its remedy.
+    const path = options.distributionPerf ?? findPerfCandidatesDefaults.distributionPerf;
+    return { path, version: 'unknown', reason: `no perf found; trying ${path}`, candidates: 0 };
+  }
+  return { ...selectPerf({ kernelRelease: kernelRelease(), candidates }), candidates: candidates.length };
 }

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
-import { findPerfCandidates, parseKernelVersion, selectPerf } from '../../src/perf/select.js';
+import { choosePerf, findPerfCandidates, parseKernelVersion, selectPerf } from '../../src/perf/select.js';
+import { kernelRelease } from '../../src/perf/version.js';
 
 const opt = (v: string) => ({ path: `/opt/perf/${v}/perf`, version: v });
 const distro = { path: 'perf', version: '6.12.38' };
@@ -100,6 +101,16 @@ test('findPerfCandidates lists /opt/perf builds newest first, then the distribut
 
     const none = await findPerfCandidates({ root: join(dir, 'missing'), distributionPerf: join(dir, 'no-perf') });
     assert.deepEqual(none, []);
+
+    // choosePerf compares with the kernel this test runs on: a build named after it wins.
+    const running = parseKernelVersion(kernelRelease())!;
+    await fakePerf(join(root, `${running[0]}.${running[1]}`, 'perf'), `${running[0]}.${running[1]}`);
+    const chosen = await choosePerf({ root, distributionPerf: distribution });
+    assert.equal(chosen.path, join(root, `${running[0]}.${running[1]}`, 'perf'));
+    assert.equal(chosen.candidates, found.length + 1);
+    assert.match(chosen.reason, /matches the running kernel/);
+    const nothing = await choosePerf({ root: join(dir, 'missing'), distributionPerf: join(dir, 'no-perf') });
+    assert.deepEqual([nothing.path, nothing.candidates], [join(dir, 'no-perf'), 0]);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
