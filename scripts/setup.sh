@@ -1,14 +1,16 @@
 #!/bin/sh
 # Installs what profcpu needs on a Debian/Ubuntu machine, then its npm packages, then builds it.
 #   scripts/setup.sh          perf and the build (enough for `npm run demo`)
-#   scripts/setup.sh --test   also what the test suite uses (gcc, binutils, elfutils, debuginfod, xmllint...)
+#   scripts/setup.sh --test   also what the tests and benchmarks use (gcc, binutils, elfutils, debuginfod, xmllint,
+#                             GNU time, and docker.io + debootstrap for the real-engine container test)
 # Installs only the Debian packages that are missing, so a second run is quick. Needs root for apt-get.
 set -eu
 cd "$(dirname "$0")/.."
 
 packages="linux-perf procps"
 if [ "${1-}" = "--test" ]; then
-  packages="$packages gcc libc6-dev binutils elfutils debuginfod libxml2-utils perl util-linux iproute2"
+  packages="$packages gcc libc6-dev binutils elfutils debuginfod libxml2-utils perl util-linux iproute2 time git jq"
+  packages="$packages docker.io debootstrap"
 fi
 
 missing=""
