@@ -6,9 +6,10 @@ import { ProfcpuError } from '../error.js';
 import { defaultFoldOptions, foldStream, type FoldOptions, type FoldResult } from '../stacks/fold.js';
 import { defaultFoldFileOptions, foldFile, type FoldFileOptions } from '../stacks/fold-file.js';
 import { formatFolded } from '../stacks/folded.js';
+import { foldFlagOptions, withFoldFlags, type FoldFlagArgs } from './fold-flags.js';
 import { createReporter } from './reporter.js';
 
-export interface FoldArgs {
+export interface FoldArgs extends FoldFlagArgs {
   file?: string;
   compat: boolean;
   all?: boolean;
@@ -17,11 +18,6 @@ export interface FoldArgs {
   pid: boolean;
   tid: boolean;
   addrs: boolean;
-  eventFilter?: string;
-  weight?: string;
-  keepArgs: boolean;
-  keepModule: boolean;
-  keepTier: boolean;
   threads?: number;
   quiet: boolean;
 }
@@ -29,24 +25,17 @@ export interface FoldArgs {
 /** The fold stage's options for these flags. */
 export function foldOptionsFromArgs(args: Omit<FoldArgs, 'file' | 'quiet' | 'threads'>): Partial<FoldOptions> {
   const options: Partial<FoldOptions> = {
+    ...foldFlagOptions(args, 'fold'),
     compat: args.compat,
     includePid: args.pid,
     includeTid: args.tid,
     addrs: args.addrs,
-    keepArguments: args.keepArgs,
-    keepModule: args.keepModule,
-    keepTier: args.keepTier,
   };
   // Unset annotation flags leave the mode's default: annotated, except with --compat (as the script).
   const kernel = args.kernel ?? args.all;
   const jit = args.jit ?? args.all;
   if (kernel !== undefined) options.annotateKernel = kernel;
   if (jit !== undefined) options.annotateJit = jit;
-  if (args.eventFilter !== undefined) {
-    if (args.eventFilter.trim() === '') throw usage('--event-filter needs an event name, such as cpu-clock');
-    options.eventFilter = args.eventFilter;
-  }
-  if (args.weight !== undefined) options.weight = args.weight as FoldOptions['weight'];
   return options;
 }
 
@@ -124,48 +113,26 @@ const command: CommandModule<object, FoldArgs> = {
   command: 'fold [file]',
   describe: 'Fold `perf script` text into folded stacks (frame;frame;frame count), sorted, on stdout',
   builder: (yargs: Argv) =>
-    yargs
-      .positional('file', { type: 'string', describe: '`perf script` output; - or nothing reads stdin' })
-      .option('compat', {
-        type: 'boolean',
-        default: defaultFoldOptions.compat,
-        describe: "Output exactly what FlameGraph's stackcollapse-perf.pl would (its flags below apply)",
-      })
-      .option('all', { type: 'boolean', describe: 'Annotate kernel (_[k]) and JIT (_[j]) frames (default: on)' })
-      .option('kernel', { type: 'boolean', describe: 'Annotate kernel frames _[k] (default: on, off with --compat)' })
-      .option('jit', { type: 'boolean', describe: 'Annotate JIT frames _[j] (default: on, off with --compat)' })
-      .option('pid', { type: 'boolean', default: defaultFoldOptions.includePid, describe: 'Root frame comm-PID' })
-      .option('tid', { type: 'boolean', default: defaultFoldOptions.includeTid, describe: 'Root frame comm-PID/TID' })
-      .option('addrs', {
-        type: 'boolean',
-        default: defaultFoldOptions.addrs,
-        describe: 'Show the address of frames without a name',
-      })
-      .option('event-filter', {
-        type: 'string',
-        describe: 'Fold only samples of this event (default: the first event seen)',
-        requiresArg: true,
-      })
-      .option('weight', {
-        type: 'string',
-        choices: ['samples', 'period'],
-        describe: 'Weigh each sample as 1, or by its period (default: samples; --compat: period)',
-      })
-      .option('keep-args', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepArguments,
-        describe: 'Keep argument lists in frame names',
-      })
-      .option('keep-module', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepModule,
-        describe: 'Prefix .NET frames with their assembly (System.Private.CoreLib!...)',
-      })
-      .option('keep-tier', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepTier,
-        describe: 'Keep .NET JIT tiers ([OptimizedTier1]...)',
-      })
+    withFoldFlags(
+      yargs
+        .positional('file', { type: 'string', describe: '`perf script` output; - or nothing reads stdin' })
+        .option('compat', {
+          type: 'boolean',
+          default: defaultFoldOptions.compat,
+          describe: "Output exactly what FlameGraph's stackcollapse-perf.pl would (its flags below apply)",
+        })
+        .option('all', { type: 'boolean', describe: 'Annotate kernel (_[k]) and JIT (_[j]) frames (default: on)' })
+        .option('kernel', { type: 'boolean', describe: 'Annotate kernel frames _[k] (default: on, off with --compat)' })
+        .option('jit', { type: 'boolean', describe: 'Annotate JIT frames _[j] (default: on, off with --compat)' })
+        .option('pid', { type: 'boolean', default: defaultFoldOptions.includePid, describe: 'Root frame comm-PID' })
+        .option('tid', { type: 'boolean', default: defaultFoldOptions.includeTid, describe: 'Root frame comm-PID/TID' })
+        .option('addrs', {
+          type: 'boolean',
+          default: defaultFoldOptions.addrs,
+          describe: 'Show the address of frames without a name',
+        }),
+      'samples; --compat: period',
+    )
       .option('threads', {
         type: 'number',
         describe:

@@ -12,16 +12,11 @@ import {
   type PostprocessResult,
 } from '../postprocess/postprocess.js';
 import { paletteNames, type PaletteName } from '../render/index.js';
-import { defaultFoldOptions, type FoldOptions } from '../stacks/fold.js';
+import { foldFlagOptions, withFoldFlags, type FoldFlagArgs } from './fold-flags.js';
 import { createReporter } from './reporter.js';
 
-interface PostprocessArgs {
+interface PostprocessArgs extends FoldFlagArgs {
   dir: string;
-  keepArgs: boolean;
-  keepModule: boolean;
-  keepTier: boolean;
-  eventFilter?: string;
-  weight?: string;
   title?: string;
   colors?: string;
   width?: number;
@@ -34,13 +29,7 @@ interface PostprocessArgs {
 /** Maps the command line onto the pipeline's options. */
 export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial<PostprocessOptions> {
   return {
-    fold: {
-      keepArguments: args.keepArgs,
-      keepModule: args.keepModule,
-      keepTier: args.keepTier,
-      ...(args.eventFilter === undefined ? {} : { eventFilter: args.eventFilter }),
-      ...(args.weight === undefined ? {} : { weight: args.weight as FoldOptions['weight'] }),
-    },
+    fold: foldFlagOptions(args, 'postprocess'),
     title: args.title,
     svg: {
       ...(args.colors === undefined ? {} : { colors: args.colors as PaletteName }),
@@ -56,38 +45,14 @@ const command: CommandModule<object, PostprocessArgs> = {
   command: 'postprocess',
   describe: 'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
   builder: (yargs: Argv) =>
-    yargs
-      .option('dir', {
+    withFoldFlags(
+      yargs.option('dir', {
         type: 'string',
         demandOption: 'Name the folder holding perf.data: --dir DIR (or -dir DIR)',
         describe: 'Output folder holding perf.data (and collect’s target/ snapshots); outputs are written there',
         requiresArg: true,
-      })
-      .option('keep-args', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepArguments,
-        describe: 'Keep argument lists in frame names',
-      })
-      .option('keep-module', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepModule,
-        describe: 'Prefix .NET frames with their assembly (System.Private.CoreLib!...)',
-      })
-      .option('keep-tier', {
-        type: 'boolean',
-        default: defaultFoldOptions.keepTier,
-        describe: 'Keep .NET JIT tiers ([OptimizedTier1]...)',
-      })
-      .option('event-filter', {
-        type: 'string',
-        describe: 'Fold only samples of this event (default: the first event seen)',
-        requiresArg: true,
-      })
-      .option('weight', {
-        type: 'string',
-        choices: ['samples', 'period'],
-        describe: 'Weigh each sample as 1, or by its period (default: samples)',
-      })
+      }),
+    )
       .option('title', { type: 'string', describe: 'Title of the flame graphs', requiresArg: true })
       .option('colors', {
         type: 'string',
