@@ -74,23 +74,7 @@ test('collect with the seed spelling names the JIT frames, and writes a complete
 
 test('Ctrl-C (to the process group, as a terminal sends it) stops the recording and still post-processes it', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const target = await startNodeBurn(60);
-  t.after(() => target.kill());
-  const dir = join(work, 'out');
-  const collect = execa(
-    process.execPath,
-    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
-    {
-      cwd: work,
-      reject: false,
-      all: true,
-      // A process group of its own, so Ctrl-C can be sent as a terminal does: to profcpu and perf alike.
-      detached: true,
-    },
-  );
-  t.after(() => killGroup(collect));
-  await waitForOutput(collect, /recording for 60 s/);
+  const { dir, collect } = await startLongCollect(t);
   // Past perf's start (it reads the target's mappings first, slowly on a busy machine).
   await sleep(3000);
   ctrlC(collect);
@@ -104,17 +88,7 @@ test('Ctrl-C (to the process group, as a terminal sends it) stops the recording 
 
 test('SIGTERM to profcpu alone (docker stop, kill) also stops the recording and post-processes it', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const target = await startNodeBurn(60);
-  t.after(() => target.kill());
-  const dir = join(work, 'out');
-  const collect = execa(
-    process.execPath,
-    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
-    { cwd: work, reject: false, all: true, detached: true },
-  );
-  t.after(() => killGroup(collect));
-  await waitForOutput(collect, /recording for 60 s/);
+  const { dir, collect } = await startLongCollect(t);
   await sleep(3000);
   collect.kill('SIGTERM');
   const run = await collect;
@@ -125,23 +99,7 @@ test('SIGTERM to profcpu alone (docker stop, kill) also stops the recording and 
 
 test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const target = await startNodeBurn(60);
-  t.after(() => target.kill());
-  const dir = join(work, 'out');
-  const collect = execa(
-    process.execPath,
-    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
-    {
-      cwd: work,
-      reject: false,
-      all: true,
-      // A process group of its own, so Ctrl-C can be sent as a terminal does: to profcpu and perf alike.
-      detached: true,
-    },
-  );
-  t.after(() => killGroup(collect));
-  await waitForOutput(collect, /recording for 60 s/);
+  const { dir, collect } = await startLongCollect(t);
   await sleep(1000);
   ctrlC(collect);
   await waitForOutput(collect, /stopping the recording/);
@@ -247,6 +205,25 @@ test('a process that is not visible to the user profcpu runs as fails with a rem
   assert.match(String(run.stderr), new RegExp(`process ${target.pid} exists but its /proc entries cannot be read`));
   assert.match(String(run.stderr), /fix: Run profcpu as root/);
 });
+
+/**
+ * A 60 s collect of a burning Node target, in a process group of its own (so Ctrl-C can be sent as a terminal
+ * does: to profcpu and perf alike), once it says it is recording.
+ */
+async function startLongCollect(t: TestContext) {
+  const work = await workDir(t);
+  const target = await startNodeBurn(60);
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const collect = execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
+    { cwd: work, reject: false, all: true, detached: true },
+  );
+  t.after(() => killGroup(collect));
+  await waitForOutput(collect, /recording for 60 s/);
+  return { dir, collect };
+}
 
 async function waitForOutput(subprocess: ReturnType<typeof execa>, pattern: RegExp): Promise<void> {
   let seen = '';
