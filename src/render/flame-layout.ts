@@ -18,7 +18,8 @@ export interface FlameNode {
   weight: number;
   /** How many frames a 'merged' block stands for; 1 otherwise. */
   merged: number;
-  children: FlameNode[];
+  /** Leaves share one frozen empty array: a profile has tens of thousands of them. */
+  children: readonly FlameNode[];
 }
 
 export interface FlameTree {
@@ -53,13 +54,22 @@ export function buildFlameTree(stacks: FoldedStacks, options: FlameTreeOptions):
   // UTF-16 code-unit order: the stacks under any prefix form one contiguous range.
   keys.sort();
   const weights = keys.map((key) => byKey.get(key)!);
-  const root: FlameNode = { kind: 'root', frame: '', depth: 0, start: 0, weight: total, merged: 1, children: [] };
+  const root: FlameNode = {
+    kind: 'root',
+    frame: '',
+    depth: 0,
+    start: 0,
+    weight: total,
+    merged: 1,
+    children: noChildren,
+  };
   const tree: FlameTree = { root, total, maxDepth: 0, nodeCount: 1 };
   if (keys.length > 0) new TreeBuilder(keys, weights, options.minWeight, tree).expand(root, 0, keys.length, 0, 0);
   return tree;
 }
 
 const semicolon = 59;
+const noChildren: readonly FlameNode[] = Object.freeze([]);
 
 class TreeBuilder {
   constructor(
@@ -102,7 +112,7 @@ class TreeBuilder {
           first = this.firstNotBelow(first, hi, frame, from);
         }
       } else first = k;
-      const last = this.groupEnd(first, hi, frame, from);
+      const last = this.groupEnd(first, hi, frame, from, first === k);
       let weight = own;
       for (let j = first; j < last; j++) weight += weights[j]!;
       if (first !== k && first !== k + 1 && last > first) (taken ??= new Map()).set(first, last);
@@ -112,11 +122,11 @@ class TreeBuilder {
         if (run) {
           run.weight += weight;
           run.merged++;
-        } else run = { kind: 'merged', frame, depth, start: x, weight, merged: 1, children: [] };
+        } else run = { kind: 'merged', frame, depth, start: x, weight, merged: 1, children: noChildren };
       } else {
         this.keepRun(parent, run);
         run = undefined;
-        const node: FlameNode = { kind: 'frame', frame, depth, start: x, weight, merged: 1, children: [] };
+        const node: FlameNode = { kind: 'frame', frame, depth, start: x, weight, merged: 1, children: noChildren };
         this.keep(parent, node);
         if (last - first === 1 && own === 0) this.chain(node, keys[first]!, end + 1);
         else if (last > first) this.expand(node, first, last, end + 1, own);
@@ -127,15 +137,18 @@ class TreeBuilder {
   }
 
   /**
-   * End of the run of keys from `first` that go on under `frame` (they are contiguous): galloping, then halving,
-   * so a run costs a few comparisons whatever its length, most runs being short.
+   * End of the run of keys from `first` that go on under `frame` (they are contiguous, keys being sorted). Most
+   * often that run is the rest of the parent's range (its last or only child): one look at the parent's last key
+   * settles it. Otherwise galloping, then halving, so a run costs a few comparisons whatever its length.
    */
-  private groupEnd(first: number, hi: number, frame: string, from: number): number {
-    if (first >= hi || !this.continuesUnder(this.keys[first]!, frame, from)) return first;
+  private groupEnd(first: number, hi: number, frame: string, from: number, firstContinues: boolean): number {
+    if (first >= hi) return first;
+    if (this.continuesUnder(this.keys[hi - 1]!, frame, from)) return hi;
+    if (!firstContinues && !this.continuesUnder(this.keys[first]!, frame, from)) return first;
     let known = first; // continues
     let step = 1;
-    let beyond = hi; // first index known not to continue, or hi
-    while (known + step < hi) {
+    let beyond = hi - 1; // first index known not to continue
+    while (known + step < beyond) {
       if (!this.continuesUnder(this.keys[known + step]!, frame, from)) {
         beyond = known + step;
         break;
@@ -185,7 +198,7 @@ class TreeBuilder {
         start: node.start,
         weight: node.weight,
         merged: 1,
-        children: [],
+        children: noChildren,
       };
       this.keep(node, child);
       node = child;
@@ -194,7 +207,9 @@ class TreeBuilder {
   }
 
   private keep(parent: FlameNode, node: FlameNode): void {
-    parent.children.push(node);
+    // Most parents keep one child (a stack's own frames below the others' are a chain): a one-element array.
+    if (parent.children === noChildren) parent.children = [node];
+    else (parent.children as FlameNode[]).push(node);
     this.tree.nodeCount++;
     if (node.depth > this.tree.maxDepth) this.tree.maxDepth = node.depth;
   }
