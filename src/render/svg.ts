@@ -4,17 +4,10 @@
 // reach the script.
 import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
-import { buildFlameTree, walkFlameTree, type FlameNode } from './flame-layout.js';
-import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
-import {
-  backgroundGradient,
-  frameColor,
-  isPaletteName,
-  mergedColor,
-  paletteNames,
-  searchColor,
-  type PaletteName,
-} from './palette.js';
+import { buildFlameTree } from './flame-layout.js';
+import { escapeXml, sanitizeText } from './frames.js';
+import { backgroundGradient, isPaletteName, paletteNames, searchColor, type PaletteName } from './palette.js';
+import { writeFrames } from './svg-frames.js';
 import { svgScript, svgStyle } from './svg-script.js';
 import { TextSink } from './text-sink.js';
 
@@ -66,8 +59,6 @@ export const defaultSvgOptions: Readonly<SvgOptions> = Object.freeze({
   fontWidth: 0.59,
 });
 
-/** Longest name kept in a tooltip, in UTF-16 units; longer names are cut (labels are cut to fit anyway). */
-const maxTitleLength = 2000;
 const xpad = 10;
 const framePad = 1;
 
@@ -101,25 +92,18 @@ export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {
   }
 
   out.append(`<g id="frames">\n`);
-  const charWidth = o.fontSize * o.fontWidth;
-  const countName = ` ${escapeXml(sanitizeText(o.countName))}, `;
-  const rectHeight = o.frameHeight - framePad;
-  // A frame name recurs in many stacks: prepare its text and colour once per render.
-  const looks = new Map<string, Look>();
-  walkFlameTree(layout.root, (frame) => {
-    const x = xpad + frame.start * perSample;
-    const w = frame.weight * perSample;
-    const y =
-      framePad + (o.inverted ? top + frame.depth * o.frameHeight : height - bottom - (frame.depth + 1) * o.frameHeight);
-    let look = frame.kind === 'frame' ? looks.get(frame.frame) : undefined;
-    if (!look) {
-      look = present(frame, o);
-      if (frame.kind === 'frame') looks.set(frame.frame, look);
-    }
-    const label = truncateText(look.name, Math.floor(w / charWidth));
-    out.append(
-      `<g fg:x="${frame.start}" fg:w="${frame.weight}" fg:d="${frame.depth}"><title>${look.title} (${formatCount(frame.weight)}${countName}${percent(frame.weight, total)}%)</title><rect x="${fixed(x)}" y="${y}" width="${fixed(w)}" height="${rectHeight}" fill="${look.fill}" rx="2" ry="2"/><text x="${fixed(x + 3)}" y="${y + textDrop}">${label === look.name ? look.escaped : escapeXml(label)}</text></g>\n`,
-    );
+  writeFrames(out, layout, {
+    total,
+    perSample,
+    xpad,
+    y: (depth) => framePad + (o.inverted ? top + depth * o.frameHeight : height - bottom - (depth + 1) * o.frameHeight),
+    textDrop,
+    rectHeight: o.frameHeight - framePad,
+    charWidth: o.fontSize * o.fontWidth,
+    colors: o.colors,
+    seed: o.seed,
+    minWidth: o.minWidth,
+    countName: ` ${escapeXml(sanitizeText(o.countName))}, `,
   });
   out.append(`</g>\n`);
   out.append(
@@ -162,56 +146,4 @@ function header(o: SvgOptions, height: number): string {
     `<text id="matched" x="${o.width - xpad}" y="${height - (o.fontSize + 10) / 2}" text-anchor="end"> </text>`,
   );
   return `${lines.join('\n')}\n`;
-}
-
-interface Look {
-  /** Sanitized, not escaped. */
-  name: string;
-  /** `name` escaped. */
-  escaped: string;
-  /** `name` cut for tooltips, escaped. */
-  title: string;
-  fill: string;
-}
-
-function present(frame: FlameNode, o: SvgOptions): Look {
-  let name: string;
-  let fill: string;
-  if (frame.kind === 'root') {
-    name = 'all';
-    fill = frameColor(o.colors, 'native', name, o.seed);
-  } else if (frame.kind === 'merged') {
-    name = `[${frame.merged} frames, each narrower than ${o.minWidth} px]`;
-    fill = mergedColor;
-  } else {
-    const described = describeFrame(frame.frame);
-    name = sanitizeText(described.name);
-    fill = frameColor(o.colors, described.style, name, o.seed);
-  }
-  const escaped = escapeXml(name);
-  const title = name.length > maxTitleLength ? escapeXml(truncateText(name, maxTitleLength)) : escaped;
-  return { name, escaped, title, fill };
-}
-
-/** `n` (not negative) to two decimals, trailing zeros dropped: like String(Math.round(n * 100) / 100), but through
- * integers, which V8 prints several times faster than fractions (this runs three times per frame). */
-function fixed(n: number): string {
-  const hundredths = Math.round(n * 100);
-  const whole = Math.floor(hundredths / 100);
-  const fraction = hundredths - whole * 100;
-  if (fraction === 0) return `${whole}`;
-  if (fraction % 10 === 0) return `${whole}.${fraction / 10}`;
-  return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
-}
-
-function percent(part: number, total: number): string {
-  return ((100 * part) / total).toFixed(2);
-}
-
-/** `1234567` as `1,234,567`; fractional weights keep three decimals. */
-export function formatCount(n: number): string {
-  if (n < 1000 && Number.isInteger(n)) return String(n);
-  const [whole, fraction] = (Number.isInteger(n) ? String(n) : n.toFixed(3)).split('.');
-  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  return fraction ? `${grouped}.${fraction.replace(/0+$/, '') || '0'}` : grouped;
 }

@@ -1,0 +1,180 @@
+// The frames of an SVG flame graph: one `<g>` per drawn frame (tooltip, rectangle, label), written into a TextSink.
+// Takes the laid-out tree, the graph's geometry and palette; gives the bytes. What recurs is prepared once per
+// render and copied: per frame name its escaped tooltip, label and colour (a name recurs in many stacks), per weight
+// the width and tooltip figures, per depth the vertical place. Every name passes through sanitize, truncate, then
+// escape, so it cannot break the XML or reach the script.
+import { walkFlameTree, type FlameNode, type FlameTree } from './flame-layout.js';
+import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
+import { frameColor, mergedColor, type PaletteName } from './palette.js';
+import { encodeText, fixedText, maxNumberBytes, type EncodedText, type TextSink } from './text-sink.js';
+
+export interface FrameLayout {
+  /** Sum of all weights: the root's width. */
+  total: number;
+  /** Pixels per unit of weight. */
+  perSample: number;
+  /** Left margin in pixels. */
+  xpad: number;
+  /** `y` of depth `d`'s rectangle. */
+  y: (depth: number) => number;
+  /** From a rectangle's `y` to its label's baseline. */
+  textDrop: number;
+  rectHeight: number;
+  /** Average character width in pixels, to cut labels to fit. */
+  charWidth: number;
+  colors: PaletteName;
+  seed: number;
+  /** The merging threshold in pixels, named in merged blocks' tooltips. */
+  minWidth: number;
+  /** What the weights count, with its spaces and comma: ` samples, `; sanitized and escaped. */
+  countName: string;
+}
+
+/** Longest name kept in a tooltip, in UTF-16 units; longer names are cut (labels are cut to fit anyway). */
+const maxTitleLength = 2000;
+
+/** Writes a `<g>` for every node of `tree`, parents before children. */
+export function writeFrames(out: TextSink, tree: FlameTree, layout: FrameLayout): void {
+  const looks = new Map<string, Look>();
+  const weights = new Map<number, WeightText>();
+  const depths: DepthText[] = [];
+  for (let depth = 0; depth <= tree.maxDepth; depth++) depths.push(depthText(depth, layout));
+  walkFlameTree(tree.root, (frame) => {
+    let look = frame.kind === 'frame' ? looks.get(frame.frame) : undefined;
+    if (!look) {
+      look = present(frame, layout);
+      if (frame.kind === 'frame') looks.set(frame.frame, look);
+    }
+    let weight = weights.get(frame.weight);
+    if (!weight) {
+      weight = weightText(frame.weight, layout);
+      weights.set(frame.weight, weight);
+    }
+    const depth = depths[frame.depth]!;
+    const x = layout.xpad + frame.start * layout.perSample;
+    out.reserve(look.bytes + weight.bytes + depth.bytes + 4 * maxNumberBytes + groupOpen.length + groupClose.length);
+    // <g fg:x="…" fg:w="…" fg:d="…"><title>… (…)</title><rect x="…" y="…" width="…" height="…" fill="…" rx="2"
+    // ry="2"/><text x="…" y="…">…</text></g>
+    out.piece(groupOpen);
+    out.number(frame.start);
+    out.piece(weight.attributes);
+    out.piece(depth.attribute);
+    out.piece(look.title);
+    out.piece(weight.tooltip);
+    out.fixed(x);
+    out.piece(depth.rect);
+    out.piece(weight.width);
+    out.piece(look.fill);
+    out.fixed(x + 3);
+    out.piece(depth.text);
+    writeLabel(out, look, weight.maxChars);
+    out.piece(groupClose);
+  });
+}
+
+const groupOpen = encodeText('<g fg:x="');
+const groupClose = encodeText('</text></g>\n');
+const ellipsis = encodeText('..');
+
+/** The name, cut to `maxChars` as truncateText does, escaped. */
+function writeLabel(out: TextSink, look: Look, maxChars: number): void {
+  if (look.name.length <= maxChars) out.piece(look.label);
+  else if (maxChars < 3) return;
+  else if (look.plain) {
+    out.prefix(look.label, maxChars - 2);
+    out.piece(ellipsis);
+  } else out.append(escapeXml(truncateText(look.name, maxChars)));
+}
+
+interface Look {
+  /** Sanitized, not escaped. */
+  name: string;
+  /** ASCII without markup characters: escaped, it is itself, a byte per character. */
+  plain: boolean;
+  /** `name` escaped. */
+  label: EncodedText;
+  /** `name` cut for tooltips, escaped. */
+  title: EncodedText;
+  /** The colour, then what follows up to the label's `x`. */
+  fill: EncodedText;
+  /** All of the above. */
+  bytes: number;
+}
+
+function present(frame: FlameNode, layout: FrameLayout): Look {
+  let name: string;
+  let fill: string;
+  if (frame.kind === 'root') {
+    name = 'all';
+    fill = frameColor(layout.colors, 'native', name, layout.seed);
+  } else if (frame.kind === 'merged') {
+    name = `[${frame.merged} frames, each narrower than ${layout.minWidth} px]`;
+    fill = mergedColor;
+  } else {
+    const described = describeFrame(frame.frame);
+    name = sanitizeText(described.name);
+    fill = frameColor(layout.colors, described.style, name, layout.seed);
+  }
+  const escaped = escapeXml(name);
+  const label = encodeText(escaped);
+  const title = name.length > maxTitleLength ? encodeText(escapeXml(truncateText(name, maxTitleLength))) : label;
+  const fillText = encodeText(`${fill}" rx="2" ry="2"/><text x="`);
+  const plain = escaped === name && label.length === name.length;
+  return { name, plain, label, title, fill: fillText, bytes: label.length + title.length + fillText.length };
+}
+
+/** What a frame's weight decides. */
+interface WeightText {
+  /** `" fg:w="…" fg:d="` */
+  attributes: EncodedText;
+  /** ` (1,234 samples, 5.67%)</title><rect x="` */
+  tooltip: EncodedText;
+  /** `…" height="…" fill="` */
+  width: EncodedText;
+  /** Longest label that fits the width. */
+  maxChars: number;
+  bytes: number;
+}
+
+function weightText(weight: number, layout: FrameLayout): WeightText {
+  const width = weight * layout.perSample;
+  const attributes = encodeText(`" fg:w="${weight}" fg:d="`);
+  const tooltip = encodeText(
+    ` (${formatCount(weight)}${layout.countName}${((100 * weight) / layout.total).toFixed(2)}%)</title><rect x="`,
+  );
+  const widthText = encodeText(`${fixedText(width)}" height="${layout.rectHeight}" fill="`);
+  return {
+    attributes,
+    tooltip,
+    width: widthText,
+    maxChars: Math.floor(width / layout.charWidth),
+    bytes: attributes.length + tooltip.length + widthText.length,
+  };
+}
+
+/** What a frame's depth decides. */
+interface DepthText {
+  /** `…"><title>` */
+  attribute: EncodedText;
+  /** `" y="…" width="` */
+  rect: EncodedText;
+  /** `" y="…">` */
+  text: EncodedText;
+  bytes: number;
+}
+
+function depthText(depth: number, layout: FrameLayout): DepthText {
+  const y = layout.y(depth);
+  const attribute = encodeText(`${depth}"><title>`);
+  const rect = encodeText(`" y="${y}" width="`);
+  const text = encodeText(`" y="${y + layout.textDrop}">`);
+  return { attribute, rect, text, bytes: attribute.length + rect.length + text.length };
+}
+
+/** `1234567` as `1,234,567`; fractional weights keep three decimals. */
+export function formatCount(n: number): string {
+  if (n < 1000 && Number.isInteger(n)) return String(n);
+  const [whole, fraction] = (Number.isInteger(n) ? String(n) : n.toFixed(3)).split('.');
+  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return fraction ? `${grouped}.${fraction.replace(/0+$/, '') || '0'}` : grouped;
+}
