@@ -7,7 +7,8 @@ import type { FoldedStacks } from '../stacks/folded.js';
 import { escapeXml, jsonForScript, sanitizeText } from './frames.js';
 import { buildFlameTree } from './flame-layout.js';
 import { isPaletteName, paletteNames, type PaletteName } from './palette.js';
-import { toViewerTree } from './viewer-tree.js';
+import { TextSink } from './text-sink.js';
+import { writeViewerTree } from './viewer-tree.js';
 
 export interface HtmlOptions {
   /** Page and graph title. Default 'Flame Graph'; an inverted graph left at the default says 'Icicle Graph'. */
@@ -94,22 +95,20 @@ export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> =
   const viewer = o.viewer ?? loadViewerAssets();
   let total = 0;
   for (const weight of stacks.values()) if (weight > 0) total += weight;
-  const tree = toViewerTree(buildFlameTree(stacks, { reverse: o.reverse, minWeight: total * o.minFraction }).root);
-  const data = {
-    options: {
-      width: o.width,
-      frameHeight: o.frameHeight,
-      minFrameSize: o.minFrameSize,
-      colors: o.colors,
-      seed: o.seed,
-      inverted: o.inverted,
-      countName: sanitizeText(o.countName),
-    },
-    tree,
+  const tree = buildFlameTree(stacks, { reverse: o.reverse, minWeight: total * o.minFraction });
+  const viewerOptions = {
+    width: o.width,
+    frameHeight: o.frameHeight,
+    minFrameSize: o.minFrameSize,
+    colors: o.colors,
+    seed: o.seed,
+    inverted: o.inverted,
+    countName: sanitizeText(o.countName),
   };
   const title = escapeXml(sanitizeText(o.title));
   const subtitle = o.subtitle ? `<p class="subtitle">${escapeXml(sanitizeText(o.subtitle))}</p>\n` : '';
-  return `<!DOCTYPE html>
+  const out = new TextSink(tree.nodeCount * 140 + viewer.script.length + viewer.css.length);
+  out.append(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -123,9 +122,13 @@ ${pageStyle}</style>
 ${subtitle}<div class="controls"><input id="term" type="search" placeholder="Search (regular expression), Ctrl-F" aria-label="Search"><button id="clear-search" type="button">Clear</button><button id="reset-zoom" type="button">Reset zoom</button><span id="matched"></span></div>
 <div id="chart"></div>
 <p id="details"></p>
-<script id="profcpu-data" type="application/json">${jsonForScript(data)}</script>
+<script id="profcpu-data" type="application/json">{"options":${jsonForScript(viewerOptions)},"tree":`);
+  // The tree, the bulk of the page, is written as JSON directly rather than built as objects and stringified.
+  writeViewerTree(out, tree.root);
+  out.append(`}</script>
 <script>${viewer.script}</script>
 </body>
 </html>
-`;
+`);
+  return out.toString();
 }
