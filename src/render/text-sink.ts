@@ -48,8 +48,9 @@ export class TextSink {
   prefix(bytes: EncodedText, end: number): void {
     const buffer = this.buffer;
     const at = this.length;
-    // A byte loop beats the call into TypedArray#set for the short pieces most frames are made of.
-    if (end > 32) buffer.set(end === bytes.length ? bytes : bytes.subarray(0, end), at);
+    // A byte loop beats the call into TypedArray#set for the short pieces most frames are made of, and a cut
+    // piece would need a subarray object made for it.
+    if (end > 32 && end === bytes.length) buffer.set(bytes, at);
     else for (let i = 0; i < end; i++) buffer[at + i] = bytes[i]!;
     this.length = at + end;
   }
