@@ -114,22 +114,8 @@ test('a second Ctrl-C aborts post-processing and leaves the raw data', async (t)
 
 test('a target that exits mid-recording still yields a named profile', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const target = await startNodeBurn(60);
-  t.after(() => target.kill());
-  const dir = join(work, 'out');
-  const collect = execa(
-    process.execPath,
-    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '30', '--output', dir],
-    {
-      cwd: work,
-      reject: false,
-      all: true,
-    },
-  );
-  t.after(() => void collect.kill('SIGKILL'));
+  const { dir, collect, target } = await startLongCollect(t, 30);
   // The target ends itself (SIGTERM: a clean exit) a few seconds into the recording.
-  await waitForOutput(collect, /recording for 30 s/);
   await sleep(3000);
   target.child.kill('SIGTERM');
   const run = await collect;
@@ -207,22 +193,22 @@ test('a process that is not visible to the user profcpu runs as fails with a rem
 });
 
 /**
- * A 60 s collect of a burning Node target, in a process group of its own (so Ctrl-C can be sent as a terminal
- * does: to profcpu and perf alike), once it says it is recording.
+ * A long collect (60 s unless said) of a burning Node target, in a process group of its own (so Ctrl-C can be sent
+ * as a terminal does: to profcpu and perf alike), once it says it is recording.
  */
-async function startLongCollect(t: TestContext) {
+async function startLongCollect(t: TestContext, seconds = 60) {
   const work = await workDir(t);
   const target = await startNodeBurn(60);
   t.after(() => target.kill());
   const dir = join(work, 'out');
   const collect = execa(
     process.execPath,
-    [cliPath, 'collect', '--pid', String(target.pid), '--duration', '60', '--output', dir],
+    [cliPath, 'collect', '--pid', String(target.pid), '--duration', String(seconds), '--output', dir],
     { cwd: work, reject: false, all: true, detached: true },
   );
   t.after(() => killGroup(collect));
-  await waitForOutput(collect, /recording for 60 s/);
-  return { dir, collect };
+  await waitForOutput(collect, new RegExp(`recording for ${seconds} s`));
+  return { dir, collect, target };
 }
 
 async function waitForOutput(subprocess: ReturnType<typeof execa>, pattern: RegExp): Promise<void> {

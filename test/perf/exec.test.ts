@@ -1,25 +1,11 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { formatCommand, PerfError, runPerf, startPerf } from '../../src/perf/exec.js';
+import { scratchFolder } from '../support/fake-executables.js';
 
-let dir: string;
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'profcpu-exec-'));
-});
-after(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-/** A fake perf: a shell script standing in for the real one. */
-async function fakePerf(name: string, body: string): Promise<string> {
-  const path = join(dir, name);
-  await writeFile(path, `#!/bin/sh\n${body}\n`);
-  await chmod(path, 0o755);
-  return path;
-}
+const scratch = scratchFolder('exec');
+const fakePerf = (name: string, body: string) => scratch.executable(name, body);
 
 test('runPerf returns stdout and stderr of a successful run', async () => {
   const perfPath = await fakePerf('ok', 'echo "args: $*"; echo note >&2');
@@ -51,7 +37,7 @@ test('a failing perf becomes a PerfError keeping command, exit code and the stde
 });
 
 test('a missing perf is NO_PERF with the package to install', async () => {
-  const error = await runPerf(['version'], { perfPath: join(dir, 'no-such-perf') }).then(
+  const error = await runPerf(['version'], { perfPath: join(scratch.dir, 'no-such-perf') }).then(
     () => assert.fail('should have failed'),
     (e: unknown) => e,
   );
@@ -94,10 +80,10 @@ test('aborting kills perf and fails with ABORTED', async () => {
 
 test('startPerf resolves with exit code 0 and passes cwd and env', async () => {
   const perfPath = await fakePerf('env', 'echo "$PWD $PROFCPU_TEST_VAR"');
-  const perf = startPerf([], { perfPath, cwd: dir, env: { PROFCPU_TEST_VAR: 'set' } });
+  const perf = startPerf([], { perfPath, cwd: scratch.dir, env: { PROFCPU_TEST_VAR: 'set' } });
   let text = '';
   for await (const chunk of perf.stdout) text += String(chunk);
-  assert.equal(text, `${dir} set\n`);
+  assert.equal(text, `${scratch.dir} set\n`);
   assert.equal((await perf.done).exitCode, 0);
 });
 

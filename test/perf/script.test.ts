@@ -1,30 +1,17 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { PerfError } from '../../src/perf/exec.js';
 import { perfScript, perfScriptArgs } from '../../src/perf/script.js';
+import { scratchFolder } from '../support/fake-executables.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 import { burnFunctions, recordNode } from '../postprocess/recording.js';
 
-let dir: string;
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'profcpu-script-'));
-});
-after(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function fakePerf(name: string, body: string): Promise<string> {
-  const path = join(dir, name);
-  await writeFile(path, `#!/bin/sh\n${body}\n`);
-  await chmod(path, 0o755);
-  return path;
-}
+const scratch = scratchFolder('script');
+const fakePerf = (name: string, body: string) => scratch.executable(name, body);
 
 test('the argv: header kept, inline resolution off, -f and extra arguments on request', () => {
   assert.deepEqual(perfScriptArgs('perf.data'), ['script', '-i', 'perf.data', '--header', '--no-inline']);
@@ -93,19 +80,22 @@ test('a damaged perf.data gets a remedy about the file, and the message names th
     'damaged',
     'echo "incompatible file format (rerun with -v to learn more)" >&2; exit 255',
   );
-  const error = await perfScript('perf.data', () => {}, { perfPath, cwd: dir }).then(
+  const error = await perfScript('perf.data', () => {}, { perfPath, cwd: scratch.dir }).then(
     () => assert.fail('should have failed'),
     (e: unknown) => e,
   );
   assert.ok(error instanceof PerfError);
   assert.equal(error.code, 'PERF_FAILED');
-  assert.match(error.message, new RegExp(`\\(in ${dir}\\) failed with exit code 255: incompatible file format`));
+  assert.match(
+    error.message,
+    new RegExp(`\\(in ${scratch.dir}\\) failed with exit code 255: incompatible file format`),
+  );
   assert.match(error.remedy ?? '', /damaged or cut short/);
 });
 
 test('the real perf script streams a real recording', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const out = join(dir, 'recording');
+  const out = join(scratch.dir, 'recording');
   const { pid } = await recordNode(out, 800);
   try {
     const chunks: Buffer[] = [];
