@@ -9,7 +9,7 @@ import { after, before, test, type TestContext } from 'node:test';
 import { ssqpDebugKey } from '../../src/symbols/symbol-server.js';
 import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
-import { startDebuginfod } from '../support/debuginfod.js';
+import { serveDebugFile } from '../support/debuginfod.js';
 import { runCliInSidecar, startInSidecar, startNamespacedTarget } from '../support/namespaces.js';
 import { have, needCommand, needRoot } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
@@ -96,10 +96,7 @@ test('in a sidecar: frames of a stripped library are unnamed, then named after `
 test('--file against a real debuginfod server; --offline with an empty cache fails with the reason', async (t) => {
   const l = needLib(t);
   if (!l || !needCommand(t, 'debuginfod', 'debuginfod')) return;
-  const folder = join(work, 'debuginfod-files');
-  mkdirSync(folder, { recursive: true });
-  copyFileSync(l.debug, join(folder, 'libhotlib.so.debug'));
-  const server = await startDebuginfod(folder, work, l.buildId);
+  const server = await serveDebugFile(l.debug, l.buildId, work);
   t.after(() => server.close());
   const env = { PROFCPU_SYMBOL_SERVERS: undefined, DEBUGINFOD_URLS: undefined };
   const dirs = ['--cache-dir', join(work, 'file-cache'), '--buildid-dir', join(work, 'file-perf')];

@@ -4,7 +4,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Debuginfod {
@@ -59,4 +60,12 @@ async function stop(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(timer);
+}
+
+/** Serves one debug file: copies it into `<workDir>/debuginfod-files` and starts debuginfod over that folder. */
+export async function serveDebugFile(debugFile: string, buildId: string, workDir: string): Promise<Debuginfod> {
+  const folder = join(workDir, 'debuginfod-files');
+  mkdirSync(folder, { recursive: true });
+  copyFileSync(debugFile, join(folder, basename(debugFile)));
+  return startDebuginfod(folder, workDir, buildId);
 }

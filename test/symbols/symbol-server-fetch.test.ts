@@ -20,7 +20,7 @@ import { isProfcpuError } from '../../src/error.js';
 import { SymbolFetcher, type SymbolFetchOptions } from '../../src/symbols/symbol-server-fetch.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
 import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { startDebuginfod } from '../support/debuginfod.js';
+import { serveDebugFile } from '../support/debuginfod.js';
 import { have, needCommand } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
@@ -119,10 +119,7 @@ test('from an SSQP store: downloaded, verified, cached; the next request is serv
 test('from a real debuginfod server, after a server that does not have it', async (t) => {
   const l = needLib(t);
   if (!l || !needCommand(t, 'debuginfod', 'debuginfod')) return;
-  const folder = join(work, 'debuginfod-files');
-  mkdirSync(folder, { recursive: true });
-  copyFileSync(l.debug, join(folder, 'libhotlib.so.debug'));
-  const server = await startDebuginfod(folder, work, l.buildId);
+  const server = await serveDebugFile(l.debug, l.buildId, work);
   t.after(() => server.close());
   const empty: SymbolServer = { kind: 'ssqp', url: `${store.url}/empty`, origin: 'test' };
   const dbg: SymbolServer = { kind: 'debuginfod', url: server.url, origin: 'test' };
