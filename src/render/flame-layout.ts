@@ -1,6 +1,6 @@
 // The merged call tree a flame graph draws, with each frame's place in samples. Takes FoldedStacks, whether to
-// reverse them, and the lightest weight worth drawing; gives the tree, children in the order of the sorted folded
-// text, each child placed after its parent's own weight. Runs of adjacent sibling frames each lighter than that
+// reverse them, and the lightest weight worth drawing; gives the tree as columns of numbers (one row per node, in
+// walk order) or as linked nodes, children in the order of the sorted folded text, each child placed after its parent's own weight. Runs of adjacent sibling frames each lighter than that
 // are merged into one block, so a parent's width still adds up; a lone light frame is left out, and nothing under a
 // light frame is looked at. That, and working on the sorted stack texts in place (a node is a range of them that
 // share its prefix, a child frame is compared, not cut out and hashed), keeps 40 000 deep stacks fast.
@@ -39,8 +39,47 @@ export interface FlameTreeOptions {
   minWeight: number;
 }
 
+/**
+ * The same tree as columns, one row per node in the order a walk visits them (parents before children, children
+ * left to right): no object per node, so a million-frame profile leaves the garbage collector little to do. A
+ * frame's text is not cut out: it is `keys[key][from, end)`.
+ */
+export interface FlameColumns {
+  /** Rows in use; row 0 is the root. */
+  count: number;
+  total: number;
+  maxDepth: number;
+  /** The sorted stack texts frames are read from. */
+  keys: readonly string[];
+  /** Per row: 0 root, 1 frame, 2 merged. */
+  kind: Uint8Array;
+  depth: Int32Array;
+  start: Float64Array;
+  weight: Float64Array;
+  merged: Int32Array;
+  key: Int32Array;
+  from: Int32Array;
+  end: Int32Array;
+}
+
+export const rootRow = 0;
+export const frameRow = 1;
+export const mergedRow = 2;
+
+/** Row `row`'s frame text ('' for the root). */
+export function rowFrame(columns: FlameColumns, row: number): string {
+  return columns.kind[row] === rootRow
+    ? ''
+    : columns.keys[columns.key[row]!]!.slice(columns.from[row], columns.end[row]);
+}
+
 /** Builds the tree of `stacks`; stacks with a weight that is not positive are ignored. */
 export function buildFlameTree(stacks: FoldedStacks, options: FlameTreeOptions): FlameTree {
+  return toFlameTree(buildFlameColumns(stacks, options));
+}
+
+/** Builds the tree of `stacks` as columns; stacks with a weight that is not positive are ignored. */
+export function buildFlameColumns(stacks: FoldedStacks, options: FlameTreeOptions): FlameColumns {
   let total = 0;
   const byKey = options.reverse ? new Map<string, number>() : stacks;
   const keys: string[] = [];
@@ -54,40 +93,81 @@ export function buildFlameTree(stacks: FoldedStacks, options: FlameTreeOptions):
   // UTF-16 code-unit order: the stacks under any prefix form one contiguous range.
   keys.sort();
   const weights = keys.map((key) => byKey.get(key)!);
-  const root: FlameNode = {
-    kind: 'root',
-    frame: '',
-    depth: 0,
-    start: 0,
-    weight: total,
-    merged: 1,
-    children: noChildren,
-  };
-  const tree: FlameTree = { root, total, maxDepth: 0, nodeCount: 1 };
-  if (keys.length > 0) new TreeBuilder(keys, weights, options.minWeight, tree).expand(root, 0, keys.length, 0, 0);
-  return tree;
+  const builder = new TreeBuilder(keys, weights, options.minWeight, total);
+  if (keys.length > 0) builder.expand(rootRow, 0, keys.length, 0, 0);
+  return builder.columns;
+}
+
+/** The columns as linked nodes: a row's parent is the last row before it one level up. */
+function toFlameTree(columns: FlameColumns): FlameTree {
+  const path: FlameNode[] = [];
+  for (let row = 0; row < columns.count; row++) {
+    const kind = columns.kind[row];
+    const depth = columns.depth[row]!;
+    const node: FlameNode = {
+      kind: kind === rootRow ? 'root' : kind === frameRow ? 'frame' : 'merged',
+      frame: rowFrame(columns, row),
+      depth,
+      start: columns.start[row]!,
+      weight: columns.weight[row]!,
+      merged: columns.merged[row]!,
+      children: noChildren,
+    };
+    if (depth > 0) {
+      const parent = path[depth - 1]!;
+      if (parent.children === noChildren) parent.children = [node];
+      else (parent.children as FlameNode[]).push(node);
+    }
+    path[depth] = node;
+  }
+  return { root: path[0]!, total: columns.total, maxDepth: columns.maxDepth, nodeCount: columns.count };
 }
 
 const semicolon = 59;
 const noChildren: readonly FlameNode[] = Object.freeze([]);
 
 class TreeBuilder {
+  readonly columns: FlameColumns;
+
   constructor(
     private readonly keys: readonly string[],
     private readonly weights: readonly number[],
     private readonly minWeight: number,
-    private readonly tree: FlameTree,
-  ) {}
+    total: number,
+  ) {
+    const rows = Math.max(64, keys.length * 8);
+    this.columns = {
+      count: 0,
+      total,
+      maxDepth: 0,
+      keys,
+      kind: new Uint8Array(rows),
+      depth: new Int32Array(rows),
+      start: new Float64Array(rows),
+      weight: new Float64Array(rows),
+      merged: new Int32Array(rows),
+      key: new Int32Array(rows),
+      from: new Int32Array(rows),
+      end: new Int32Array(rows),
+    };
+    this.add(rootRow, 0, 0, total, 1, 0, 0, 0);
+  }
 
   /**
-   * Adds the children of `parent`, whose stacks are keys[lo, hi), all continuing past `parent`'s text with their
-   * next frame starting at `from`, plus `parentOwn` of weight in stacks that end with `parent`.
+   * Adds the children of row `parent`, whose stacks are keys[lo, hi), all continuing past `parent`'s text with
+   * their next frame starting at `from`, plus `parentOwn` of weight in stacks that end with `parent`.
    */
-  expand(parent: FlameNode, lo: number, hi: number, from: number, parentOwn: number): void {
+  expand(parent: number, lo: number, hi: number, from: number, parentOwn: number): void {
     const { keys, weights } = this;
-    const depth = parent.depth + 1;
-    let x = parent.start + parentOwn;
-    let run: FlameNode | undefined;
+    const depth = this.columns.depth[parent]! + 1;
+    let x = this.columns.start[parent]! + parentOwn;
+    // A run of light siblings: nothing is added while it lasts (nothing under a light frame is looked at), so it
+    // becomes a row, if it is kept, when it ends.
+    let runKey = -1;
+    let runEnd = 0;
+    let runStart = 0;
+    let runWeight = 0;
+    let runMerged = 0;
     // Ranges already taken by an earlier group (see below), from their first index to their end.
     let taken: Map<number, number> | undefined;
     let k = lo;
@@ -116,24 +196,30 @@ class TreeBuilder {
       let weight = own;
       for (let j = first; j < last; j++) weight += weights[j]!;
       if (first !== k && first !== k + 1 && last > first) (taken ??= new Map()).set(first, last);
+      const at = k;
       k = first === k || first === k + 1 ? Math.max(last, k + 1) : k + 1;
 
       if (weight < this.minWeight) {
-        if (run) {
-          run.weight += weight;
-          run.merged++;
-        } else run = { kind: 'merged', frame, depth, start: x, weight, merged: 1, children: noChildren };
+        if (runKey >= 0) {
+          runWeight += weight;
+          runMerged++;
+        } else {
+          runKey = at;
+          runEnd = end;
+          runStart = x;
+          runWeight = weight;
+          runMerged = 1;
+        }
       } else {
-        this.keepRun(parent, run);
-        run = undefined;
-        const node: FlameNode = { kind: 'frame', frame, depth, start: x, weight, merged: 1, children: noChildren };
-        this.keep(parent, node);
-        if (last - first === 1 && own === 0) this.chain(node, keys[first]!, end + 1);
+        if (runKey >= 0) this.addRun(runKey, from, runEnd, depth, runStart, runWeight, runMerged);
+        runKey = -1;
+        const node = this.add(frameRow, depth, x, weight, 1, at, from, end);
+        if (last - first === 1 && own === 0) this.chain(node, first, end + 1);
         else if (last > first) this.expand(node, first, last, end + 1, own);
       }
       x += weight;
     }
-    this.keepRun(parent, run);
+    if (runKey >= 0) this.addRun(runKey, from, runEnd, depth, runStart, runWeight, runMerged);
   }
 
   /**
@@ -185,37 +271,66 @@ class TreeBuilder {
     return lo;
   }
 
-  /** The rest of one stack under `parent`: a single path, as heavy as `parent`, so every frame is kept. */
-  private chain(parent: FlameNode, key: string, from: number): void {
-    let node = parent;
+  /** The rest of keys[k] under row `parent`: a single path, as heavy as `parent`, so every frame is kept. */
+  private chain(parent: number, k: number, from: number): void {
+    const key = this.keys[k]!;
+    let depth = this.columns.depth[parent]!;
+    const start = this.columns.start[parent]!;
+    const weight = this.columns.weight[parent]!;
     while (from <= key.length) {
       let end = key.indexOf(';', from);
       if (end < 0) end = key.length;
-      const child: FlameNode = {
-        kind: 'frame',
-        frame: key.slice(from, end),
-        depth: node.depth + 1,
-        start: node.start,
-        weight: node.weight,
-        merged: 1,
-        children: noChildren,
-      };
-      this.keep(node, child);
-      node = child;
+      this.add(frameRow, ++depth, start, weight, 1, k, from, end);
       from = end + 1;
     }
   }
 
-  private keep(parent: FlameNode, node: FlameNode): void {
-    // Most parents keep one child (a stack's own frames below the others' are a chain): a one-element array.
-    if (parent.children === noChildren) parent.children = [node];
-    else (parent.children as FlameNode[]).push(node);
-    this.tree.nodeCount++;
-    if (node.depth > this.tree.maxDepth) this.tree.maxDepth = node.depth;
+  private addRun(k: number, from: number, end: number, depth: number, start: number, weight: number, merged: number) {
+    if (merged > 1 && weight >= this.minWeight) this.add(mergedRow, depth, start, weight, merged, k, from, end);
   }
 
-  private keepRun(parent: FlameNode, run: FlameNode | undefined): void {
-    if (run && run.merged > 1 && run.weight >= this.minWeight) this.keep(parent, run);
+  /** Appends a row; returns its index. */
+  private add(
+    kind: number,
+    depth: number,
+    start: number,
+    weight: number,
+    merged: number,
+    k: number,
+    from: number,
+    end: number,
+  ): number {
+    const c = this.columns;
+    if (c.count === c.kind.length) this.grow();
+    const row = c.count++;
+    c.kind[row] = kind;
+    c.depth[row] = depth;
+    c.start[row] = start;
+    c.weight[row] = weight;
+    c.merged[row] = merged;
+    c.key[row] = k;
+    c.from[row] = from;
+    c.end[row] = end;
+    if (depth > c.maxDepth) c.maxDepth = depth;
+    return row;
+  }
+
+  private grow(): void {
+    const c = this.columns;
+    const rows = c.kind.length * 2;
+    const bigger = <T extends Uint8Array | Int32Array | Float64Array>(column: T, make: (n: number) => T): T => {
+      const next = make(rows);
+      next.set(column);
+      return next;
+    };
+    c.kind = bigger(c.kind, (n) => new Uint8Array(n));
+    c.depth = bigger(c.depth, (n) => new Int32Array(n));
+    c.start = bigger(c.start, (n) => new Float64Array(n));
+    c.weight = bigger(c.weight, (n) => new Float64Array(n));
+    c.merged = bigger(c.merged, (n) => new Int32Array(n));
+    c.key = bigger(c.key, (n) => new Int32Array(n));
+    c.from = bigger(c.from, (n) => new Int32Array(n));
+    c.end = bigger(c.end, (n) => new Int32Array(n));
   }
 }
 

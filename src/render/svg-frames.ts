@@ -3,7 +3,7 @@
 // render and copied: per frame name its escaped tooltip, label and colour (a name recurs in many stacks), per weight
 // the width and tooltip figures, per depth the vertical place. Every name passes through sanitize, truncate, then
 // escape, so it cannot break the XML or reach the script.
-import { walkFlameTree, type FlameNode, type FlameTree } from './flame-layout.js';
+import { frameRow, mergedRow, rootRow, rowFrame, type FlameColumns } from './flame-layout.js';
 import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
 import { frameColor, mergedColor, type PaletteName } from './palette.js';
 import { encodeText, fixedText, maxNumberBytes, type EncodedText, type TextSink } from './text-sink.js';
@@ -33,30 +33,37 @@ export interface FrameLayout {
 /** Longest name kept in a tooltip, in UTF-16 units; longer names are cut (labels are cut to fit anyway). */
 const maxTitleLength = 2000;
 
-/** Writes a `<g>` for every node of `tree`, parents before children. */
-export function writeFrames(out: TextSink, tree: FlameTree, layout: FrameLayout): void {
+/** Writes a `<g>` for every row of `tree`, parents before children. */
+export function writeFrames(out: TextSink, tree: FlameColumns, layout: FrameLayout): void {
   const looks = new Map<string, Look>();
   const weights = new Map<number, WeightText>();
   const depths: DepthText[] = [];
   for (let depth = 0; depth <= tree.maxDepth; depth++) depths.push(depthText(depth, layout));
-  walkFlameTree(tree.root, (frame) => {
-    let look = frame.kind === 'frame' ? looks.get(frame.frame) : undefined;
-    if (!look) {
-      look = present(frame, layout);
-      if (frame.kind === 'frame') looks.set(frame.frame, look);
-    }
-    let weight = weights.get(frame.weight);
+  for (let row = 0; row < tree.count; row++) {
+    const kind = tree.kind[row]!;
+    const start = tree.start[row]!;
+    const frameWeight = tree.weight[row]!;
+    let look: Look | undefined;
+    if (kind === frameRow) {
+      const frame = rowFrame(tree, row);
+      look = looks.get(frame);
+      if (!look) {
+        look = present(kind, frame, 1, layout);
+        looks.set(frame, look);
+      }
+    } else look = present(kind, '', tree.merged[row]!, layout);
+    let weight = weights.get(frameWeight);
     if (!weight) {
-      weight = weightText(frame.weight, layout);
-      weights.set(frame.weight, weight);
+      weight = weightText(frameWeight, layout);
+      weights.set(frameWeight, weight);
     }
-    const depth = depths[frame.depth]!;
-    const x = layout.xpad + frame.start * layout.perSample;
+    const depth = depths[tree.depth[row]!]!;
+    const x = layout.xpad + start * layout.perSample;
     out.reserve(look.bytes + weight.bytes + depth.bytes + 4 * maxNumberBytes + groupOpen.length + groupClose.length);
     // <g fg:x="…" fg:w="…" fg:d="…"><title>… (…)</title><rect x="…" y="…" width="…" height="…" fill="…" rx="2"
     // ry="2"/><text x="…" y="…">…</text></g>
     out.piece(groupOpen);
-    out.number(frame.start);
+    out.number(start);
     out.piece(weight.attributes);
     out.piece(depth.attribute);
     out.piece(look.title);
@@ -69,7 +76,7 @@ export function writeFrames(out: TextSink, tree: FlameTree, layout: FrameLayout)
     out.piece(depth.text);
     writeLabel(out, look, weight.maxChars);
     out.piece(groupClose);
-  });
+  }
 }
 
 const groupOpen = encodeText('<g fg:x="');
@@ -101,17 +108,18 @@ interface Look {
   bytes: number;
 }
 
-function present(frame: FlameNode, layout: FrameLayout): Look {
+/** How a row of `kind` looks: `frame` is its text (frames only), `merged` how many frames it stands for. */
+function present(kind: number, frame: string, merged: number, layout: FrameLayout): Look {
   let name: string;
   let fill: string;
-  if (frame.kind === 'root') {
+  if (kind === rootRow) {
     name = 'all';
     fill = frameColor(layout.colors, 'native', name, layout.seed);
-  } else if (frame.kind === 'merged') {
-    name = `[${frame.merged} frames, each narrower than ${layout.minWidth} px]`;
+  } else if (kind === mergedRow) {
+    name = `[${merged} frames, each narrower than ${layout.minWidth} px]`;
     fill = mergedColor;
   } else {
-    const described = describeFrame(frame.frame);
+    const described = describeFrame(frame);
     name = sanitizeText(described.name);
     fill = frameColor(layout.colors, described.style, name, layout.seed);
   }

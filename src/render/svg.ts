@@ -4,7 +4,7 @@
 // reach the script.
 import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
-import { buildFlameTree } from './flame-layout.js';
+import { buildFlameColumns } from './flame-layout.js';
 import { escapeXml, sanitizeText } from './frames.js';
 import { backgroundGradient, isPaletteName, paletteNames, searchColor, type PaletteName } from './palette.js';
 import { writeFrames } from './svg-frames.js';
@@ -75,13 +75,16 @@ export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {
   for (const weight of stacks.values()) if (weight > 0) total += weight;
   const plotWidth = o.width - 2 * xpad;
   const perSample = total > 0 ? plotWidth / total : 0;
-  const layout = buildFlameTree(stacks, { reverse: o.reverse, minWeight: perSample > 0 ? o.minWidth / perSample : 0 });
+  const layout = buildFlameColumns(stacks, {
+    reverse: o.reverse,
+    minWeight: perSample > 0 ? o.minWidth / perSample : 0,
+  });
 
   const top = o.fontSize * 3 + (o.subtitle ? o.fontSize * 2 : 0);
   const bottom = o.fontSize * 2 + 10;
   const height = (layout.maxDepth + 1) * o.frameHeight + top + bottom;
   const textDrop = o.frameHeight / 2 + o.fontSize / 3;
-  const out = new TextSink(layout.nodeCount * 260);
+  const out = new TextSink(layout.count * 260);
   out.append(header(o, height));
 
   if (total === 0) {
