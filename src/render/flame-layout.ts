@@ -1,9 +1,10 @@
 // The merged call tree a flame graph draws, with each frame's place in samples. Takes FoldedStacks, whether to
 // reverse them, and the lightest weight worth drawing; gives the tree as columns of numbers (one row per node, in
-// walk order) or as linked nodes, children in the order of the sorted folded text, each child placed after its parent's own weight. Runs of adjacent sibling frames each lighter than that
-// are merged into one block, so a parent's width still adds up; a lone light frame is left out, and nothing under a
-// light frame is looked at. That, and working on the sorted stack texts in place (a node is a range of them that
-// share its prefix, a child frame is compared, not cut out and hashed), keeps 40 000 deep stacks fast.
+// walk order) or as linked nodes, children in the order of the sorted folded text, each child placed after its
+// parent's own weight. Runs of adjacent sibling frames each lighter than that are merged into one block, so a
+// parent's width still adds up; a lone light frame is left out, and nothing under a light frame is looked at. That,
+// and working on the sorted stack texts in place (a node is a range of them that share its prefix, a child frame is
+// compared, and cut out and numbered only once kept), keeps 40 000 deep stacks fast.
 import type { FoldedStacks } from '../stacks/folded.js';
 
 export interface FlameNode {
@@ -41,25 +42,25 @@ export interface FlameTreeOptions {
 
 /**
  * The same tree as columns, one row per node in the order a walk visits them (parents before children, children
- * left to right): no object per node, so a million-frame profile leaves the garbage collector little to do. A
- * frame's text is not cut out: it is `keys[key][from, end)`.
+ * left to right): no object per node, so a million-frame profile leaves the garbage collector little to do. Frame
+ * texts are numbered as they are met, while their stack text is still in the processor's cache, so a writer looks
+ * up what it made for a name by number rather than hashing the text again.
  */
 export interface FlameColumns {
   /** Rows in use; row 0 is the root. */
   count: number;
   total: number;
   maxDepth: number;
-  /** The sorted stack texts frames are read from. */
-  keys: readonly string[];
+  /** Distinct frame texts; names[0] is '' (the root's). */
+  names: readonly string[];
   /** Per row: 0 root, 1 frame, 2 merged. */
   kind: Uint8Array;
   depth: Int32Array;
   start: Float64Array;
   weight: Float64Array;
   merged: Int32Array;
-  key: Int32Array;
-  from: Int32Array;
-  end: Int32Array;
+  /** Index in `names` of the frame's text (for 'merged', the first merged frame's). */
+  name: Int32Array;
 }
 
 export const rootRow = 0;
@@ -68,9 +69,7 @@ export const mergedRow = 2;
 
 /** Row `row`'s frame text ('' for the root). */
 export function rowFrame(columns: FlameColumns, row: number): string {
-  return columns.kind[row] === rootRow
-    ? ''
-    : columns.keys[columns.key[row]!]!.slice(columns.from[row], columns.end[row]);
+  return columns.names[columns.name[row]!]!;
 }
 
 /** Builds the tree of `stacks`; stacks with a weight that is not positive are ignored. */
@@ -128,6 +127,8 @@ const noChildren: readonly FlameNode[] = Object.freeze([]);
 
 class TreeBuilder {
   readonly columns: FlameColumns;
+  private readonly names: string[] = [];
+  private readonly numbers = new Map<string, number>();
 
   constructor(
     private readonly keys: readonly string[],
@@ -140,17 +141,15 @@ class TreeBuilder {
       count: 0,
       total,
       maxDepth: 0,
-      keys,
+      names: this.names,
       kind: new Uint8Array(rows),
       depth: new Int32Array(rows),
       start: new Float64Array(rows),
       weight: new Float64Array(rows),
       merged: new Int32Array(rows),
-      key: new Int32Array(rows),
-      from: new Int32Array(rows),
-      end: new Int32Array(rows),
+      name: new Int32Array(rows),
     };
-    this.add(rootRow, 0, 0, total, 1, 0, 0, 0);
+    this.add(rootRow, 0, 0, total, 1, '');
   }
 
   /**
@@ -163,8 +162,7 @@ class TreeBuilder {
     let x = this.columns.start[parent]! + parentOwn;
     // A run of light siblings: nothing is added while it lasts (nothing under a light frame is looked at), so it
     // becomes a row, if it is kept, when it ends.
-    let runKey = -1;
-    let runEnd = 0;
+    let runFrame = '';
     let runStart = 0;
     let runWeight = 0;
     let runMerged = 0;
@@ -196,30 +194,28 @@ class TreeBuilder {
       let weight = own;
       for (let j = first; j < last; j++) weight += weights[j]!;
       if (first !== k && first !== k + 1 && last > first) (taken ??= new Map()).set(first, last);
-      const at = k;
       k = first === k || first === k + 1 ? Math.max(last, k + 1) : k + 1;
 
       if (weight < this.minWeight) {
-        if (runKey >= 0) {
+        if (runMerged > 0) {
           runWeight += weight;
           runMerged++;
         } else {
-          runKey = at;
-          runEnd = end;
+          runFrame = frame;
           runStart = x;
           runWeight = weight;
           runMerged = 1;
         }
       } else {
-        if (runKey >= 0) this.addRun(runKey, from, runEnd, depth, runStart, runWeight, runMerged);
-        runKey = -1;
-        const node = this.add(frameRow, depth, x, weight, 1, at, from, end);
+        this.addRun(runFrame, depth, runStart, runWeight, runMerged);
+        runMerged = 0;
+        const node = this.add(frameRow, depth, x, weight, 1, frame);
         if (last - first === 1 && own === 0) this.chain(node, first, end + 1);
         else if (last > first) this.expand(node, first, last, end + 1, own);
       }
       x += weight;
     }
-    if (runKey >= 0) this.addRun(runKey, from, runEnd, depth, runStart, runWeight, runMerged);
+    this.addRun(runFrame, depth, runStart, runWeight, runMerged);
   }
 
   /**
@@ -280,37 +276,32 @@ class TreeBuilder {
     while (from <= key.length) {
       let end = key.indexOf(';', from);
       if (end < 0) end = key.length;
-      this.add(frameRow, ++depth, start, weight, 1, k, from, end);
+      this.add(frameRow, ++depth, start, weight, 1, key.slice(from, end));
       from = end + 1;
     }
   }
 
-  private addRun(k: number, from: number, end: number, depth: number, start: number, weight: number, merged: number) {
-    if (merged > 1 && weight >= this.minWeight) this.add(mergedRow, depth, start, weight, merged, k, from, end);
+  private addRun(frame: string, depth: number, start: number, weight: number, merged: number): void {
+    if (merged > 1 && weight >= this.minWeight) this.add(mergedRow, depth, start, weight, merged, frame);
   }
 
   /** Appends a row; returns its index. */
-  private add(
-    kind: number,
-    depth: number,
-    start: number,
-    weight: number,
-    merged: number,
-    k: number,
-    from: number,
-    end: number,
-  ): number {
+  private add(kind: number, depth: number, start: number, weight: number, merged: number, frame: string): number {
     const c = this.columns;
     if (c.count === c.kind.length) this.grow();
     const row = c.count++;
+    let name = this.numbers.get(frame);
+    if (name === undefined) {
+      name = this.names.length;
+      this.names.push(frame);
+      this.numbers.set(frame, name);
+    }
     c.kind[row] = kind;
     c.depth[row] = depth;
     c.start[row] = start;
     c.weight[row] = weight;
     c.merged[row] = merged;
-    c.key[row] = k;
-    c.from[row] = from;
-    c.end[row] = end;
+    c.name[row] = name;
     if (depth > c.maxDepth) c.maxDepth = depth;
     return row;
   }
@@ -328,9 +319,7 @@ class TreeBuilder {
     c.start = bigger(c.start, (n) => new Float64Array(n));
     c.weight = bigger(c.weight, (n) => new Float64Array(n));
     c.merged = bigger(c.merged, (n) => new Int32Array(n));
-    c.key = bigger(c.key, (n) => new Int32Array(n));
-    c.from = bigger(c.from, (n) => new Int32Array(n));
-    c.end = bigger(c.end, (n) => new Int32Array(n));
+    c.name = bigger(c.name, (n) => new Int32Array(n));
   }
 }
 

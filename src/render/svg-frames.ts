@@ -3,7 +3,7 @@
 // render and copied: per frame name its escaped tooltip, label and colour (a name recurs in many stacks), per weight
 // the width and tooltip figures, per depth the vertical place. Every name passes through sanitize, truncate, then
 // escape, so it cannot break the XML or reach the script.
-import { frameRow, mergedRow, rootRow, rowFrame, type FlameColumns } from './flame-layout.js';
+import { frameRow, mergedRow, rootRow, type FlameColumns } from './flame-layout.js';
 import { describeFrame, escapeXml, sanitizeText, truncateText } from './frames.js';
 import { frameColor, mergedColor, type PaletteName } from './palette.js';
 import { encodeText, fixedText, maxNumberBytes, type EncodedText, type TextSink } from './text-sink.js';
@@ -35,7 +35,7 @@ const maxTitleLength = 2000;
 
 /** Writes a `<g>` for every row of `tree`, parents before children. */
 export function writeFrames(out: TextSink, tree: FlameColumns, layout: FrameLayout): void {
-  const looks = new Map<string, Look>();
+  const looks: (Look | undefined)[] = [];
   const weights = new Map<number, WeightText>();
   const depths: DepthText[] = [];
   for (let depth = 0; depth <= tree.maxDepth; depth++) depths.push(depthText(depth, layout));
@@ -45,11 +45,11 @@ export function writeFrames(out: TextSink, tree: FlameColumns, layout: FrameLayo
     const frameWeight = tree.weight[row]!;
     let look: Look | undefined;
     if (kind === frameRow) {
-      const frame = rowFrame(tree, row);
-      look = looks.get(frame);
+      const name = tree.name[row]!;
+      look = looks[name];
       if (!look) {
-        look = present(kind, frame, 1, layout);
-        looks.set(frame, look);
+        look = present(kind, tree.names[name]!, 1, layout);
+        looks[name] = look;
       }
     } else look = present(kind, '', tree.merged[row]!, layout);
     let weight = weights.get(frameWeight);
