@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
 import { escapeXml, jsonForScript, sanitizeText } from './frames.js';
-import { buildFlameTree } from './flame-layout.js';
+import { buildFlameColumns } from './flame-layout.js';
 import { isPaletteName, paletteNames, type PaletteName } from './palette.js';
 import { TextSink } from './text-sink.js';
 import { writeViewerTree } from './viewer-tree.js';
@@ -95,7 +95,7 @@ export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> =
   const viewer = o.viewer ?? loadViewerAssets();
   let total = 0;
   for (const weight of stacks.values()) if (weight > 0) total += weight;
-  const tree = buildFlameTree(stacks, { reverse: o.reverse, minWeight: total * o.minFraction });
+  const tree = buildFlameColumns(stacks, { reverse: o.reverse, minWeight: total * o.minFraction });
   const viewerOptions = {
     width: o.width,
     frameHeight: o.frameHeight,
@@ -107,7 +107,7 @@ export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> =
   };
   const title = escapeXml(sanitizeText(o.title));
   const subtitle = o.subtitle ? `<p class="subtitle">${escapeXml(sanitizeText(o.subtitle))}</p>\n` : '';
-  const out = new TextSink(tree.nodeCount * 140 + viewer.script.length + viewer.css.length);
+  const out = new TextSink(tree.count * 140 + viewer.script.length + viewer.css.length);
   out.append(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -124,7 +124,7 @@ ${subtitle}<div class="controls"><input id="term" type="search" placeholder="Sea
 <p id="details"></p>
 <script id="profcpu-data" type="application/json">{"options":${jsonForScript(viewerOptions)},"tree":`);
   // The tree, the bulk of the page, is written as JSON directly rather than built as objects and stringified.
-  writeViewerTree(out, tree.root);
+  writeViewerTree(out, tree);
   out.append(`}</script>
 <script>${viewer.script}</script>
 </body>
