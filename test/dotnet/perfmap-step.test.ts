@@ -25,6 +25,29 @@ async function stepContext(pid: number, signal: AbortSignal) {
   return { context, lines };
 }
 
+/**
+ * A fake .NET process (pid 900, namespace pid 1) in a fake /proc, whose diagnostic socket answers every command OK;
+ * the step context records warnings and progress lines apart.
+ */
+async function fakeDotnetTarget(t: TestContext, environment?: Record<string, string>) {
+  const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55, ...(environment && { environment }) });
+  t.after(() => fake.cleanup());
+  const server = await startFakeIpcServer(
+    (_req, socket) => socket.end(okReply(Buffer.alloc(4))),
+    `${fake.targetRoot}/tmp/dotnet-diagnostic-1-55-socket`,
+  );
+  t.after(() => server.close());
+  const lines: { warn: string[]; progress: string[] } = { warn: [], progress: [] };
+  const context: StepContext = {
+    target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
+    dir: '/nonexistent',
+    signal: new AbortController().signal,
+    warn: (m) => lines.warn.push(m),
+    progress: (m) => lines.progress.push(m),
+  };
+  return { fake, server, context, lines };
+}
+
 async function dotnetTarget(t: TestContext) {
   // Stub logging off: no stub block can end the jitdump (see client.test.ts; the warning for that is tested below).
   const app = await startDotnetApp({
@@ -70,28 +93,14 @@ describe('the perfMap collect step', () => {
   });
 
   it('warns when the runtime stopped writing its jitdump during the recording', async (t) => {
-    const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55 });
-    t.after(() => fake.cleanup());
-    const server = await startFakeIpcServer(
-      (_req, socket) => socket.end(okReply(Buffer.alloc(4))),
-      `${fake.targetRoot}/tmp/dotnet-diagnostic-1-55-socket`,
-    );
-    t.after(() => server.close());
-    const lines: string[] = [];
-    const context: StepContext = {
-      target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
-      dir: '/nonexistent',
-      signal: new AbortController().signal,
-      warn: (m) => lines.push(m),
-      progress: () => {},
-    };
+    const { fake, server, context, lines } = await fakeDotnetTarget(t);
     const step = perfMapStep({ mode: 'auto', procRoot: fake.procRoot });
     assert.equal((await step.beforeRecording!(context))?.['state'], 'enabled-by-profcpu');
     // While recording, the runtime kept its perf map open but closed the jitdump.
     await fake.openFd(7, '/tmp/perf-1.map');
     assert.deepEqual(await step.afterRecording!(context), { restored: true, jitDumpStopped: true });
-    assert.equal(lines.length, 1);
-    assert.match(lines[0]!, /stopped writing its jitdump.*DOTNET_PerfMapStubGranularity=2/);
+    assert.equal(lines.warn.length, 1);
+    assert.match(lines.warn[0]!, /stopped writing its jitdump.*DOTNET_PerfMapStubGranularity=2/);
     assert.deepEqual(
       server.requests.map((r) => r[17]),
       [0x05, 0x06],
@@ -99,27 +108,8 @@ describe('the perfMap collect step', () => {
   });
 
   it('re-opens the jitdump of an app that sets DOTNET_PerfMapEnabled=1 and never sends DisablePerfMap', async (t) => {
-    const fake = await makeFakeProc({
-      pid: 900,
-      nspid: 1,
-      startTicks: 55,
-      environment: { DOTNET_PerfMapEnabled: '1' },
-    });
-    t.after(() => fake.cleanup());
+    const { fake, server, context, lines } = await fakeDotnetTarget(t, { DOTNET_PerfMapEnabled: '1' });
     await fake.openFd(5, '/tmp/perf-1.map');
-    const server = await startFakeIpcServer(
-      (_req, socket) => socket.end(okReply(Buffer.alloc(4))),
-      `${fake.targetRoot}/tmp/dotnet-diagnostic-1-55-socket`,
-    );
-    t.after(() => server.close());
-    const lines: string[] = [];
-    const context: StepContext = {
-      target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
-      dir: '/nonexistent',
-      signal: new AbortController().signal,
-      warn: (m) => lines.push(m),
-      progress: (m) => lines.push(m),
-    };
     const step = perfMapStep({ mode: 'auto', procRoot: fake.procRoot });
     const before = await step.beforeRecording!(context);
     assert.equal(before?.['state'], 'jitdump-reopened');
@@ -131,7 +121,7 @@ describe('the perfMap collect step', () => {
       server.requests.map((r) => r[17]),
       [0x05],
     );
-    assert.equal(lines.length, 1);
+    assert.equal(lines.warn.length + lines.progress.length, 1);
   });
 
   it('leaves a process that is not .NET alone, without warnings', async (t) => {
