@@ -1,37 +1,11 @@
 // The merged call tree a flame graph draws, with each frame's place in samples. Takes FoldedStacks, whether to
 // reverse them, and the lightest weight worth drawing; gives the tree as columns of numbers (one row per node, in
-// walk order) or as linked nodes, children in the order of the sorted folded text, each child placed after its
+// walk order; test/render/flame-tree.ts links them into nodes for tests), children in the order of the sorted folded text, each child placed after its
 // parent's own weight. Runs of adjacent sibling frames each lighter than that are merged into one block, so a
 // parent's width still adds up; a lone light frame is left out, and nothing under a light frame is looked at. That,
 // and working on the sorted stack texts in place (a node is a range of them that share its prefix, a child frame is
 // compared, and cut out and numbered only once kept), keeps 40 000 deep stacks fast.
 import type { FoldedStacks } from '../stacks/folded.js';
-
-export interface FlameNode {
-  /** 'root' is the whole profile ("all"); 'merged' stands for `merged` light adjacent siblings. */
-  kind: 'root' | 'frame' | 'merged';
-  /** The folded frame text (annotation included) for 'frame'; the first merged frame's for 'merged'; '' for root. */
-  frame: string;
-  /** 0 for the root, 1 for the outermost frames. */
-  depth: number;
-  /** Total weight before this frame, left to right, in the unit of the weights. */
-  start: number;
-  weight: number;
-  /** How many frames a 'merged' block stands for; 1 otherwise. */
-  merged: number;
-  /** Leaves share one frozen empty array: a profile has tens of thousands of them. */
-  children: readonly FlameNode[];
-}
-
-export interface FlameTree {
-  root: FlameNode;
-  /** Sum of all positive weights. */
-  total: number;
-  /** Deepest depth among the nodes kept. */
-  maxDepth: number;
-  /** Nodes kept, root included. */
-  nodeCount: number;
-}
 
 export interface FlameTreeOptions {
   /** Leaf functions become roots (each stack reversed). */
@@ -72,11 +46,6 @@ export function rowFrame(columns: FlameColumns, row: number): string {
   return columns.names[columns.name[row]!]!;
 }
 
-/** Builds the tree of `stacks`; stacks with a weight that is not positive are ignored. */
-export function buildFlameTree(stacks: FoldedStacks, options: FlameTreeOptions): FlameTree {
-  return toFlameTree(buildFlameColumns(stacks, options));
-}
-
 /** Builds the tree of `stacks` as columns; stacks with a weight that is not positive are ignored. */
 export function buildFlameColumns(stacks: FoldedStacks, options: FlameTreeOptions): FlameColumns {
   let total = 0;
@@ -97,33 +66,7 @@ export function buildFlameColumns(stacks: FoldedStacks, options: FlameTreeOption
   return builder.columns;
 }
 
-/** The columns as linked nodes: a row's parent is the last row before it one level up. */
-function toFlameTree(columns: FlameColumns): FlameTree {
-  const path: FlameNode[] = [];
-  for (let row = 0; row < columns.count; row++) {
-    const kind = columns.kind[row];
-    const depth = columns.depth[row]!;
-    const node: FlameNode = {
-      kind: kind === rootRow ? 'root' : kind === frameRow ? 'frame' : 'merged',
-      frame: rowFrame(columns, row),
-      depth,
-      start: columns.start[row]!,
-      weight: columns.weight[row]!,
-      merged: columns.merged[row]!,
-      children: noChildren,
-    };
-    if (depth > 0) {
-      const parent = path[depth - 1]!;
-      if (parent.children === noChildren) parent.children = [node];
-      else (parent.children as FlameNode[]).push(node);
-    }
-    path[depth] = node;
-  }
-  return { root: path[0]!, total: columns.total, maxDepth: columns.maxDepth, nodeCount: columns.count };
-}
-
 const semicolon = 59;
-const noChildren: readonly FlameNode[] = Object.freeze([]);
 
 class TreeBuilder {
   readonly columns: FlameColumns;
@@ -320,15 +263,5 @@ class TreeBuilder {
     c.weight = bigger(c.weight, (n) => new Float64Array(n));
     c.merged = bigger(c.merged, (n) => new Int32Array(n));
     c.name = bigger(c.name, (n) => new Int32Array(n));
-  }
-}
-
-/** Calls `visit` on every node, parents before children, children left to right. */
-export function walkFlameTree(root: FlameNode, visit: (node: FlameNode) => void): void {
-  const pending: FlameNode[] = [root];
-  while (pending.length > 0) {
-    const node = pending.pop()!;
-    visit(node);
-    for (let i = node.children.length - 1; i >= 0; i--) pending.push(node.children[i]!);
   }
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { buildFlameTree, walkFlameTree, type FlameNode } from '../../src/render/flame-layout.js';
+import { buildFlameTree, walkFlameTree, type FlameNode } from './flame-tree.js';
 import type { FoldedStacks } from '../../src/stacks/folded.js';
 
 /** `depth:name@start+weight` for every node, parents first. */
