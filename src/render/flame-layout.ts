@@ -1,10 +1,10 @@
 // The merged call tree a flame graph draws, with each frame's place in samples. Takes FoldedStacks, whether to
-// reverse them, and the lightest weight worth drawing; gives the tree as columns of numbers (one row per node, in
-// walk order; test/render/flame-tree.ts links them into nodes for tests), children in the order of the sorted folded text, each child placed after its
-// parent's own weight. Runs of adjacent sibling frames each lighter than that are merged into one block, so a
-// parent's width still adds up; a lone light frame is left out, and nothing under a light frame is looked at. That,
-// and working on the sorted stack texts in place (a node is a range of them that share its prefix, a child frame is
-// compared, and cut out and numbered only once kept), keeps 40 000 deep stacks fast.
+// reverse them, and the lightest weight worth drawing; gives the tree as columns of numbers, one row per node in walk
+// order (test/render/flame-tree.ts links them into nodes for tests), children in the order of the sorted folded
+// text, each child placed after its parent's own weight. Runs of adjacent sibling frames each lighter than that are
+// merged into one block, so a parent's width still adds up; a lone light frame is left out, and nothing under a light
+// frame is looked at. That, and working on the sorted stack texts in place (a node is a range of them that share its
+// prefix, a child frame is compared, and cut out and numbered only once kept), keeps 40 000 deep stacks fast.
 import type { FoldedStacks } from '../stacks/folded.js';
 
 export interface FlameTreeOptions {
