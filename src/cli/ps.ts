@@ -1,9 +1,12 @@
 // `profcpu ps [--all] [--json]`: the visible processes worth profiling (.NET, or anything writing a perf map), with
-// their PID here and in their own namespace, runtime, perf map state and command line.
+// their PID here and in their own namespace, runtime, perf map state and command line. The table's cells come from
+// the processes themselves, so they are escaped for the terminal; --json keeps the original strings (JSON escapes
+// controls itself).
 import type { Argv, CommandModule } from 'yargs';
 import { isWorthProfiling, listProcesses } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { createReporter } from './reporter.js';
+import { terminalText } from './terminal-text.js';
 
 interface PsArgs {
   all: boolean;
@@ -21,8 +24,12 @@ function perfMapLabel(info: TargetInfo): string {
   return setting === undefined ? 'no' : `no (PerfMapEnabled=${setting})`;
 }
 
-/** Rows as fixed-width text columns, the last column left unpadded. */
-export function formatTable(rows: readonly (readonly string[])[]): string[] {
+/**
+ * Rows as fixed-width text columns, the last column left unpadded. Cells are escaped first (a newline in a command
+ * line would forge a row, an escape sequence would reach the terminal), so widths are those of the text printed.
+ */
+export function formatTable(cells: readonly (readonly string[])[]): string[] {
+  const rows = cells.map((r) => r.map((cell) => terminalText(cell)));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '));
 }
