@@ -1,10 +1,12 @@
 // `profcpu doctor [--pid N | --name NAME] [--output DIR]`: the checks collect runs before recording, each printed
 // with its remedy. Exit code 0 when all pass, 3 when some only warn, 1 when one is fatal (collect would stop).
+// Messages quote the target (its comm, command line, paths, environment), so they are escaped for the terminal.
 import type { Argv, CommandModule } from 'yargs';
 import { isProfcpuError } from '../error.js';
 import { gatherFacts, judgeFacts, worstStatus, type Check } from '../perf/preflight.js';
 import { chooseTarget } from '../target/discover.js';
 import { createReporter } from './reporter.js';
+import { terminalText } from './terminal-text.js';
 
 interface DoctorArgs {
   pid?: number;
@@ -55,8 +57,8 @@ const command: CommandModule<object, DoctorArgs> = {
     checks.push(...judgeFacts(facts));
     for (const check of checks) {
       if (args.quiet && check.status === 'ok') continue;
-      process.stdout.write(`${label[check.status]}${check.id}: ${check.message}\n`);
-      if (check.remedy && check.status !== 'ok') process.stdout.write(`       fix: ${check.remedy}\n`);
+      process.stdout.write(`${label[check.status]}${check.id}: ${terminalText(check.message)}\n`);
+      if (check.remedy && check.status !== 'ok') process.stdout.write(`       fix: ${terminalText(check.remedy)}\n`);
     }
     const worst = worstStatus(checks);
     reporter.info(

@@ -4,6 +4,8 @@ import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';
+import { startHostileProcess } from './hostile-process.js';
+import { assertNoTerminalControl } from './terminal-control.js';
 
 test('doctor passes for a Node process with its perf map (exit 0)', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
@@ -33,6 +35,38 @@ test('doctor fails (exit 1) for a PID that does not exist', async () => {
   assert.equal(run.exitCode, 1, String(run.all));
   assert.match(String(run.stdout), new RegExp(`^FAIL target: no process ${gone} is visible here`, 'm'));
   assert.match(String(run.stdout), /fix: Check the PID with `profcpu ps`/);
+});
+
+test('doctor shows a hostile comm escaped, on its line', { timeout: 60_000 }, async (t) => {
+  const hostile = await startHostileProcess();
+  t.after(() => hostile.kill());
+  const run = await runCli(['doctor', '--pid', String(hostile.pid), '--output', '/var/tmp'], { timeout: 50_000 });
+  assertNoTerminalControl(String(run.stdout), 'stdout');
+  assertNoTerminalControl(String(run.stderr), 'stderr');
+  assert.match(
+    String(run.stdout),
+    new RegExp(
+      `^ok {3}target: process ${hostile.pid} \\(ns pid \\d+, \\\\x1b\\[2J\\\\x07evil, other\\) is visible$`,
+      'm',
+    ),
+  );
+});
+
+test('doctor lists ambiguous hostile command lines escaped, on the one FAIL line', { timeout: 60_000 }, async (t) => {
+  const first = await startHostileProcess();
+  t.after(() => first.kill());
+  const second = await startHostileProcess(first.marker);
+  t.after(() => second.kill());
+  const name = first.cmdline[0]!;
+  const run = await runCli(['doctor', '--name', name, '--output', '/var/tmp'], { timeout: 50_000 });
+  assert.equal(run.exitCode, 1, String(run.all));
+  const stdout = String(run.stdout);
+  assertNoTerminalControl(stdout, 'stdout');
+  assertNoTerminalControl(String(run.stderr), 'stderr');
+  const lines = stdout.split('\n').filter((line) => line.includes(first.marker));
+  assert.equal(lines.length, 1, stdout);
+  assert.match(lines[0]!, /^FAIL target-choice: 2 processes are named "hostile\\x1b\]8;;x:evil\\x07link/);
+  for (const pid of [first.pid, second.pid]) assert.ok(lines[0]!.includes(`${pid} (hostile\\x1b]8;;`), lines[0]);
 });
 
 /** A PID no process can have: one above the kernel's pid_max. */
