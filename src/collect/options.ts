@@ -21,6 +21,11 @@ export interface CollectOptions {
   snapshotIntervalMs: number;
   /** How often progress is reported while recording, in ms. */
   progressIntervalMs: number;
+  /**
+   * Bytes copied from the target's perf map and from its jitdump at most. A big service's map is tens of MB; the
+   * cap only stops a hostile (or broken) target from filling the disk.
+   */
+  snapshotMaxBytes: number;
   /** The perf executable. */
   perfPath: string;
   /** Where procfs is mounted. */
@@ -35,6 +40,7 @@ export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   // the file changed, so a quiet target costs one stat per file.
   snapshotIntervalMs: 1000,
   progressIntervalMs: 1000,
+  snapshotMaxBytes: 256 << 20,
   perfPath: 'perf',
   procRoot: '/proc',
 });

@@ -9,7 +9,7 @@ import { ProfcpuError } from '../error.js';
 import { startRecord, type RecordOutcome } from '../perf/record.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
-import type { TargetSnapshotter } from '../target/snapshot.js';
+import type { TargetSnapshotter } from './snapshot.js';
 import type { CollectOptions } from './options.js';
 
 export interface RecordingProgress {

@@ -3,16 +3,17 @@
 // target's perf map, jitdump and maps meanwhile) → steps after recording → postprocess. Two signals drive it:
 // `stop` ends the recording early and still post-processes (first Ctrl-C), `signal` aborts (second Ctrl-C) and leaves
 // the raw data in place.
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
+import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
 import type { RecordOutcome } from '../perf/record.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { TargetSnapshotter, type SnapshotReport } from '../target/snapshot.js';
+import { TargetFiles } from '../target/target-files.js';
+import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import type { CollectStep, StepContext, StepReport } from './steps.js';
@@ -120,66 +121,88 @@ export async function collect<R>(
       remedy: fatal.remedy ?? 'Run `profcpu doctor` for details.',
     });
 
-  await mkdir(join(dir, layout.targetDir), { recursive: true });
-  const stepContext: StepContext = { target, dir, signal, warn, progress: info };
-  const steps: Record<string, StepReport> = {};
-  await phase('before-recording', () => runSteps(context.steps ?? [], 'beforeRecording', stepContext, steps));
+  const folder = await OutputFolder.open(dir, { create: true });
+  const targetFiles = await TargetFiles.open(target.pid, { ...procfs, uid: target.uid, signal }).catch(
+    (error: unknown) => {
+      throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
+        remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',
+        cause: error,
+      });
+    },
+  );
+  try {
+    await (await folder.folder(layout.targetDir, { create: true, mode: outputModes.privateFolder })).close();
+    const stepContext: StepContext = { target, dir, signal, warn, progress: info };
+    const steps: Record<string, StepReport> = {};
+    await phase('before-recording', () => runSteps(context.steps ?? [], 'beforeRecording', stepContext, steps));
 
-  // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
-  await writeFile(join(dir, layout.targetInfo), `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
-  const snapshotter = new TargetSnapshotter(dir, target, procfs);
-  info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);
-  const recorded = await phase('recording', () =>
-    recordTarget({
-      options,
+    // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
+    await folder.writeFile(layout.targetInfo, `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
+    // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
+    await folder.remove(layout.perfData);
+    const snapshotter = new TargetSnapshotter(
+      folder,
+      targetFiles,
       target,
-      dir,
-      event,
-      snapshotter,
-      signal,
-      ...(context.stop && { stop: context.stop }),
-      ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
-    }),
-  );
-  throwIfAborted(signal);
-  info(
-    `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
-  );
-
-  await phase('after-recording', () => runSteps(context.steps ?? [], 'afterRecording', stepContext, steps));
-  const result: CollectResult<R> = {
-    dir,
-    target,
-    reason,
-    event,
-    checks,
-    record: recorded.outcome,
-    recordedSeconds: recorded.seconds,
-    snapshots: snapshotter.report(),
-    steps,
-    phaseMs,
-    cpuMs: recorded.cpuMs,
-  };
-  if (options.postprocess && context.postprocess) {
-    const run = context.postprocess;
-    result.postprocess = await phase('postprocess', () =>
-      run(
-        dir,
-        { perfPath: options.perfPath },
-        {
-          signal,
-          warn,
-          progress: info,
-          manifestExtra: { collect: manifestEntry(result, options) },
-        },
-      ).catch((error: unknown) => {
-        // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
-        if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
-        throw error;
+      { ...procfs, maxBytes: options.snapshotMaxBytes },
+      warn,
+    );
+    info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);
+    const recorded = await phase('recording', () =>
+      recordTarget({
+        options,
+        target,
+        dir: folder.path,
+        event,
+        snapshotter,
+        signal,
+        ...(context.stop && { stop: context.stop }),
+        ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
       }),
     );
+    throwIfAborted(signal);
+    info(
+      `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
+    );
+
+    await phase('after-recording', () => runSteps(context.steps ?? [], 'afterRecording', stepContext, steps));
+    const result: CollectResult<R> = {
+      dir,
+      target,
+      reason,
+      event,
+      checks,
+      record: recorded.outcome,
+      recordedSeconds: recorded.seconds,
+      snapshots: snapshotter.report(),
+      steps,
+      phaseMs,
+      cpuMs: recorded.cpuMs,
+    };
+    if (options.postprocess && context.postprocess) {
+      const run = context.postprocess;
+      result.postprocess = await phase('postprocess', () =>
+        run(
+          dir,
+          { perfPath: options.perfPath },
+          {
+            signal,
+            warn,
+            progress: info,
+            manifestExtra: { collect: manifestEntry(result, options) },
+          },
+        ).catch((error: unknown) => {
+          // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
+          if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
+          throw error;
+        }),
+      );
+    }
+    return result;
+  } finally {
+    await targetFiles.close();
+    await folder.close();
   }
-  return result;
 }
 
 async function runSteps(

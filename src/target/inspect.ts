@@ -2,7 +2,6 @@
 // line, runtime (.NET detected by libcoreclr.so in its maps, Node by its executable), the .NET settings that decide
 // whether JIT frames can be named, and where its perf map and jitdump live, reached through /proc/PID/root so no
 // shared /tmp is needed. Throws NO_TARGET / TARGET_NOT_VISIBLE with a remedy.
-import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import {
   ProcfsOptions,
@@ -14,6 +13,7 @@ import {
   readStatus,
 } from './procfs.js';
 import { parseProcMaps } from './proc-maps.js';
+import { TargetFiles, type TargetFileState } from './target-files.js';
 import { ProfcpuError } from '../error.js';
 
 export type Runtime = 'dotnet' | 'node' | 'other';
@@ -31,16 +31,11 @@ export interface DotnetInfo {
   perfMapDir?: string;
 }
 
-export interface FileInTarget {
+export interface FileInTarget extends TargetFileState {
   /** Path as the target sees it (`/tmp/perf-1.map`). */
   path: string;
-  /** The same file reached from here through /proc/PID/root. */
+  /** Where it would be reached from here (/proc/PID/root/...): for messages; reads go through TargetFiles. */
   hostPath: string;
-  present: boolean;
-  size?: number;
-  /** Modification time, ms since the epoch. */
-  mtimeMs?: number;
-  uid?: number;
 }
 
 export interface TargetInfo {
@@ -83,13 +78,25 @@ function detectRuntime(comm: string, cmdline: readonly string[], dotnet: DotnetI
   return 'other';
 }
 
-async function describeFile(pid: number, path: string, options: ProcfsOptions): Promise<FileInTarget> {
-  const hostPath = pathInTarget(pid, path, options);
+async function describeFiles(
+  pid: number,
+  uid: number,
+  paths: readonly string[],
+  options: ProcfsOptions,
+): Promise<FileInTarget[]> {
+  const describe = (files: TargetFiles | undefined) =>
+    Promise.all(
+      paths.map(async (path) => ({
+        path,
+        hostPath: pathInTarget(pid, path, options),
+        ...(files ? await files.describe(path) : { present: false }),
+      })),
+    );
+  const files = await TargetFiles.open(pid, { ...options, uid }).catch(() => undefined);
   try {
-    const s = await stat(hostPath);
-    return { path, hostPath, present: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, uid: s.uid };
-  } catch {
-    return { path, hostPath, present: false };
+    return await describe(files);
+  } finally {
+    await files?.close();
   }
 }
 
@@ -128,16 +135,19 @@ export async function inspectProcess(pid: number, options: ProcfsOptions = {}): 
   const cmdline = parseNulList(cmdlineText);
   const nspid = status.nspids.at(-1) ?? pid;
   const dir = dotnet?.perfMapDir ?? '/tmp';
-  const [perfMap, jitDump] = await Promise.all([
-    describeFile(pid, `${dir}/perf-${nspid}.map`, options),
-    describeFile(pid, `${dir}/jit-${nspid}.dump`, options),
-  ]);
+  const uid = status.uid.effective;
+  const [perfMap, jitDump] = (await describeFiles(
+    pid,
+    uid,
+    [`${dir}/perf-${nspid}.map`, `${dir}/jit-${nspid}.dump`],
+    options,
+  )) as [FileInTarget, FileInTarget];
   const info: TargetInfo = {
     pid,
     nspid,
     comm: status.name,
     cmdline,
-    uid: status.uid.effective,
+    uid,
     runtime: detectRuntime(status.name, cmdline, dotnet),
     startTicks: stat.startTicks,
     perfMap,

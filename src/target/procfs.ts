@@ -3,6 +3,7 @@
 // A process may vanish between two reads: readers turn ENOENT/ESRCH into `undefined` and let the caller decide.
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readPathCapped } from '../files/bounded-read.js';
 
 export interface ProcfsOptions {
   /** Where procfs is mounted. Default `/proc`. */
@@ -113,14 +114,34 @@ function isGone(error: unknown): boolean {
   return code === 'ENOENT' || code === 'ESRCH';
 }
 
-/** Reads /proc/PID/<name> as text; undefined when the process (or the file) is gone. Other errors propagate. */
+/**
+ * Bytes read at most from each /proc/PID file: the target decides their length (its environment, its mappings' file
+ * names), so each has a cap well above what a real process needs. `maps` of a process with the kernel's default
+ * 65 530 mappings and long paths stays under it.
+ */
+export const procTextLimits: Readonly<Record<string, number>> = Object.freeze({
+  maps: 64 << 20,
+  environ: 4 << 20,
+  cmdline: 4 << 20,
+  default: 1 << 20,
+});
+
+/** Time allowed for one /proc/PID read: reading maps waits for the target's mmap lock. */
+export const procReadTimeoutMs = 10_000;
+
+/**
+ * Reads /proc/PID/<name> as text, up to its cap in procTextLimits (the rest is dropped); undefined when the process
+ * (or the file) is gone. Other errors propagate.
+ */
 export async function readProcText(
   pid: number,
   name: string,
   options: ProcfsOptions = {},
 ): Promise<string | undefined> {
   try {
-    return await readFile(procPath(pid, name, options), 'utf8');
+    const maxBytes = procTextLimits[name] ?? procTextLimits['default']!;
+    const { bytes } = await readPathCapped(procPath(pid, name, options), { maxBytes, timeoutMs: procReadTimeoutMs });
+    return bytes.toString('utf8');
   } catch (error) {
     if (isGone(error)) return undefined;
     throw error;

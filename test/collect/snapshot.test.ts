@@ -5,8 +5,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/bundle/layout.js';
 import { inspectProcess } from '../../src/target/inspect.js';
-import { TargetSnapshotter } from '../../src/target/snapshot.js';
-import { coreclrMaps, FakeProc } from './fake-proc.js';
+import { TargetSnapshotter } from '../../src/collect/snapshot.js';
+import { OutputFolder } from '../../src/files/output-folder.js';
+import { TargetFiles } from '../../src/target/target-files.js';
+import { coreclrMaps, FakeProc } from '../target/fake-proc.js';
 
 async function setup() {
   const proc = await FakeProc.create();
@@ -20,13 +22,17 @@ async function setup() {
   });
   const out = await mkdtemp(join(tmpdir(), 'profcpu-snapshot-'));
   const target = await inspectProcess(4242, { procRoot: proc.root });
-  const snapshotter = new TargetSnapshotter(out, target, { procRoot: proc.root });
+  const folder = await OutputFolder.open(out);
+  const files = await TargetFiles.open(4242, { procRoot: proc.root });
+  const snapshotter = new TargetSnapshotter(folder, files, target, { procRoot: proc.root });
   return {
     proc,
     out,
     snapshotter,
     read: (file: string) => readFile(join(out, file), 'utf8'),
     dispose: async () => {
+      await files.close();
+      await folder.close();
       await proc.dispose();
       await rm(out, { recursive: true, force: true });
     },
