@@ -27,8 +27,15 @@ export const enablePerfMapDefaults = Object.freeze({
   timeoutMs: 30_000,
 });
 
-async function socketOf(target: IpcTarget, options: IpcOptions): Promise<string> {
-  return typeof target === 'string' ? target : (await findDiagnosticSocket(target, options)).path;
+/** Runs `work` with the socket's path; a socket looked up by pid is let go of afterwards. */
+async function withSocket<T>(target: IpcTarget, options: IpcOptions, work: (path: string) => Promise<T>): Promise<T> {
+  if (typeof target === 'string') return work(target);
+  const socket = await findDiagnosticSocket(target, options);
+  try {
+    return await work(socket.path);
+  } finally {
+    await socket.release();
+  }
 }
 
 /** ProcessInfo2 (with entrypoint and runtime version), or ProcessInfo on runtimes that predate it (.NET 5). */
@@ -36,15 +43,16 @@ export async function getProcessInfo(
   target: IpcTarget,
   options: IpcOptions = {},
 ): Promise<ProcessInfo & { version: 1 | 2 }> {
-  const socket = await socketOf(target, options);
-  try {
-    const reply = await exchange(socket, encodeProcessInfo2Request(), options);
-    return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo2'), 2), version: 2 };
-  } catch (error) {
-    if (!(error instanceof ProfcpuError && error.code === 'IPC_UNSUPPORTED')) throw error;
-  }
-  const reply = await exchange(socket, encodeProcessInfoRequest(), options);
-  return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo'), 1), version: 1 };
+  return withSocket(target, options, async (socket) => {
+    try {
+      const reply = await exchange(socket, encodeProcessInfo2Request(), options);
+      return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo2'), 2), version: 2 };
+    } catch (error) {
+      if (!(error instanceof ProfcpuError && error.code === 'IPC_UNSUPPORTED')) throw error;
+    }
+    const reply = await exchange(socket, encodeProcessInfoRequest(), options);
+    return { ...decodeProcessInfo(decodeServerReply(reply.header, reply.payload, 'ProcessInfo'), 1), version: 1 };
+  });
 }
 
 /**
@@ -57,17 +65,19 @@ export async function enablePerfMap(
 ): Promise<void> {
   const type = options.type ?? enablePerfMapDefaults.type;
   if (type === perfMapType.disabled) throw new RangeError('enablePerfMap needs a type other than 0 (disabled)');
-  const socket = await socketOf(target, options);
-  const reply = await exchange(socket, encodeEnablePerfMapRequest(type), {
-    ...options,
-    timeoutMs: options.timeoutMs ?? enablePerfMapDefaults.timeoutMs,
+  await withSocket(target, options, async (socket) => {
+    const reply = await exchange(socket, encodeEnablePerfMapRequest(type), {
+      ...options,
+      timeoutMs: options.timeoutMs ?? enablePerfMapDefaults.timeoutMs,
+    });
+    decodeServerReply(reply.header, reply.payload, 'EnablePerfMap');
   });
-  decodeServerReply(reply.header, reply.payload, 'EnablePerfMap');
 }
 
 /** Stops perf map and jitdump writing; the files stay where they are. .NET 8+. */
 export async function disablePerfMap(target: IpcTarget, options: IpcOptions = {}): Promise<void> {
-  const socket = await socketOf(target, options);
-  const reply = await exchange(socket, encodeDisablePerfMapRequest(), options);
-  decodeServerReply(reply.header, reply.payload, 'DisablePerfMap');
+  await withSocket(target, options, async (socket) => {
+    const reply = await exchange(socket, encodeDisablePerfMapRequest(), options);
+    decodeServerReply(reply.header, reply.payload, 'DisablePerfMap');
+  });
 }

@@ -9,12 +9,18 @@
 // blocks out of it. Such a target asked for a jitdump and holds none, so profcpu re-opens it (EnablePerfMap type 2,
 // which also replays the ReadyToRun methods only the jitdump names) and leaves it on: DisablePerfMap has no type
 // and would also stop the perf map the app writes by itself.
-import { readdir, readlink } from 'node:fs/promises';
+import { opendir, readlink } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 import { pathInTarget, procPath } from '../target/procfs.js';
 import { disablePerfMap, enablePerfMap, type IpcOptions } from './client.js';
 import { perfMapType, type PerfMapType } from './protocol.js';
-import { findDiagnosticSocket, perfMapVariable, readEnvironment, runtimeSetting } from './socket-path.js';
+import {
+  findDiagnosticSocket,
+  perfMapVariable,
+  readEnvironment,
+  runtimeSetting,
+  type DiagnosticSocket,
+} from './socket-path.js';
 
 export { perfMapVariable };
 
@@ -58,6 +64,9 @@ export interface PreparePerfMapOptions extends IpcOptions {
 
 const noop = (): Promise<void> => Promise.resolve();
 
+/** File descriptors looked at, at most: a process may hold millions open, a runtime's perf map is among its first. */
+const maxFdsExamined = 65_536;
+
 /** Which perf-map files the runtime holds open right now (undefined when /proc/PID/fd is not readable). */
 export async function openPerfMapFiles(
   pid: number,
@@ -65,17 +74,20 @@ export async function openPerfMapFiles(
   options: { procRoot?: string } = {},
 ): Promise<{ perfMap: boolean; jitDump: boolean } | undefined> {
   const fdDir = procPath(pid, 'fd', options);
-  let fds: string[];
+  const found = { perfMap: false, jitDump: false };
   try {
-    fds = await readdir(fdDir);
+    let examined = 0;
+    for await (const entry of await opendir(fdDir, { bufferSize: 256 })) {
+      if (++examined > maxFdsExamined) break;
+      const target = await readlink(`${fdDir}/${entry.name}`).catch(() => '');
+      if (target.endsWith(`/perf-${nspid}.map`)) found.perfMap = true;
+      if (target.endsWith(`/jit-${nspid}.dump`)) found.jitDump = true;
+      if (found.perfMap && found.jitDump) break;
+    }
   } catch {
     return undefined;
   }
-  const targets = await Promise.all(fds.map((fd) => readlink(`${fdDir}/${fd}`).catch(() => '')));
-  return {
-    perfMap: targets.some((t) => t.endsWith(`/perf-${nspid}.map`)),
-    jitDump: targets.some((t) => t.endsWith(`/jit-${nspid}.dump`)),
-  };
+  return found;
 }
 
 /** DOTNET_PerfMapEnabled's value as the runtime reads it (hex); unset or unreadable counts as 0, off. */
@@ -113,6 +125,27 @@ export async function preparePerfMap(
     return unavailable(mode, { ...base, nspid: undefined, perfMapPath: undefined, jitDumpPath: undefined }, error);
   }
 
+  // The socket stays held while perf maps may need switching off again; every other outcome lets go of it here.
+  const held = socket;
+  let keep = false;
+  try {
+    const session = await decide(pid, mode, options, held, setting, base);
+    keep = session.state === 'enabled-by-profcpu';
+    return session;
+  } finally {
+    if (!keep) await held.release();
+  }
+}
+
+async function decide(
+  pid: number,
+  mode: PerfMapMode,
+  options: PreparePerfMapOptions,
+  socket: DiagnosticSocket,
+  setting: string | undefined,
+  base: Pick<PerfMapSession, 'pid' | 'environmentSetting' | 'enabledType' | 'error' | 'restore'>,
+): Promise<PerfMapSession> {
+  const environment = socket.environment;
   const nspid = socket.nspid;
   // Since .NET 8 the files go to /tmp (never $TMPDIR) unless DOTNET_PerfMapJitDumpPath says otherwise.
   const dir = runtimeSetting(environment, 'PerfMapJitDumpPath') || '/tmp';
@@ -164,11 +197,13 @@ export async function preparePerfMap(
   const { signal: _signal, ...restoreOptions } = options;
   let restored: Promise<void> | undefined;
   const restore = (): Promise<void> => {
-    restored ??= disablePerfMap(socket.path, restoreOptions).catch((error: unknown) => {
-      // The target exiting during the recording ends its perf map too; nothing to restore.
-      if (error instanceof ProfcpuError && (error.code === 'IPC_UNREACHABLE' || error.code === 'NO_TARGET')) return;
-      throw error;
-    });
+    restored ??= disablePerfMap(socket.path, restoreOptions)
+      .catch((error: unknown) => {
+        // The target exiting during the recording ends its perf map too; nothing to restore.
+        if (error instanceof ProfcpuError && (error.code === 'IPC_UNREACHABLE' || error.code === 'NO_TARGET')) return;
+        throw error;
+      })
+      .finally(() => socket.release());
     return restored;
   };
   return {

@@ -1,9 +1,14 @@
 // Where a .NET process listens for diagnostic IPC: a pid in, the path of its `dotnet-diagnostic-<nspid>-<key>-socket`
 // out, reached through /proc/PID/root so it works from a sidecar sharing only the PID namespace. The runtime names
 // the socket after its namespace pid and its start time in clock ticks, in its own $TMPDIR (else /tmp).
-import { readdir, stat } from 'node:fs/promises';
+// The target decides what its $TMPDIR and that folder hold, so the folder is looked up inside its root only and the
+// socket handed out as a `/proc/self/fd/N` path to the very socket inode checked (owned by the target's user): a link
+// to a socket of the sidecar's, or one swapped in later, is never connected to. That path is short, too, so the
+// 108-byte sun_path limit never bites.
 import { ProfcpuError } from '../error.js';
+import { isMissing, RootedPathError } from '../files/rooted.js';
 import { parseEnviron, parseNulList, pathInTarget, readProcText, readStat, readStatus } from '../target/procfs.js';
+import { TargetFiles } from '../target/target-files.js';
 
 export interface FindSocketOptions {
   /** Where procfs is mounted. Default `/proc`. */
@@ -11,8 +16,10 @@ export interface FindSocketOptions {
 }
 
 export interface DiagnosticSocket {
-  /** The socket's path as this process reaches it (under /proc/PID/root). */
+  /** A path reaching exactly the socket found (`/proc/self/fd/N`), valid until release(). */
   path: string;
+  /** The socket's path as it looked from here (under /proc/PID/root), for messages. */
+  hostPath: string;
   pid: number;
   /** The pid inside the target's PID namespace, which names its socket, perf map and jitdump. */
   nspid: number;
@@ -20,6 +27,8 @@ export interface DiagnosticSocket {
   tmpDir: string;
   /** The target's environment when readable (undefined when /proc/PID/environ is not). */
   environment: Map<string, string> | undefined;
+  /** Lets go of the socket (`path` stops working). Idempotent. */
+  release(): Promise<void>;
 }
 
 /**
@@ -75,41 +84,60 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
   }
   const tmpDir = environment?.get('TMPDIR') || '/tmp';
   const dir = pathInTarget(pid, tmpDir, options);
-  let names: string[];
+  const files = await TargetFiles.open(pid, { ...options, uid: status.uid.effective }).catch((error: unknown) => {
+    throw unreachable(`cannot look into the file system of process ${pid}`, lookRemedy, error);
+  });
   try {
-    names = await readdir(dir);
-  } catch (error) {
-    const code = errnoCode(error);
-    if (code === 'EACCES' || code === 'EPERM') {
+    let names: string[];
+    try {
+      names = (await files.list(tmpDir)).names;
+    } catch (error) {
+      if (error instanceof RootedPathError && !isMissing(error) && /permission/.test(error.reason))
+        throw unreachable(`cannot look into ${dir} (${error.reason})`, lookRemedy, error);
+      throw unreachable(`process ${pid} has no temp directory ${tmpDir} visible at ${dir}`, notDotnetRemedy, error);
+    }
+    const pattern = new RegExp(`^dotnet-diagnostic-${nspid}-(\\d+)-socket$`);
+    const candidates = names.filter((n) => pattern.test(n)).sort();
+    if (candidates.length === 0) {
       throw unreachable(
-        `cannot look into ${dir} (${code})`,
-        'Run profcpu as root or as the target’s user (reading /proc/PID/root needs ptrace access).',
-        error,
+        `process ${pid} has no diagnostic socket dotnet-diagnostic-${nspid}-*-socket in ${dir}`,
+        notDotnetRemedy,
       );
     }
-    throw unreachable(`process ${pid} has no temp directory ${tmpDir} visible at ${dir}`, notDotnetRemedy, error);
+    // The key is the start time, so an exact match is this process even when stale sockets of an earlier process with
+    // the same namespace pid linger (PID 1 in every container); otherwise the newest one.
+    const exact = candidates.find((n) => pattern.exec(n)?.[1] === String(procStat.startTicks));
+    const name = exact ?? (await newest(files, tmpDir, candidates));
+    const handle = await files.lookup(`${tmpDir}/${name}`, 'socket').catch((error: unknown) => {
+      const why = error instanceof RootedPathError ? error.reason : String(error);
+      throw unreachable(`${dir}/${name} cannot be used as a diagnostic socket: ${why}`, notDotnetRemedy, error);
+    });
+    return {
+      path: handle.kernelPath,
+      hostPath: `${dir}/${name}`,
+      pid,
+      nspid,
+      tmpDir,
+      environment,
+      release: () => handle.close(),
+    };
+  } finally {
+    await files.close();
   }
-  const pattern = new RegExp(`^dotnet-diagnostic-${nspid}-(\\d+)-socket$`);
-  const candidates = names.filter((n) => pattern.test(n));
-  if (candidates.length === 0) {
-    throw unreachable(
-      `process ${pid} has no diagnostic socket dotnet-diagnostic-${nspid}-*-socket in ${dir}`,
-      notDotnetRemedy,
-    );
-  }
-  // The key is the start time, so an exact match is this process even when stale sockets of an earlier process with
-  // the same namespace pid linger (PID 1 in every container); otherwise the newest one.
-  const exact = candidates.find((n) => pattern.exec(n)?.[1] === String(procStat.startTicks));
-  const name = exact ?? (await newest(dir, candidates));
-  return { path: `${dir}/${name}`, pid, nspid, tmpDir, environment };
 }
+
+const lookRemedy = 'Run profcpu as root or as the target’s user (reading /proc/PID/root needs ptrace access).';
 
 const notDotnetRemedy = `Is it a .NET (Core 3.0 or later) process? If it is, its diagnostics may be off (DOTNET_EnableDiagnostics=0) or its $TMPDIR differ; start it with ${perfMapVariable} so perf maps need no IPC.`;
 
-async function newest(dir: string, names: readonly string[]): Promise<string> {
-  const stamped = await Promise.all(
-    names.map(async (name) => ({ name, mtime: (await stat(`${dir}/${name}`).catch(() => undefined))?.mtimeMs ?? -1 })),
-  );
+async function newest(files: TargetFiles, dir: string, names: readonly string[]): Promise<string> {
+  const mtime = async (name: string) => {
+    const handle = await files.lookup(`${dir}/${name}`, 'socket').catch(() => undefined);
+    await handle?.close();
+    return handle?.stat.mtimeMs ?? -1;
+  };
+  // A handful in practice; a hostile folder full of candidates is looked at up to a point.
+  const stamped = await Promise.all(names.slice(0, 64).map(async (name) => ({ name, mtime: await mtime(name) })));
   stamped.sort((a, b) => b.mtime - a.mtime || (a.name < b.name ? -1 : 1));
   return stamped[0]!.name;
 }

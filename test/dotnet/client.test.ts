@@ -49,7 +49,7 @@ describe('diagnostic IPC with a real .NET runtime', () => {
 
     // The runtime still answers the original ProcessInfo too.
     const socket = await findDiagnosticSocket(app.pid);
-    const v1 = await exchange(socket.path, encodeProcessInfoRequest());
+    const v1 = await exchange(socket.path, encodeProcessInfoRequest()).finally(() => socket.release());
     assert.equal(decodeProcessInfo(decodeServerReply(v1.header, v1.payload, 'ProcessInfo'), 1).pid, app.nspid);
 
     assert.equal(size(perfMap), -1, 'no perf map before EnablePerfMap');
@@ -82,9 +82,11 @@ describe('diagnostic IPC with a real .NET runtime', () => {
     t.after(() => app.kill());
 
     const socket = await findDiagnosticSocket(app.pid);
+    await socket.release();
     assert.equal(socket.tmpDir, tmp);
-    assert.ok(Buffer.byteLength(socket.path) > SUN_PATH_MAX, `${socket.path} is ${socket.path.length} bytes`);
-    assert.ok(Buffer.byteLength(socket.path.replace(/^\/proc\/\d+\/root/, '')) <= SUN_PATH_MAX);
+    const length = Buffer.byteLength(socket.hostPath);
+    assert.ok(length > SUN_PATH_MAX, `${socket.hostPath} is ${length} bytes`);
+    assert.ok(Buffer.byteLength(socket.hostPath.replace(/^\/proc\/\d+\/root/, '')) <= SUN_PATH_MAX);
     const info = await getProcessInfo(app.pid);
     assert.equal(info.pid, app.nspid);
     assert.equal(info.managedEntrypointAssemblyName, 'ProfcpuFixture');

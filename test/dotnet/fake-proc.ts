@@ -1,7 +1,9 @@
 // A fake procfs root for one process: /PID/{status,stat,environ,fd/,root -> a fake container root}, so the socket
 // lookup and perf-map decisions can be tested on layouts this machine does not have (namespaced pids, $TMPDIR,
 // stale sockets).
-import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import { lutimes, mkdir, mkdtemp, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,6 +20,8 @@ export interface FakeProc {
   targetRoot: string;
   /** Creates an empty file in the target's filesystem, optionally with an mtime (seconds since the epoch). */
   touch(pathInTarget: string, mtimeSeconds?: number): Promise<string>;
+  /** Creates a unix socket file (nobody listening) in the target's filesystem, optionally with an mtime. */
+  socket(pathInTarget: string, mtimeSeconds?: number): Promise<string>;
   /** Adds /proc/PID/fd/N pointing at `target`. */
   openFd(fd: number, target: string): Promise<void>;
   cleanup(): Promise<void>;
@@ -48,7 +52,26 @@ export async function makeFakeProc(p: FakeProcess): Promise<FakeProc> {
       if (mtime !== undefined) await utimes(full, mtime, mtime);
       return full;
     },
+    socket: async (path, mtime) => {
+      const full = join(targetRoot, path);
+      await mkdir(join(full, '..'), { recursive: true });
+      await makeSocketFile(join(base, `s-${Math.random().toString(36).slice(2)}`), full);
+      if (mtime !== undefined) await lutimes(full, mtime, mtime);
+      return full;
+    },
     openFd: (fd, target) => symlink(target, join(dir, 'fd', String(fd))),
     cleanup: () => rm(base, { recursive: true, force: true }),
   };
+}
+
+/**
+ * A socket file left behind with nobody listening, like a runtime's after it exits. Node unlinks a socket when its
+ * server closes, so the socket is moved to its place before the server is closed.
+ */
+export async function makeSocketFile(scratch: string, path: string): Promise<void> {
+  const server = createServer().listen(scratch);
+  await once(server, 'listening');
+  await rename(scratch, path);
+  server.close();
+  await once(server, 'close');
 }

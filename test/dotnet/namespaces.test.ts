@@ -48,9 +48,10 @@ describe('a target in its own PID and mount namespaces', () => {
     assert.notEqual(app.pid, 1);
 
     const socket = await findDiagnosticSocket(app.pid);
+    await socket.release();
     assert.equal(socket.nspid, 1);
-    assert.match(socket.path, new RegExp(`^/proc/${app.pid}/root/tmp/dotnet-diagnostic-1-\\d+-socket$`));
-    assert.equal(existsSync(socket.path.replace(`/proc/${app.pid}/root`, '')), false, 'not in the host /tmp');
+    assert.match(socket.hostPath, new RegExp(`^/proc/${app.pid}/root/tmp/dotnet-diagnostic-1-\\d+-socket$`));
+    assert.equal(existsSync(socket.hostPath.replace(`/proc/${app.pid}/root`, '')), false, 'not in the host /tmp');
     assert.equal((await getProcessInfo(app.pid)).pid, 1);
 
     const session = await preparePerfMap(app.pid, 'auto');

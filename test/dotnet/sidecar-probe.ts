@@ -8,10 +8,11 @@ import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
 
 const pid = Number(process.argv[2]);
 const socket = await findDiagnosticSocket(pid);
+await socket.release();
 const info = await getProcessInfo(pid);
 const session = await preparePerfMap(pid, 'auto');
 const result = {
-  socketPath: socket.path,
+  socketPath: socket.hostPath,
   nspid: socket.nspid,
   infoPid: info.pid,
   state: session.state,

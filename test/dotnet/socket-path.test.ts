@@ -15,32 +15,36 @@ async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof m
 }
 
 describe('findDiagnosticSocket on a fake /proc', () => {
-  it('names the socket after the namespace pid and prefers the one keyed by the start time', () =>
+  it('names the socket after the namespace pid and prefers the one keyed by the start time', (t) =>
     withFake({ pid: 5000, nspid: 1, startTicks: 777 }, async (fake) => {
-      await fake.touch('tmp/dotnet-diagnostic-1-999-socket', 2_000_000_000); // newer, but a stale one
-      await fake.touch('tmp/dotnet-diagnostic-1-777-socket', 1_000_000_000);
-      await fake.touch('tmp/dotnet-diagnostic-5000-777-socket'); // the host pid: not the target's name
+      await fake.socket('tmp/dotnet-diagnostic-1-999-socket', 2_000_000_000); // newer, but a stale one
+      await fake.socket('tmp/dotnet-diagnostic-1-777-socket', 1_000_000_000);
+      await fake.socket('tmp/dotnet-diagnostic-5000-777-socket'); // the host pid: not the target's name
       const socket = await findDiagnosticSocket(5000, { procRoot: fake.procRoot });
-      assert.equal(socket.path, `${fake.procRoot}/5000/root/tmp/dotnet-diagnostic-1-777-socket`);
+      t.after(() => socket.release());
+      assert.equal(socket.hostPath, `${fake.procRoot}/5000/root/tmp/dotnet-diagnostic-1-777-socket`);
+      assert.match(socket.path, /^\/proc\/self\/fd\/\d+$/);
       assert.equal(socket.nspid, 1);
       assert.equal(socket.tmpDir, '/tmp');
     }));
 
-  it('falls back to the newest by mtime when no name carries the start time', () =>
+  it('falls back to the newest by mtime when no name carries the start time', (t) =>
     withFake({ pid: 5000, nspid: 1, startTicks: 777 }, async (fake) => {
-      await fake.touch('tmp/dotnet-diagnostic-1-100-socket', 1_000_000_000);
-      await fake.touch('tmp/dotnet-diagnostic-1-200-socket', 1_500_000_000);
-      await fake.touch('tmp/dotnet-diagnostic-1-300-socket', 1_200_000_000);
+      await fake.socket('tmp/dotnet-diagnostic-1-100-socket', 1_000_000_000);
+      await fake.socket('tmp/dotnet-diagnostic-1-200-socket', 1_500_000_000);
+      await fake.socket('tmp/dotnet-diagnostic-1-300-socket', 1_200_000_000);
       const socket = await findDiagnosticSocket(5000, { procRoot: fake.procRoot });
-      assert.match(socket.path, /dotnet-diagnostic-1-200-socket$/);
+      t.after(() => socket.release());
+      assert.match(socket.hostPath, /dotnet-diagnostic-1-200-socket$/);
     }));
 
-  it("looks in the target's $TMPDIR", () =>
+  it("looks in the target's $TMPDIR", (t) =>
     withFake({ pid: 42, nspid: 42, startTicks: 5, environment: { TMPDIR: '/var/app-tmp' } }, async (fake) => {
-      await fake.touch('tmp/dotnet-diagnostic-42-5-socket');
-      await fake.touch('var/app-tmp/dotnet-diagnostic-42-5-socket');
+      await fake.socket('tmp/dotnet-diagnostic-42-5-socket');
+      await fake.socket('var/app-tmp/dotnet-diagnostic-42-5-socket');
       const socket = await findDiagnosticSocket(42, { procRoot: fake.procRoot });
-      assert.equal(socket.path, `${fake.procRoot}/42/root/var/app-tmp/dotnet-diagnostic-42-5-socket`);
+      t.after(() => socket.release());
+      assert.equal(socket.hostPath, `${fake.procRoot}/42/root/var/app-tmp/dotnet-diagnostic-42-5-socket`);
       assert.equal(socket.environment?.get('TMPDIR'), '/var/app-tmp');
     }));
 
