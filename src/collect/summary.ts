@@ -1,7 +1,9 @@
 // The one-screen summary collect prints at the end: a finished session (and its postprocess result, if any) in,
-// lines of text out. Pure.
+// lines of text out, ready for a terminal: the target's command line and the frame names (from its perf map) are
+// escaped, so a hostile target cannot send escape sequences or forge lines. Pure.
 import { join, relative } from 'node:path';
 import { layout } from '../bundle/layout.js';
+import { terminalText } from '../cli/terminal-text.js';
 import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from './session.js';
 
@@ -45,8 +47,9 @@ export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: stri
     const rel = relative(cwd, path);
     return rel.startsWith('..') ? path : rel;
   };
+  const command = terminalText(result.target.cmdline.join(' '), { maxLength: 90 });
   const lines = [
-    `target      ${result.target.pid} (ns pid ${result.target.nspid}) ${result.target.cmdline.join(' ').slice(0, 90)}`,
+    `target      ${result.target.pid} (ns pid ${result.target.nspid}) ${command}`,
     `recorded    ${result.recordedSeconds.toFixed(1)} s at ${result.event}, ${result.record.samples ?? '?'} samples` +
       (result.record.end === 'duration'
         ? ''
@@ -70,7 +73,7 @@ export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: stri
       lines.push('top frames (self)');
       for (const t of top) {
         const { name, annotation } = splitAnnotation(t.frame);
-        const label = `${name.length > 100 ? `${name.slice(0, 99)}…` : name}${annotation ? annotationLabels[annotation] : ''}`;
+        const label = `${terminalText(name, { maxLength: 100 })}${annotation ? annotationLabels[annotation] : ''}`;
         lines.push(`  ${percent(t.self, fold.keptSamples).padStart(6)}  ${label}`);
       }
     }

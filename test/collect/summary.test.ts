@@ -4,6 +4,7 @@ import { defaultOutputDir } from '../../src/collect/options.js';
 import type { CollectResult } from '../../src/collect/session.js';
 import { formatSummary, topFrames, type PostprocessFacts } from '../../src/collect/summary.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
+import { assertNoTerminalControl } from '../cli/terminal-control.js';
 
 test('the default output folder is profilings/HH-MM-SS_YYYY-MM-DD under the working directory', () => {
   assert.equal(defaultOutputDir('/srv', new Date(2026, 0, 5, 7, 8, 9)), '/srv/profilings/07-08-09_2026-01-05');
@@ -29,10 +30,10 @@ const target = {
   cmdline: ['dotnet', 'Shop.dll'],
 } as TargetInfo;
 
-function result(postprocess?: PostprocessFacts): CollectResult<PostprocessFacts> {
+function result(postprocess?: PostprocessFacts, of: TargetInfo = target): CollectResult<PostprocessFacts> {
   return {
     dir: '/srv/profilings/x',
-    target,
+    target: of,
     reason: 'it is the only .NET process visible',
     event: 'cpu-clock',
     checks: [],
@@ -98,4 +99,53 @@ test('formatSummary adds the share not counting libcoreclr.so when it differs', 
     '/srv',
   );
   assert.ok(lines.includes('named       20.0% of samples have every frame named (90.0% not counting libcoreclr.so)'));
+});
+
+test('formatSummary escapes a hostile command line and frame names, and cuts them', { timeout: 5_000 }, () => {
+  const link = '\x1b]8;;https://evil.example/\x07Shop\x1b]8;;\x07';
+  const hostile = {
+    ...target,
+    cmdline: ['dotnet', `${link}.dll\x1b[2J\x07`, '\ntarget      1 (ns pid 1) forged\u202e', 'x'.repeat(200)],
+  } as TargetInfo;
+  // Folding turns a name's `;` into `:` (a `;` separates frames), so the hyperlink reaches the summary as `8::`.
+  const frameLink = link.replaceAll(';', ':');
+  const frame = `Shop.${frameLink}::Run\x1b[2J\x9b31m\n   99.0%  Forged\u202e`;
+  const lines = formatSummary(
+    result(
+      {
+        fold: {
+          samples: 10,
+          keptSamples: 10,
+          stacks: new Map([
+            [`dotnet;Main_[j];${frame}_[j]`, 6],
+            [`dotnet;Main_[j];${'Deep.'.repeat(40)}Leaf_[j]`, 4],
+          ]),
+          quality: { samples: 10, fullyNamed: 10 },
+        },
+      },
+      hostile,
+    ),
+    '/srv',
+  );
+  for (const line of lines) {
+    assertNoTerminalControl(line, 'a summary line');
+    assert.ok(!line.includes('\n'), line);
+  }
+  const targetLine = lines.find((line) => line.startsWith('target '))!;
+  const prefix = 'target      4242 (ns pid 1) ';
+  assert.ok(
+    targetLine.startsWith(
+      `${prefix}dotnet \\x1b]8;;https://evil.example/\\x07Shop\\x1b]8;;\\x07.dll\\x1b[2J\\x07 \\ntarget      1 (`,
+    ),
+    targetLine,
+  );
+  assert.equal([...targetLine.slice(prefix.length)].length, 90, 'the command line is cut to 90 characters');
+  assert.ok(targetLine.endsWith('…'), targetLine);
+  assert.ok(
+    lines.includes(
+      '   60.0%  Shop.\\x1b]8::https://evil.example/\\x07Shop\\x1b]8::\\x07::Run\\x1b[2J\\x9b31m\\n   99.0%  Forged\\u202e  [managed]',
+    ),
+  );
+  assert.ok(lines.includes(`   40.0%  ${'Deep.'.repeat(19)}Deep…  [managed]`));
+  assert.ok(!lines.some((line) => /^ +99\.0%/.test(line)), 'no forged top-frame line');
 });
