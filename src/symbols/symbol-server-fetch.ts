@@ -1,8 +1,10 @@
 // A build-id in, a verified debug file in profcpu's cache out (or the reason there is none). Asks each symbol server
-// in order; streams the body to a temporary file under a size cap, with a deadline for the answer and for every
-// pause in the body, a few retries for transient failures, and progress for large files; verifies the build-id
-// before the file enters the cache (see symbol-cache.ts). Never throws for a server's fault: each one is an
-// attempt with a reason in the result, and a warning. Concurrent requests for one build-id share one download.
+// in order; streams the body to a temporary file under a size cap, with a deadline for the answer, for every pause in
+// the body and for the whole download, and a minimum average rate so a server trickling bytes fails early; follows
+// a few redirects itself (same scheme only); a few retries for transient failures, and progress for large files;
+// verifies the build-id before the file enters the cache (see symbol-cache.ts). Never throws for a server's fault:
+// each one is an attempt with a reason in the result, and a warning. Concurrent requests for one build-id share one
+// download.
 import { open, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
@@ -27,6 +29,15 @@ export interface SymbolFetchOptions {
   answerTimeoutMs: number;
   /** Longest pause allowed inside a body. Default 30 s. */
   idleTimeoutMs: number;
+  /** Longest time one download from one server may take in all, retries and redirects included. Default 10 min. */
+  totalTimeoutMs: number;
+  /** Lowest average rate (bytes per second since the answer) a body may fall to; 0 turns the rule off.
+   * Default 16 KiB/s. */
+  minBytesPerSecond: number;
+  /** Time a body is given before the rate rule applies (slow start, a proxy filling its buffer). Default 30 s. */
+  minRateGraceMs: number;
+  /** Redirects followed for one request (same scheme only, see redirectTarget). Default 5. */
+  maxRedirects: number;
   /** Extra attempts after a transient failure (network error, timeout, 5xx, 429, cut body). Default 2. */
   retries: number;
   /** Delay before the first retry, doubled for each next one. Default 500 ms. */
@@ -45,6 +56,17 @@ export interface SymbolFetchOptions {
 export const symbolFetchDefaults = Object.freeze({
   answerTimeoutMs: 20_000,
   idleTimeoutMs: 30_000,
+  // libcoreclr.so.dbg is a few hundred MB: at a slow 1 MB/s that is about 5 minutes; twice that bounds a server that
+  // keeps sending just fast enough to pass the rate rule (the --download-timeout flag raises it for slower links).
+  totalTimeoutMs: 10 * 60 * 1000,
+  // Far below any link one would fetch hundreds of MB over (slow 3G gives hundreds of KiB/s), so only a server
+  // trickling on purpose or a broken path stays under it: one byte every half second fails after the grace time
+  // instead of holding a download for the whole deadline. At this rate the deadline would allow under 10 MB anyway.
+  minBytesPerSecond: 16 << 10,
+  // As long as the idle timeout: a body that started slowly gets as long as a body that paused once.
+  minRateGraceMs: 30_000,
+  // Real symbol servers redirect once or twice (to a CDN, a blob store); more is a loop or a game.
+  maxRedirects: 5,
   retries: 2,
   retryDelayMs: 500,
   maxBytes: 1 << 30,
@@ -170,62 +192,92 @@ export class SymbolFetcher {
     return { buildId, status: failed ? 'failed' : 'not-found', attempts };
   }
 
+  /** `url` into `dest`, with retries for transient failures, all within one overall deadline. */
   private async downloadWithRetries(url: string, dest: string, buildId: string): Promise<Download> {
+    const deadline = Date.now() + this.options.totalTimeoutMs;
     let result: Download = { kind: 'failed', reason: 'not tried', transient: false, unreachable: false };
+    let made = 0;
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
       if (attempt > 0) {
-        await sleep(this.options.retryDelayMs * 2 ** (attempt - 1), undefined, { signal: this.options.signal }).catch(
-          () => this.throwIfAborted(),
-        );
+        const delay = this.options.retryDelayMs * 2 ** (attempt - 1);
+        // A retry that would start at or after the deadline could only fail on it.
+        if (Date.now() + delay >= deadline) break;
+        await sleep(delay, undefined, { signal: this.options.signal }).catch(() => this.throwIfAborted());
       }
-      result = await this.download(url, dest, buildId);
+      made++;
+      result = await this.download(url, dest, buildId, deadline);
       if (result.kind !== 'failed' || !result.transient) return result;
     }
-    if (result.kind === 'failed' && this.options.retries > 0)
-      result.reason = `${result.reason}, after ${this.options.retries + 1} attempts`;
+    if (result.kind === 'failed' && made > 1) result.reason = `${result.reason}, after ${made} attempts`;
     return result;
   }
 
-  /** One GET of `url` into `dest` (created, or truncated). */
-  private async download(url: string, dest: string, buildId: string): Promise<Download> {
+  /** One GET of `url` into `dest` (created, or truncated), following redirects, until `deadline` (epoch ms). */
+  private async download(url: string, dest: string, buildId: string, deadline: number): Promise<Download> {
     const { answerTimeoutMs, idleTimeoutMs, maxBytes, progressEveryBytes, signal, progress } = this.options;
+    const { totalTimeoutMs, minBytesPerSecond, minRateGraceMs, maxRedirects } = this.options;
     const controller = new AbortController();
-    let timeoutReason: string | undefined;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const arm = (ms: number, reason: string) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        timeoutReason = reason;
-        controller.abort();
-      }, ms);
+    let received = 0;
+    /** Why a timer ended the request; the first one to fire wins. */
+    let stopped: Failure | undefined;
+    const stop = (reason: string, transient: boolean, unreachable = false) => {
+      stopped ??= { kind: 'failed', reason, transient, unreachable };
+      controller.abort();
     };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let rateTimer: ReturnType<typeof setTimeout> | undefined;
+    const arm = (ms: number, reason: () => string, unreachable = false) => {
+      clearTimeout(timer);
+      timer = later(() => stop(reason(), true, unreachable), ms);
+    };
+    const deadlineTimer = later(
+      () => stop(`not finished within ${seconds(totalTimeoutMs)} (${received} bytes received)`, false),
+      deadline - Date.now(),
+    );
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
     const file = await open(dest, 'w').catch((cause: unknown) => {
       throw this.cache.writeError(cause);
     });
-    let received = 0;
     try {
-      arm(answerTimeoutMs, `no answer within ${seconds(answerTimeoutMs)}`);
+      let current = url;
       let response: Response;
-      try {
-        // identity: fetch() would otherwise ask for gzip and decode it, and Content-Length would no longer
-        // tell the size of what arrives.
-        const headers = { 'user-agent': 'profcpu', 'accept-encoding': 'identity' };
-        response = await fetch(url, { signal: controller.signal, headers });
-      } catch (cause) {
-        this.throwIfAborted();
-        const reason = timeoutReason ?? `cannot connect: ${describe(cause)}`;
-        return { kind: 'failed', reason, transient: true, unreachable: true };
+      for (let hops = 0; ; hops++) {
+        arm(answerTimeoutMs, () => `no answer within ${seconds(answerTimeoutMs)}`, true);
+        try {
+          // identity: fetch() would otherwise ask for gzip and decode it, and Content-Length would no longer
+          // tell the size of what arrives. manual: fetch() would follow any redirect to any host and scheme.
+          const headers = { 'user-agent': 'profcpu', 'accept-encoding': 'identity' };
+          response = await fetch(current, { signal: controller.signal, headers, redirect: 'manual' });
+        } catch (cause) {
+          this.throwIfAborted();
+          return (
+            stopped ?? {
+              kind: 'failed',
+              reason: `cannot connect: ${describe(cause)}`,
+              transient: true,
+              unreachable: true,
+            }
+          );
+        }
+        if (!redirectStatuses.has(response.status)) break;
+        await discard(response);
+        // Not transient: the same request would be sent to the same place again.
+        const refuse = (reason: string): Failure => ({ kind: 'failed', reason, transient: false, unreachable: false });
+        if (hops === maxRedirects) return refuse(`more than ${maxRedirects} redirects (the last from ${current})`);
+        const next = redirectTarget(current, response.headers.get('location'));
+        if ('refused' in next) return refuse(`HTTP ${response.status} from ${current}: ${next.refused}`);
+        current = next.url;
       }
+      const at = current === url ? '' : ` from ${current}`;
       if (response.status === 404 || response.status === 410) {
-        await response.body?.cancel();
-        return { kind: 'missing', reason: `HTTP ${response.status}` };
+        await discard(response);
+        return { kind: 'missing', reason: `HTTP ${response.status}${at}` };
       }
       if (response.status !== 200) {
-        await response.body?.cancel();
+        await discard(response);
         const transient = response.status >= 500 || response.status === 429 || response.status === 408;
-        return { kind: 'failed', reason: `HTTP ${response.status}`, transient, unreachable: false };
+        return { kind: 'failed', reason: `HTTP ${response.status}${at}`, transient, unreachable: false };
       }
       const lengthHeader = response.headers.get('content-length');
       const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
@@ -237,13 +289,29 @@ export class SymbolFetcher {
         unreachable: false,
       });
       if (total !== undefined && total > maxBytes) {
-        await response.body?.cancel();
+        await discard(response);
         return tooLarge(total);
       }
+      const stalled = () => `body stalled for ${seconds(idleTimeoutMs)} after ${received} bytes`;
+      arm(idleTimeoutMs, stalled);
+      // The idle timer alone lets a server keep a download alive for ever with a byte now and then: checked at the
+      // moment the average since the answer would fall under the floor, given what has arrived by then.
+      const bodyStart = Date.now();
+      const checkRate = () => {
+        const elapsed = Date.now() - bodyStart;
+        const due = Math.max(minRateGraceMs, (received / minBytesPerSecond) * 1000);
+        if (elapsed < due) rateTimer = later(checkRate, due - elapsed);
+        else
+          stop(
+            `too slow: ${received} bytes in ${seconds(elapsed)}, under the minimum of ${minBytesPerSecond} bytes/s`,
+            false,
+          );
+      };
+      if (minBytesPerSecond > 0) rateTimer = later(checkRate, minRateGraceMs);
       let nextProgress = progressEveryBytes;
       try {
         for await (const chunk of response.body ?? []) {
-          arm(idleTimeoutMs, `body stalled for ${seconds(idleTimeoutMs)} after ${received} bytes`);
+          arm(idleTimeoutMs, stalled);
           received += chunk.byteLength;
           // Leaving the loop cancels the body; aborting here would make that cancel throw.
           if (received > maxBytes) break;
@@ -258,8 +326,8 @@ export class SymbolFetcher {
       } catch (cause) {
         this.throwIfAborted();
         if (cause instanceof ProfcpuError) throw cause;
-        const reason = timeoutReason ?? `body cut after ${received} bytes: ${describe(cause)}`;
-        return { kind: 'failed', reason, transient: true, unreachable: false };
+        const reason = `body cut after ${received} bytes: ${describe(cause)}`;
+        return stopped ?? { kind: 'failed', reason, transient: true, unreachable: false };
       }
       if (received > maxBytes) return tooLarge(received);
       if (total !== undefined && received !== total)
@@ -273,6 +341,8 @@ export class SymbolFetcher {
       return { kind: 'ok', bytes: received };
     } finally {
       clearTimeout(timer);
+      clearTimeout(rateTimer);
+      clearTimeout(deadlineTimer);
       signal?.removeEventListener('abort', onAbort);
       await file.close();
     }
@@ -282,6 +352,46 @@ export class SymbolFetcher {
     if (this.options.signal?.aborted)
       throw new ProfcpuError('ABORTED', 'symbol download interrupted', { cause: this.options.signal.reason });
   }
+}
+
+/** Drops a body not wanted; a timer that aborted the request meanwhile is already the reason given. */
+async function discard(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => {});
+}
+
+const redirectStatuses = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * Where a redirect from `from` may lead: the Location resolved against `from`, or why it is refused. Same scheme
+ * only, and only http: or https:. An https: server must not send the download over cleartext, and an http: one may
+ * not move it to https: either: the user chose the server's URL, and a server that wants https: is given as such
+ * (the refusal says so). Other schemes (file:, ftp:, data:) and URLs carrying credentials are never followed.
+ */
+export function redirectTarget(from: string, location: string | null): { url: string } | { refused: string } {
+  if (location === null || location.trim() === '') return { refused: 'redirect without a Location' };
+  let target: URL;
+  try {
+    target = new URL(location, from);
+  } catch {
+    return { refused: `redirect to an invalid URL ${JSON.stringify(location)}` };
+  }
+  const scheme = new URL(from).protocol;
+  if (target.protocol !== 'http:' && target.protocol !== 'https:')
+    return { refused: `redirect to ${target.protocol} refused (only http: and https: are followed)` };
+  if (target.protocol !== scheme)
+    return {
+      refused:
+        `redirect to ${target.href} refused: it changes the scheme from ${scheme} to ${target.protocol}` +
+        (target.protocol === 'https:' ? ' (give the server’s https: URL instead)' : ''),
+    };
+  if (target.username !== '' || target.password !== '')
+    return { refused: 'redirect to a URL with credentials refused' };
+  return { url: target.href };
+}
+
+/** setTimeout that takes any delay: past ~24.8 days Node fires at once instead (and warns). */
+function later(f: () => void, ms: number): ReturnType<typeof setTimeout> {
+  return setTimeout(f, Math.min(Math.max(0, ms), 2 ** 31 - 1));
 }
 
 function seconds(ms: number): string {
