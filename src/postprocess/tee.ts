@@ -1,11 +1,13 @@
 // The tee between perf script and the rest: each chunk of perf-script text goes to the FlameScope file and into the
 // fold as it arrives, and the `#` header lines are kept aside for the manifest. Takes chunks, gives a ChunkSink that
 // waits for the file when it falls behind (so perf is held back instead of memory growing), plus running counts for
-// progress lines.
-import { createWriteStream, type WriteStream } from 'node:fs';
+// progress lines. Lines longer than 16 KiB (a name the target chose) are cut first, for both (long-lines.ts).
+import type { WriteStream } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type { ChunkSink } from '../perf/script.js';
+import { LongLineCutter } from './long-lines.js';
 
 /** How much of the start of the text may hold header lines; perf's header is a few KB. */
 const headerLimit = 256 * 1024;
@@ -23,29 +25,42 @@ export class PerfScriptTee {
   private headerBytes = 0;
   private headerDone = false;
   private lastByte = -1;
+  private readonly cutter = new LongLineCutter();
 
-  /** `fold` receives every chunk in order; `path` gets a byte-for-byte copy. */
+  /** `fold` receives every chunk in order; `file` (closed by finish or destroy) gets a byte-for-byte copy. */
   constructor(
-    path: string,
+    file: FileHandle,
     private readonly fold: (chunk: Uint8Array) => void,
   ) {
-    this.file = createWriteStream(path);
+    this.file = file.createWriteStream();
     // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
     this.file.on('error', () => {});
   }
 
-  readonly sink: ChunkSink = async (chunk) => {
-    this.counts.bytes += chunk.length;
+  readonly sink: ChunkSink = async (raw) => {
+    this.counts.bytes += raw.length;
+    await this.pass(this.cutter.cut(raw));
+  };
+
+  /** Lines cut for being too long. */
+  get linesCut(): number {
+    return this.cutter.linesCut;
+  }
+
+  /** Flushes and closes the file. */
+  async finish(): Promise<void> {
+    const rest = this.cutter.end();
+    if (rest.length > 0) await this.pass(rest);
+    this.file.end();
+    await finished(this.file);
+  }
+
+  private async pass(chunk: Buffer): Promise<void> {
+    if (chunk.length === 0) return;
     if (!this.headerDone) this.keepHeader(chunk);
     this.countSamples(chunk);
     this.fold(chunk);
     if (!this.file.write(chunk)) await once(this.file, 'drain');
-  };
-
-  /** Flushes and closes the file. */
-  async finish(): Promise<void> {
-    this.file.end();
-    await finished(this.file);
   }
 
   /** Closes the file without waiting for it (after a failure; the caller deletes it). */

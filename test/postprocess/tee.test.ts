@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -32,7 +32,7 @@ for (const size of [1, 7, 4096]) {
   test(`chunks of ${size} bytes reach the file and the fold unchanged; header and samples are counted`, async () => {
     const path = join(dir, `out-${size}`);
     const folded: Buffer[] = [];
-    const tee = new PerfScriptTee(path, (chunk) => folded.push(Buffer.from(chunk)));
+    const tee = new PerfScriptTee(await open(path, 'w'), (chunk) => folded.push(Buffer.from(chunk)));
     const bytes = Buffer.from(text);
     for (let at = 0; at < bytes.length; at += size) await tee.sink(bytes.subarray(at, at + size));
     await tee.finish();
