@@ -1,21 +1,29 @@
 // An output folder to a reproducible `.tar.gz`: takes the folder, gives an archive whose bytes depend only on the
 // files' names and contents. Entries are relative (top folder = the output folder's basename), sorted, with fixed
-// modes (0644 files, 0755 folders), one fixed mtime, no owner names or ids, and a portable gzip header. Symbolic
-// links and special files are left out (a link could point outside the folder) and reported.
-import { lstat, readdir, rename, rm } from 'node:fs/promises';
+// modes (0644 files, 0755 folders; 0600 and 0700 for the raw data, which may hold the target's secrets), one fixed
+// mtime, no owner names or ids, and a portable gzip header. Symbolic links and special files are left out (a link
+// could point outside the folder) and reported. The archive is written through OutputFolder (no planted link is
+// written through) and is itself private, as it holds the raw data.
+import { lstat, readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { create } from 'tar';
+import { outputModes, type OutputFolder } from '../files/output-folder.js';
+import { layout } from './layout.js';
 
 export interface TarballOptions {
   /** The one mtime every entry gets. Default: the Unix epoch. */
   mtime: Date;
   /** Paths relative to the folder (as in layout.ts) to leave out, besides the archive itself. Default none. */
   exclude: readonly string[];
+  /** Paths relative to the folder whose entries (and everything under them) are private. Default: the raw data. */
+  private: readonly string[];
 }
 
 export const defaultTarballOptions: Readonly<TarballOptions> = Object.freeze({
   mtime: new Date(0),
   exclude: Object.freeze([]),
+  private: Object.freeze([layout.perfData, layout.targetDir]),
 });
 
 export interface TarballResult {
@@ -27,26 +35,37 @@ export interface TarballResult {
   skipped: string[];
 }
 
+/** Where the archive goes: a name in an output folder (which may be `dir` itself: it is never archived into itself). */
+export interface TarballDestination {
+  folder: OutputFolder;
+  name: string;
+}
+
 /**
- * Archives `dir` into `output`, which may lie inside `dir` (it is never archived into itself). Writes to a temporary
- * name first so a failure never leaves a half-written archive under the final name.
+ * Archives `dir` into `into`. Writes to a temporary name first so a failure never leaves a half-written archive under
+ * the final name.
  */
 export async function writeTarball(
   dir: string,
-  output: string,
+  into: TarballDestination,
   options: Partial<TarballOptions> = {},
 ): Promise<TarballResult> {
-  const { mtime, exclude } = { ...defaultTarballOptions, ...options };
-  const partial = `${output}.partial`;
-  const skip = new Set([...exclude, relativeTo(dir, output), relativeTo(dir, partial)]);
+  const { mtime, exclude, private: privatePaths } = { ...defaultTarballOptions, ...options };
+  const partial = `${into.name}.partial`;
+  const skip = new Set(exclude);
+  if (into.folder.path === dir) for (const name of [into.name, partial]) skip.add(name);
   const listing = await listFolder(dir, skip);
   const top = basename(dir);
   const entries = [top, ...listing.entries.map((entry) => `${top}/${entry}`)];
   const isDir = [true, ...listing.isDir];
+  const isPrivate = (entryPath: string) => {
+    const relative = entryPath.slice(top.length + 1).replace(/\/$/, '');
+    return privatePaths.some((p) => relative === p || relative.startsWith(`${p}/`));
+  };
+  const file = await into.folder.create(partial, outputModes.privateFile);
   try {
-    await create(
+    const archive = create(
       {
-        file: partial,
         cwd: dirname(dir),
         gzip: true,
         portable: true,
@@ -54,22 +73,32 @@ export async function writeTarball(
         mtime,
         // `portable` only applies a 022 umask; the archive should not carry this machine's modes at all.
         onWriteEntry: (entry) => {
-          if (entry.stat) entry.stat.mode = (entry.stat.mode & ~0o7777) | (entry.type === 'Directory' ? 0o755 : 0o644);
+          if (!entry.stat) return;
+          const folder = entry.type === 'Directory';
+          const mode = isPrivate(entry.path)
+            ? folder
+              ? outputModes.privateFolder
+              : outputModes.privateFile
+            : folder
+              ? outputModes.folder
+              : outputModes.file;
+          entry.stat.mode = (entry.stat.mode & ~0o7777) | mode;
         },
       },
       entries,
     );
-    await rename(partial, output);
+    await pipeline(archive, file.createWriteStream());
+    await into.folder.rename(partial, into.name);
   } catch (error) {
-    await rm(partial, { force: true });
+    await file.close().catch(() => undefined);
+    await into.folder.remove(partial);
     throw error;
   }
-  return { path: output, entries: entries.map((e, i) => (isDir[i] ? `${e}/` : e)), skipped: listing.skipped };
-}
-
-function relativeTo(dir: string, path: string): string {
-  const prefix = dir.endsWith('/') ? dir : `${dir}/`;
-  return path.startsWith(prefix) ? path.slice(prefix.length) : path;
+  return {
+    path: `${into.folder.path}/${into.name}`,
+    entries: entries.map((e, i) => (isDir[i] ? `${e}/` : e)),
+    skipped: listing.skipped,
+  };
 }
 
 export interface FolderListing {

@@ -7,7 +7,7 @@
 // same handle with links refused and a size cap (rooted.ts, bounded-read.ts), so a FIFO or a link in a received
 // folder can neither hang a run nor make it read outside the folder.
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, realpath, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, opendir, realpath, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 import { readCapped, type CappedBytes, type ReadLimits } from './bounded-read.js';
 import { RootedTree, type ObjectKind, type PathHandle } from './rooted.js';
@@ -173,6 +173,22 @@ export class OutputFolder {
   /** A handle on `relative`, which must be a `kind` reached without any link. */
   lookup(relative: string, kind: ObjectKind): Promise<PathHandle> {
     return this.tree.lookup(relative, kind);
+  }
+
+  /** Names in the subfolder `relative` (reached without links), at most `maxEntries`; none when it is not there. */
+  async list(relative: string, maxEntries = 10_000): Promise<string[]> {
+    const handle = await this.lookup(relative, 'directory').catch(() => undefined);
+    if (!handle) return [];
+    try {
+      const names: string[] = [];
+      for await (const entry of await opendir(handle.kernelPath, { bufferSize: 256 })) {
+        if (names.length >= maxEntries) break;
+        names.push(entry.name);
+      }
+      return names;
+    } finally {
+      await handle.close();
+    }
   }
 
   /** The regular file `relative`, reached without links, read up to the cap. */

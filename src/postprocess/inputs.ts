@@ -2,7 +2,7 @@
 // rather than perf's own: no folder, no perf.data, an empty perf.data, a perf.data perf will refuse because another
 // user owns it. Takes the folder, gives the perf.data path and its stat.
 import type { Stats } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { lstat, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import { ProfcpuError } from '../error.js';
@@ -24,14 +24,18 @@ export async function checkPerfData(
     });
   }
   const path = join(dir, layout.perfData);
-  const fileStat = await stat(path).catch((error: NodeJS.ErrnoException) => {
+  // lstat: a perf.data that is a link (to a FIFO, a device, a file elsewhere) is refused, not followed.
+  const fileStat = await lstat(path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') {
       throw new ProfcpuError('NO_PERF_DATA', `no ${layout.perfData} in ${dir}`, { remedy: recordHint });
     }
     throw new ProfcpuError('IO', `cannot read ${path}: ${error.message}`, { cause: error });
   });
   if (!fileStat.isFile()) {
-    throw new ProfcpuError('NO_PERF_DATA', `${path} is not a regular file`, { remedy: recordHint });
+    const what = fileStat.isSymbolicLink() ? 'a symbolic link' : 'not a regular file';
+    throw new ProfcpuError('NO_PERF_DATA', `${path} is ${what}`, {
+      remedy: `perf.data must be a regular file in the folder. ${recordHint}`,
+    });
   }
   if (fileStat.size === 0) {
     throw new ProfcpuError('NO_PERF_DATA', `${path} is empty: perf record did not get to write it`, {

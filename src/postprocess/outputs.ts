@@ -1,38 +1,44 @@
 // The files a postprocess run writes, each first under a `.partial` name next to its final one. Takes layout names,
-// gives partial paths to write to, then either renames them all into place (commit) or deletes them (discard). So an
+// gives open files to write to, then either renames them all into place (commit) or deletes them (discard). So an
 // aborted or failed run leaves no half-written file under a real name and keeps the outputs of an earlier run
-// intact; the raw data (perf.data, target/) is never touched.
-import { mkdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+// intact; the raw data (perf.data, target/) is never touched. Everything goes through OutputFolder: in a folder
+// somebody sent, a link planted at a final or partial name, or a subfolder that is a link, is never written through.
+import type { FileHandle } from 'node:fs/promises';
+import { outputModes, type OutputFolder } from '../files/output-folder.js';
 
 export class PartialOutputs {
+  /** Final name → partial name, in the order opened. */
   private readonly pending = new Map<string, string>();
-  /** Folders this run created (e.g. flamescope/), removed again by discard if left empty. */
+  /** Subfolders this run created (e.g. flamescope/), removed again by discard if left empty. */
   private readonly created: string[] = [];
 
-  constructor(private readonly dir: string) {}
+  constructor(private readonly folder: OutputFolder) {}
 
-  /** The partial path for a layout name (e.g. `flamescope/perf_script.out`), creating its folder. */
-  async open(name: string): Promise<string> {
-    const final = join(this.dir, name);
-    const made = await mkdir(dirname(final), { recursive: true });
-    if (made !== undefined) this.created.push(made);
-    const partial = `${final}.partial`;
+  /** Creates the partial file for a layout name (e.g. `flamescope/perf_script.out`), and its folder. */
+  async open(name: string, mode: number = outputModes.file): Promise<FileHandle> {
+    const slash = name.lastIndexOf('/');
+    if (slash > 0 && !(await this.folder.lstat(name.slice(0, slash)))) this.created.push(name.slice(0, slash));
+    const partial = `${name}.partial`;
+    const file = await this.folder.create(partial, mode);
     this.pending.set(name, partial);
-    return partial;
+    return file;
   }
 
-  async write(name: string, content: string): Promise<void> {
-    await writeFile(await this.open(name), content);
+  async write(name: string, content: string | Uint8Array, mode: number = outputModes.file): Promise<void> {
+    const file = await this.open(name, mode);
+    try {
+      await file.writeFile(content);
+    } finally {
+      await file.close();
+    }
   }
 
   /** Renames every partial file to its final name; gives final paths by layout name. */
   async commit(): Promise<Record<string, string>> {
     const files: Record<string, string> = {};
     for (const [name, partial] of this.pending) {
-      const final = join(this.dir, name);
-      await rename(partial, final);
-      files[name] = final;
+      await this.folder.rename(partial, name);
+      files[name] = `${this.folder.path}/${name}`;
     }
     this.pending.clear();
     this.created.length = 0;
@@ -43,8 +49,8 @@ export class PartialOutputs {
   async discard(): Promise<void> {
     const partials = [...this.pending.values()];
     this.pending.clear();
-    await Promise.all(partials.map((path) => rm(path, { force: true }).catch(() => undefined)));
-    // Only empty folders go: rmdir fails on one holding an earlier run's outputs, which is then kept.
-    for (const folder of this.created.splice(0).reverse()) await rmdir(folder).catch(() => undefined);
+    await Promise.all(partials.map((path) => this.folder.remove(path).catch(() => undefined)));
+    // Only empty folders go: one holding an earlier run's outputs is kept.
+    for (const folder of this.created.splice(0).reverse()) await this.folder.removeEmptyFolder(folder);
   }
 }

@@ -10,12 +10,23 @@
 // process on the host, `profcpu demo`), and a warning says so.
 //
 // A file already at the destination is never replaced: it may be the live map of a running target (then it is the
-// better copy) or someone else's. Placed copies belong to the current user, as perf requires.
+// better copy) or someone else's. Placed copies belong to the current user, as perf requires, and are private.
+//
+// The folder may have come from anybody: its files are read without following links (OutputFolder), and every line
+// placed is cut to 4 KiB, so a name the target made megabytes long never reaches perf (it would print it for every
+// sample).
 import { constants } from 'node:fs';
-import { copyFile, lstat, readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { lstat, open, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
+import { openForReading } from '../files/bounded-read.js';
+import { OutputFolder } from '../files/output-folder.js';
+import { LongLineCutter } from './long-lines.js';
+
+/** Longest perf-map line placed; longer ones are cut (a real .NET method name is a few hundred bytes). */
+export const placedLineBytes = 4096;
 
 export interface PlacedPerfMap {
   /** The copy in the output folder, relative to it. */
@@ -44,12 +55,25 @@ export interface TargetIds {
  * Never throws for a missing or unreadable copy: perf script still runs, with fewer names, and `warn` says why.
  */
 export async function placePerfMaps(
-  dir: string,
+  source: OutputFolder | string,
   warn: Warn,
   options: { perfTmp?: string; euid?: number | undefined } = {},
 ): Promise<PerfMapPlacement> {
+  const folder = typeof source === 'string' ? await OutputFolder.open(source) : source;
+  try {
+    return await placeFrom(folder, warn, options);
+  } finally {
+    if (typeof source === 'string') await folder.close();
+  }
+}
+
+async function placeFrom(
+  folder: OutputFolder,
+  warn: Warn,
+  options: { perfTmp?: string; euid?: number | undefined },
+): Promise<PerfMapPlacement> {
   const { perfTmp = '/tmp', euid } = options;
-  const pairs = await mapsToPlace(dir, warn);
+  const pairs = await mapsToPlace(folder, warn);
   // Identity of each placed file: inode numbers are reused at once, so the change time is compared too.
   const placed: (PlacedPerfMap & { identity: string })[] = [];
   const placement: PerfMapPlacement = {
@@ -65,11 +89,10 @@ export async function placePerfMaps(
     for (const { from, pid } of pairs) {
       const placedAt = join(perfTmp, `perf-${pid}.map`);
       try {
-        // EXCL: never replace a file that is there, even one that appears between a check and the copy.
-        await copyFile(join(dir, from), placedAt, constants.COPYFILE_EXCL);
+        await copyCut(folder, from, placedAt);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
-        if (code === 'EEXIST') await warnIfUnfit(dir, from, placedAt, euid, warn);
+        if (code === 'EEXIST') await warnIfUnfit(folder, from, placedAt, euid, warn);
         else warn(`could not place ${from} at ${placedAt} (${code ?? String(error)}): JIT frames may stay unnamed`);
         continue;
       }
@@ -82,22 +105,52 @@ export async function placePerfMaps(
   return placement;
 }
 
+/** Copies `from` (no link, a regular file) to `placedAt`, lines cut to placedLineBytes. */
+async function copyCut(folder: OutputFolder, from: string, placedAt: string): Promise<void> {
+  const handle = await folder.lookup(from, 'file');
+  try {
+    const input = await openForReading(handle);
+    // EXCL and NOFOLLOW: never replace a file that is there, even one that appears between a check and the copy.
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+    const output = await open(placedAt, flags, 0o600).catch(async (error: unknown) => {
+      await input.close();
+      throw error;
+    });
+    const cutter = new LongLineCutter(placedLineBytes, 0);
+    try {
+      await pipeline(
+        input.createReadStream(),
+        async function* (chunks: AsyncIterable<Buffer>) {
+          for await (const chunk of chunks) yield cutter.cut(chunk);
+          yield cutter.end();
+        },
+        output.createWriteStream(),
+      );
+    } catch (error) {
+      await unlink(placedAt).catch(() => undefined);
+      throw error;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
 async function identity(path: string): Promise<string> {
   const s = await lstat(path, { bigint: true });
   return `${s.dev}:${s.ino}:${s.ctimeNs}`;
 }
 
-async function mapsToPlace(dir: string, warn: Warn): Promise<{ from: string; pid: number }[]> {
-  const ids = await readTargetIds(dir, warn);
+async function mapsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: string; pid: number }[]> {
+  const ids = await readTargetIds(folder, warn);
   if (ids) {
     const from = layout.perfMap(ids.nspid);
-    const present = await stat(join(dir, from)).then(
-      (s) => s.isFile(),
+    const present = await folder.lookup(from, 'file').then(
+      async (handle) => (await handle.close(), true),
       () => false,
     );
     return present ? [{ from, pid: ids.pid }] : [];
   }
-  const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
+  const names = await folder.list(layout.targetDir);
   const maps = names
     .map((name) => /^perf-(\d+)\.map$/.exec(name))
     .filter((m): m is RegExpExecArray => m !== null)
@@ -112,13 +165,27 @@ async function mapsToPlace(dir: string, warn: Warn): Promise<{ from: string; pid
   return maps;
 }
 
+/** Largest target.json read: collect writes a few hundred bytes. */
+const targetInfoMaxBytes = 1 << 20;
+
 /** `{ pid, nspid }` from target.json; undefined (after a warning if it is unusable) when it cannot say. */
-export async function readTargetIds(dir: string, warn: Warn): Promise<TargetIds | undefined> {
+export async function readTargetIds(source: OutputFolder | string, warn: Warn): Promise<TargetIds | undefined> {
+  const folder = typeof source === 'string' ? await OutputFolder.open(source) : source;
   let text: string;
   try {
-    text = await readFile(join(dir, layout.targetInfo), 'utf8');
+    const { bytes, truncated } = await folder.read(layout.targetInfo, {
+      maxBytes: targetInfoMaxBytes,
+      timeoutMs: 10_000,
+    });
+    if (truncated) {
+      warn(`${layout.targetInfo} is larger than ${targetInfoMaxBytes} bytes: ignored`);
+      return undefined;
+    }
+    text = bytes.toString('utf8');
   } catch {
     return undefined;
+  } finally {
+    if (typeof source === 'string') await folder.close();
   }
   let info: unknown;
   try {
@@ -145,13 +212,13 @@ function isPid(value: unknown): value is number {
  * target still running, is the better copy: no warning.
  */
 async function warnIfUnfit(
-  dir: string,
+  folder: OutputFolder,
   from: string,
   placedAt: string,
   euid: number | undefined,
   warn: Warn,
 ): Promise<void> {
-  const [ours, theirs] = await Promise.all([stat(join(dir, from)), stat(placedAt)]).catch(() => [undefined, undefined]);
+  const [ours, theirs] = await Promise.all([folder.lstat(from), stat(placedAt)]).catch(() => [undefined, undefined]);
   if (!ours || !theirs) return;
   if (euid !== undefined && theirs.uid !== euid && theirs.uid !== 0) {
     warn(

@@ -13,6 +13,7 @@ import type { Manifest } from '../bundle/manifest.js';
 import { writeTarball } from '../bundle/tarball.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
+import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/exec.js';
 import { perfScript, perfScriptArgs } from '../perf/script.js';
 import { parseRecordingHeader, perfVersion } from '../perf/version.js';
@@ -118,6 +119,7 @@ export async function postprocess(
     signal?.throwIfAborted();
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
+    const folder = await OutputFolder.open(dir);
     const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
     // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
     const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
@@ -125,12 +127,12 @@ export async function postprocess(
     // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
     const rawHashes = hashRawData(dir, signal);
     rawHashes.catch(() => {});
-    const outputs = new PartialOutputs(dir);
+    const outputs = new PartialOutputs(folder);
     try {
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
       const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-      const { fold, resolver, header, scriptBytes, perfMaps } = await timed('perfScript', () =>
-        runScriptAndFold(dir, opts, outputs, { signal, warn, progress, euid }, resolving),
+      const { fold, resolver, header, scriptBytes, linesCut, perfMaps } = await timed('perfScript', () =>
+        runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
       );
       checkSamples(fold, dir);
       const naming = namingReport(fold.quality, resolver);
@@ -150,6 +152,7 @@ export async function postprocess(
             commands: [[opts.perfPath, 'version'], scriptCommand],
             durationsMs,
             perfScriptBytes: scriptBytes,
+            ...(linesCut > 0 && { linesCut }),
             perfMaps,
           },
           samples: {
@@ -170,13 +173,14 @@ export async function postprocess(
         signal?.throwIfAborted();
         progress(`writing ${layout.tarball}`);
         const mtime = new Date(Math.floor(perfData.stat.mtimeMs / 1000) * 1000);
-        const tarball = await writeTarball(dir, join(dir, layout.tarball), { mtime });
+        const tarball = await writeTarball(folder.path, { folder, name: layout.tarball }, { mtime });
         for (const path of tarball.skipped) warn(`${layout.tarball}: left out ${path} (not a regular file or folder)`);
         files[layout.tarball] = tarball.path;
       }
       return { dir, files, fold, manifest };
     } finally {
       await outputs.discard();
+      await folder.close();
     }
   } catch (error) {
     if (signal?.aborted && !isProfcpuError(error, 'ABORTED')) {
@@ -211,7 +215,7 @@ function perfScriptOptions(opts: PostprocessOptions) {
 
 /** Runs perf script once, teeing its text into the FlameScope file and the fold, with perf maps placed meanwhile. */
 async function runScriptAndFold(
-  dir: string,
+  folder: OutputFolder,
   opts: PostprocessOptions,
   outputs: PartialOutputs,
   context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
@@ -221,17 +225,18 @@ async function runScriptAndFold(
   resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
-  let folder: StackFolder | undefined;
+  const dir = folder.path;
+  let stackFolder: StackFolder | undefined;
   // Until the first chunk arrives the resolver may still be loading; awaiting it there holds perf back meanwhile.
-  const startFold = async () => (folder ??= new StackFolder(opts.fold, warn, await resolving));
-  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => folder!.write(chunk));
+  const startFold = async () => (stackFolder ??= new StackFolder(opts.fold, warn, await resolving));
+  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => stackFolder!.write(chunk));
   let lastProgress = performance.now();
   const report = () =>
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
   let placement: PerfMapPlacement | undefined;
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
-    if (opts.placePerfMaps) placement = await placePerfMaps(dir, warn, { euid: context.euid });
+    if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {
@@ -247,11 +252,17 @@ async function runScriptAndFold(
     await tee.finish();
     report();
     if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
+    if (tee.linesCut > 0)
+      warn(
+        `${tee.linesCut} lines of perf script were longer than 16 KiB and were cut (a name in the target's perf map ` +
+          'or jitdump that long is not a real method name)',
+      );
     return {
       fold: (await startFold()).end(),
       resolver: await resolving,
       header: parseRecordingHeader(tee.headerLines()),
       scriptBytes: run.bytes,
+      linesCut: tee.linesCut,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
     };
   } catch (error) {

@@ -8,6 +8,7 @@ import { list } from 'tar';
 import { layout } from '../../src/bundle/layout.js';
 import { writeTarball } from '../../src/bundle/tarball.js';
 import { isProfcpuError } from '../../src/error.js';
+import { OutputFolder } from '../../src/files/output-folder.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { have, isRoot, need, needCommand, needRoot } from '../support/requirements.js';
 import {
@@ -137,11 +138,19 @@ test('a real recording becomes every output, named, hashed and bundled', async (
     entries.filter((e) => !e.path.endsWith('/')).map((e) => e.path),
     [...manifest.files.map((f) => f.path), layout.manifest].sort().map((p) => `${top}/${p}`),
   );
-  for (const e of entries) assert.equal(e.mode, e.path.endsWith('/') ? 0o755 : 0o644, e.path);
+  const isRaw = (path: string) => /^[^/]+\/(perf\.data|target(\/.*)?)$/.test(path.replace(/\/$/, ''));
+  for (const e of entries) {
+    const [file, folder] = isRaw(e.path) ? [0o600, 0o700] : [0o644, 0o755];
+    assert.equal(e.mode, e.path.endsWith('/') ? folder : file, e.path);
+  }
   const before = await readFile(join(dir, layout.tarball));
-  await writeTarball(dir, join(dir, layout.tarball), {
-    mtime: new Date(Math.floor((await stat(join(dir, 'perf.data'))).mtimeMs / 1000) * 1000),
-  });
+  const output = await OutputFolder.open(dir);
+  await writeTarball(
+    dir,
+    { folder: output, name: layout.tarball },
+    { mtime: new Date(Math.floor((await stat(join(dir, 'perf.data'))).mtimeMs / 1000) * 1000) },
+  );
+  await output.close();
   assert.deepEqual(await readFile(join(dir, layout.tarball)), before);
 });
 
