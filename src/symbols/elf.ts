@@ -1,8 +1,10 @@
 // An ELF file (or any byte source) in, what symbol lookup needs out: the GNU build-id, the `.gnu_debuglink` target,
 // and whether the file carries its own `.symtab` and DWARF. Reads only the headers, the section-name table and the
 // small sections it needs, each under a size limit, so a truncated or hostile file costs a few kilobytes and ends in
-// an ELF_MALFORMED error, never a crash or an unbounded read.
-import { open } from 'node:fs/promises';
+// an ELF_MALFORMED error, never a crash or an unbounded read. A path naming a FIFO, a directory, a device or a socket
+// is refused (BAD_INPUT) before anything reads it, so it cannot block or fail in odd ways.
+import { constants, type Stats } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 
 /** Random access to the bytes of a file. `read` may return fewer bytes than asked only at the end of the source. */
@@ -62,24 +64,44 @@ function malformed(what: string, detail: string): ProfcpuError {
   });
 }
 
-/** Reads the build-id, debuglink and symbol presence of the ELF file at `path`; `label` names it in errors. */
+/**
+ * Reads the build-id, debuglink and symbol presence of the ELF file at `path`; `label` names it in errors. Anything
+ * but a regular file (a FIFO, a directory, a device, a socket) is a BAD_INPUT error, found before any read.
+ */
 export async function readElfFile(path: string, label = path): Promise<ElfInfo> {
-  let handle;
-  try {
-    handle = await open(path, 'r');
-  } catch (cause) {
-    throw new ProfcpuError('IO', `cannot open ${path}: ${(cause as Error).message}`, {
+  const cannot = (what: string, cause: unknown) =>
+    new ProfcpuError('IO', `cannot ${what} ${path}: ${(cause as Error).message}`, {
       remedy: 'Check the path and that profcpu may read it (run as root to read another container’s files).',
       cause,
     });
+  // Checked before opening too: opening a device can act on it (a watchdog starts counting, a tape rewinds).
+  const before = await stat(path).catch((cause: unknown) => {
+    throw cannot('open', cause);
+  });
+  if (!before.isFile()) throw notAFile(label, before);
+  let handle;
+  try {
+    // NONBLOCK: the path may have become a FIFO since, and opening one for reading waits for a writer for ever; with
+    // it the open returns at once, and the fstat below refuses the FIFO before anything reads it (on a regular file
+    // the flag changes nothing). NOCTTY: a terminal opened here must not become profcpu's controlling terminal.
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (cause) {
+    throw cannot('open', cause);
   }
   try {
-    const { size } = await handle.stat();
+    // The handle's own file, whatever the path names now.
+    const opened = await handle.stat().catch((cause: unknown) => {
+      throw cannot('read', cause);
+    });
+    if (!opened.isFile()) throw notAFile(label, opened);
+    const size = opened.size;
     const source: ByteSource = {
       size,
       async read(offset, length) {
         const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset).catch((cause: unknown) => {
+          throw cannot('read', cause);
+        });
         return buffer.subarray(0, bytesRead);
       },
     };
@@ -87,6 +109,21 @@ export async function readElfFile(path: string, label = path): Promise<ElfInfo> 
   } finally {
     await handle.close();
   }
+}
+
+const fileKinds: readonly [string, (s: Stats) => boolean][] = [
+  ['a directory', (s) => s.isDirectory()],
+  ['a FIFO', (s) => s.isFIFO()],
+  ['a character device', (s) => s.isCharacterDevice()],
+  ['a block device', (s) => s.isBlockDevice()],
+  ['a socket', (s) => s.isSocket()],
+];
+
+function notAFile(label: string, stats: Stats): ProfcpuError {
+  const kind = fileKinds.find(([, is]) => is(stats))?.[0] ?? 'not a regular file';
+  return new ProfcpuError('BAD_INPUT', `${label}: ${kind}, not an ELF file`, {
+    remedy: 'Name a regular file: the ELF library or executable itself, or its debug file.',
+  });
 }
 
 /** A ByteSource over bytes already in memory. */

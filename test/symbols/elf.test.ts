@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -152,6 +163,46 @@ test('files that are not ELF, and a missing file', async () => {
   await assert.rejects(readElf(bytesSource(garbage), 'garbage'), malformed);
   await assert.rejects(readElfFile(join(tmpdir(), 'profcpu-no-such-file')), (e: unknown) => isProfcpuError(e, 'IO'));
 });
+
+test(
+  'a FIFO, a directory, a device and a socket are refused before any read; a symlink to a file is followed',
+  { timeout: 10_000 },
+  async (t) => {
+    if (!needCommand(t, 'mkfifo', 'coreutils')) return;
+    const fifo = join(work, 'a-fifo');
+    execFileSync('mkfifo', [fifo]);
+    const dir = join(work, 'a-dir');
+    mkdirSync(dir);
+    const socket = join(work, 'a-socket');
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    t.after(() => server.close());
+    const cases: [string, string][] = [
+      [fifo, 'a FIFO'],
+      [dir, 'a directory'],
+      ['/dev/zero', 'a character device'],
+      [socket, 'a socket'],
+    ];
+    for (const [path, kind] of cases) {
+      await assert.rejects(
+        readElfFile(path),
+        (e: unknown) =>
+          isProfcpuError(e, 'BAD_INPUT') &&
+          e.message === `${path}: ${kind}, not an ELF file` &&
+          /regular file/.test(e.remedy ?? ''),
+        path,
+      );
+    }
+    const toFifo = join(work, 'link-to-fifo');
+    symlinkSync(fifo, toFifo);
+    await assert.rejects(readElfFile(toFifo), (e: unknown) => isProfcpuError(e, 'BAD_INPUT'));
+    const l = needLib(t);
+    if (!l) return;
+    const toLib = join(work, 'link-to-lib.so');
+    symlinkSync(l.stripped, toLib);
+    assert.equal((await readElfFile(toLib)).buildId, l.buildId);
+  },
+);
 
 test('a debug file copied elsewhere keeps its build-id', async (t) => {
   const l = needLib(t);
