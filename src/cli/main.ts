@@ -4,6 +4,7 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { isProfcpuError, ProfcpuError } from '../error.js';
+import { reporterLine } from './reporter.js';
 import { normalizeSeedSpelling } from './seed-spelling.js';
 import { commands, seedLongOptions } from './commands.js';
 
@@ -30,9 +31,11 @@ export async function main(argv: readonly string[]): Promise<void> {
 
 function report(error: unknown): void {
   if (isProfcpuError(error)) {
-    process.stderr.write(`profcpu: error: ${error.message}\n`);
-    if (error.remedy) process.stderr.write(`  fix: ${error.remedy}\n`);
-    if (process.env['PROFCPU_DEBUG'] && error.cause) process.stderr.write(`  cause: ${String(error.cause)}\n`);
+    // Messages may quote the target (its command line, perf's stderr about its files): shown escaped.
+    process.stderr.write(`${reporterLine(`profcpu: error: ${error.message}`)}\n`);
+    if (error.remedy) process.stderr.write(`${reporterLine(`  fix: ${error.remedy}`)}\n`);
+    if (process.env['PROFCPU_DEBUG'] && error.cause)
+      process.stderr.write(`${reporterLine(`  cause: ${String(error.cause)}`)}\n`);
     process.exitCode = error.code === 'USAGE' ? 2 : error.code === 'ABORTED' ? 130 : 1;
     return;
   }

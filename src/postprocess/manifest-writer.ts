@@ -1,6 +1,7 @@
 // Writes manifest.json for a postprocess run: takes the facts the run gathered, the hashes of the raw data (taken
 // while perf script ran) and the caller's extra fields; hashes the outputs, assembles the manifest and writes it
 // through the run's partial outputs (committed by the caller).
+import { lstat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
@@ -22,7 +23,12 @@ import type { PartialOutputs } from './outputs.js';
 
 /** Size and SHA-256 of perf.data and the target/ snapshots: the files a run never changes. */
 export async function hashRawData(dir: string, signal: AbortSignal | undefined): Promise<ManifestFile[]> {
-  const target = await listFolder(join(dir, layout.targetDir)).catch(() => ({ entries: [], isDir: [] }));
+  // Only a real folder: a `target` link in a folder somebody sent would have its destination hashed and listed.
+  const real = await lstat(join(dir, layout.targetDir)).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  const target = real ? await listFolder(join(dir, layout.targetDir)) : { entries: [], isDir: [] };
   const snapshots = target.entries.filter((_, i) => !target.isDir[i]).map((p) => `${layout.targetDir}/${p}`);
   return hashFiles(dir, [layout.perfData, ...snapshots], signal);
 }
