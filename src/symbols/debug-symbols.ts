@@ -160,7 +160,8 @@ async function examine(file: { path: string; open: string }): Promise<Partial<Li
   const { path } = file;
   let elf;
   try {
-    elf = await readElfFile(file.open);
+    // Named in reasons as the report names it (the resolved --file path, the target's own path), not as opened.
+    elf = await readElfFile(file.open, path);
   } catch (error) {
     if (!isProfcpuError(error)) throw error;
     return { path, status: 'unreadable', reason: error.message };
