@@ -19,6 +19,7 @@ interface SymbolsArgs {
   cacheDir?: string;
   buildidDir?: string;
   timeout: number;
+  downloadTimeout: number;
   json: boolean;
   quiet: boolean;
 }
@@ -49,6 +50,11 @@ function builder(yargs: Argv): Argv<SymbolsArgs> {
       default: symbolFetchDefaults.answerTimeoutMs / 1000,
       describe: 'Seconds a server may take to answer (and to pause in a body)',
     })
+    .option('download-timeout', {
+      type: 'number',
+      default: symbolFetchDefaults.totalTimeoutMs / 1000,
+      describe: 'Seconds one download from one server may take in all, retries and redirects included',
+    })
     .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })
     .option('quiet', { alias: 'q', type: 'boolean', default: false, describe: 'No progress lines' })
     .check((argv) => {
@@ -57,6 +63,8 @@ function builder(yargs: Argv): Argv<SymbolsArgs> {
       if (argv.pid !== undefined && !(Number.isInteger(argv.pid) && argv.pid > 0))
         throw new ProfcpuError('USAGE', `--pid ${argv.pid} is not a process id`);
       if (!(argv.timeout > 0)) throw new ProfcpuError('USAGE', '--timeout must be a positive number of seconds');
+      if (!(argv['download-timeout'] > 0))
+        throw new ProfcpuError('USAGE', '--download-timeout must be a positive number of seconds');
       return true;
     }) as unknown as Argv<SymbolsArgs>;
 }
@@ -77,7 +85,11 @@ async function handler(argv: ArgumentsCamelCase<SymbolsArgs>): Promise<void> {
       servers,
       cacheDir: argv.cacheDir ?? defaultSymbolCacheDir(process.env),
       buildIdDir,
-      fetch: { answerTimeoutMs: argv.timeout * 1000, idleTimeoutMs: argv.timeout * 1000 },
+      fetch: {
+        answerTimeoutMs: argv.timeout * 1000,
+        idleTimeoutMs: argv.timeout * 1000,
+        totalTimeoutMs: argv.downloadTimeout * 1000,
+      },
       signal: controller.signal,
       warn: reporter.warn,
       progress: (p: { buildId: string; received: number; total: number | undefined }) =>

@@ -3,6 +3,7 @@
 // unnamed; `profcpu symbols --pid 1` run in the sidecar fetches the debug file from a loopback SSQP store, and
 // perf script in the sidecar then names the library's static functions.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
@@ -133,4 +134,40 @@ test('usage: exactly one of --pid and --file; malformed server URLs are warnings
   ]);
   assert.match(String(bad.stderr), /ignoring symbol server "nota:url" from --symbol-server: unsupported scheme nota:/);
   assert.match(String(bad.stderr), /no usable symbol server/);
+});
+
+test(
+  '--file naming a FIFO, a directory or /dev/zero: each unreadable with its reason, promptly',
+  { timeout: 30_000 },
+  async (t) => {
+    if (!needCommand(t, 'mkfifo', 'coreutils')) return;
+    const fifo = join(work, 'a-fifo');
+    execFileSync('mkfifo', [fifo]);
+    const dir = join(work, 'a-dir');
+    mkdirSync(dir);
+    const dirs = ['--cache-dir', join(work, 'odd-cache'), '--buildid-dir', join(work, 'odd-perf')];
+    const started = performance.now();
+    // The FIFO named relative to the working folder: reported, reason included, by its resolved path.
+    const args = ['symbols', '--offline', '--file', 'a-fifo', '--file', dir, '--file', '/dev/zero', ...dirs];
+    const run = await runCli(args, { cwd: work, timeout: 20_000 });
+    const ms = Math.round(performance.now() - started);
+    t.diagnostic(`symbols --file FIFO DIR /dev/zero took ${ms} ms`);
+    assert.equal(run.timedOut, false, 'the CLI hung');
+    assert.equal(run.exitCode, 1, run.all);
+    assert.deepEqual(String(run.stdout).split('\n'), [
+      `unreadable  ${'-'.padEnd(40)} ${fifo}  ${fifo}: a FIFO, not an ELF file`,
+      `unreadable  ${'-'.padEnd(40)} ${dir}  ${dir}: a directory, not an ELF file`,
+      `unreadable  ${'-'.padEnd(40)} /dev/zero  /dev/zero: a character device, not an ELF file`,
+    ]);
+    assert.doesNotMatch(String(run.stderr), /EISDIR|at .*\.js:\d+/);
+  },
+);
+
+test('--download-timeout: in --help, and a positive number of seconds', async () => {
+  const help = await runCli(['symbols', '--help']);
+  assert.equal(help.exitCode, 0);
+  assert.match(String(help.stdout), /--download-timeout +Seconds one download from one server[\s\S]*?\[default: 600\]/);
+  const zero = await runCli(['symbols', '--file', '/bin/true', '--download-timeout', '0']);
+  assert.equal(zero.exitCode, 2);
+  assert.match(String(zero.stderr), /--download-timeout must be a positive number of seconds/);
 });
