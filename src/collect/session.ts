@@ -12,6 +12,7 @@ import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/prefl
 import type { RecordOutcome } from '../perf/record.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
+import { sampledBinariesStep } from '../symbols/sampled-binaries.js';
 import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
@@ -132,9 +133,19 @@ export async function collect<R>(
   );
   try {
     await (await folder.folder(layout.targetDir, { create: true, mode: outputModes.privateFolder })).close();
-    const stepContext: StepContext = { target, dir, signal, warn, progress: info };
-    const steps: Record<string, StepReport> = {};
-    await phase('before-recording', () => runSteps(context.steps ?? [], 'beforeRecording', stepContext, steps));
+    const stepContext: StepContext = {
+      target,
+      dir: folder.path,
+      perfPath: options.perfPath,
+      procRoot: options.procRoot,
+      signal,
+      warn,
+      progress: info,
+    };
+    // perf records with -N: the binaries it sampled are copied into its build-id cache by this step, within limits.
+    const steps = [sampledBinariesStep(), ...(context.steps ?? [])];
+    const reports: Record<string, StepReport> = {};
+    await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
 
     // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
     await folder.writeFile(layout.targetInfo, `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
@@ -165,7 +176,7 @@ export async function collect<R>(
       `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
     );
 
-    await phase('after-recording', () => runSteps(context.steps ?? [], 'afterRecording', stepContext, steps));
+    await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
     const result: CollectResult<R> = {
       dir,
       target,
@@ -175,7 +186,7 @@ export async function collect<R>(
       record: recorded.outcome,
       recordedSeconds: recorded.seconds,
       snapshots: snapshotter.report(),
-      steps,
+      steps: reports,
       phaseMs,
       cpuMs: recorded.cpuMs,
     };

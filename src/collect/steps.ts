@@ -10,6 +10,10 @@ export interface StepContext {
   target: TargetInfo;
   /** The output folder. */
   dir: string;
+  /** The perf executable the session records with. */
+  perfPath: string;
+  /** Where procfs is mounted. */
+  procRoot: string;
   signal: AbortSignal;
   warn: Warn;
   progress: (message: string) => void;

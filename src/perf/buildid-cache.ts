@@ -71,22 +71,15 @@ export interface PlacedDebugFile {
 export async function placeDebugFile(options: PlaceDebugFileOptions): Promise<PlacedDebugFile> {
   const { buildIdDir, buildId, debugFile, dsoPath } = options;
   if (!/^[0-9a-f]{4,128}$/.test(buildId)) throw new ProfcpuError('BAD_INPUT', `${buildId} is not a build-id`);
-  const linkPath = join(buildIdDir, '.build-id', buildId.slice(0, 2), buildId.slice(2));
   const failure = (what: string, cause: unknown) =>
     new ProfcpuError('IO', `cannot add the debug file of ${buildId} to perf's build-id cache: ${what}`, {
       remedy: `Check that ${buildIdDir} is writable (it is perf's build-id cache: \`perf --buildid-dir\`, buildid.dir).`,
       cause,
     });
-
-  let entryDir: string;
-  try {
-    entryDir = await existingEntry(linkPath);
-  } catch (cause) {
-    if (cause instanceof ProfcpuError) throw cause;
-    entryDir = await createEntry(buildIdDir, linkPath, buildId, dsoPath).catch((error: unknown) => {
-      throw failure((error as Error).message, error);
-    });
-  }
+  const entryDir = await buildIdEntry(buildIdDir, buildId, dsoPath).catch((error: unknown) => {
+    if (error instanceof ProfcpuError) throw error;
+    throw failure((error as Error).message, error);
+  });
 
   const target = join(entryDir, 'debug');
   try {
@@ -110,6 +103,22 @@ export async function placeDebugFile(options: PlaceDebugFileOptions): Promise<Pl
     throw failure((cause as Error).message, cause);
   } finally {
     await rm(temp, { force: true });
+  }
+}
+
+/**
+ * The folder of `buildId`'s entry in perf's build-id cache (where perf keeps `elf` and looks for `debug`), made when
+ * there is none, named after `dsoPath` as perf would name it. Throws BAD_INPUT for a build-id or path perf would not
+ * make (a path with `..` could lead out of the cache).
+ */
+export async function buildIdEntry(buildIdDir: string, buildId: string, dsoPath: string): Promise<string> {
+  if (!/^[0-9a-f]{4,128}$/.test(buildId)) throw new ProfcpuError('BAD_INPUT', `${buildId} is not a build-id`);
+  const linkPath = join(buildIdDir, '.build-id', buildId.slice(0, 2), buildId.slice(2));
+  try {
+    return await existingEntry(linkPath);
+  } catch (cause) {
+    if (cause instanceof ProfcpuError) throw cause;
+    return createEntry(buildIdDir, linkPath, buildId, dsoPath);
   }
 }
 
@@ -146,4 +155,26 @@ async function createEntry(buildIdDir: string, linkPath: string, buildId: string
     throw error;
   }
   return entryDir;
+}
+
+export interface SampledFile {
+  buildId: string;
+  /** The file's path as perf recorded it (the target's view), or a pseudo name such as `[kernel.kallsyms]`. */
+  path: string;
+}
+
+/** Parses `perf buildid-list` output: `<hex build-id> <path>` lines; anything else is skipped. */
+export function parseBuildIdList(stdout: string): SampledFile[] {
+  const files: SampledFile[] = [];
+  for (const line of stdout.split('\n')) {
+    const match = /^([0-9a-f]{4,128}) (.+)$/.exec(line);
+    if (match) files.push({ buildId: match[1]!, path: match[2]! });
+  }
+  return files;
+}
+
+/** Every file with samples in `perfData`, by build-id (`perf buildid-list --with-hits`). */
+export async function sampledFiles(perfData: string, options: PerfExecOptions = {}): Promise<SampledFile[]> {
+  const { stdout } = await runPerf(['buildid-list', '-i', perfData, '--with-hits'], options);
+  return parseBuildIdList(stdout);
 }

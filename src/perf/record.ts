@@ -21,11 +21,14 @@ export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' 
 /**
  * perf record's arguments: call graphs by frame pointer (-g), CLOCK_MONOTONIC (-k 1) as jitdump needs. `-D 1` makes
  * perf print "Events enabled" once it really records (after it has read the target's existing mappings, which takes
- * a while on a busy machine): the duration is counted from there.
+ * a while on a busy machine): the duration is counted from there. `-N`: perf would copy every sampled file, whole and
+ * through the target's links, into its build-id cache; collect copies what naming needs itself, within limits
+ * (src/symbols/sampled-binaries.ts).
  */
 export function recordArgs(options: RecordOptions): string[] {
   return [
     'record',
+    '-N',
     '-D',
     '1',
     '-F',

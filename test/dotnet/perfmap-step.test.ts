@@ -18,6 +18,8 @@ async function stepContext(pid: number, signal: AbortSignal) {
   const context: StepContext = {
     target: await inspectProcess(pid),
     dir: '/nonexistent',
+    perfPath: 'perf',
+    procRoot: '/proc',
     signal,
     warn: (m) => lines.warn.push(m),
     progress: (m) => lines.progress.push(m),
@@ -41,6 +43,8 @@ async function fakeDotnetTarget(t: TestContext, environment?: Record<string, str
   const context: StepContext = {
     target: { pid: 900, runtime: 'dotnet' } as TargetInfo,
     dir: '/nonexistent',
+    perfPath: 'perf',
+    procRoot: fake.procRoot,
     signal: new AbortController().signal,
     warn: (m) => lines.warn.push(m),
     progress: (m) => lines.progress.push(m),

@@ -13,6 +13,7 @@ import { needCommand, needRoot } from '../support/requirements.js';
 test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process', () => {
   assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
     'record',
+    '-N',
     '-D',
     '1',
     '-F',
@@ -27,7 +28,7 @@ test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one pr
     '-o',
     '/o/perf.data',
   ]);
-  assert.deepEqual(recordArgs({ pid: 1, output: 'p', frequency: 499, event: 'cycles' }).slice(3, 11), [
+  assert.deepEqual(recordArgs({ pid: 1, output: 'p', frequency: 499, event: 'cycles' }).slice(4, 12), [
     '-F',
     '499',
     '-g',

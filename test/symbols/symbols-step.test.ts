@@ -34,6 +34,8 @@ function context(target: StepContext['target']) {
   const ctx: StepContext = {
     target,
     dir: work,
+    perfPath: 'perf',
+    procRoot: '/proc',
     signal: new AbortController().signal,
     warn: (m) => lines.warn.push(m),
     progress: (m) => lines.progress.push(m),
