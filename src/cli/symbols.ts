@@ -9,6 +9,7 @@ import { defaultSymbolCacheDir } from '../symbols/symbol-cache.js';
 import { symbolFetchDefaults } from '../symbols/symbol-server-fetch.js';
 import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter } from './reporter.js';
+import { terminalText } from './terminal-text.js';
 
 interface SymbolsArgs {
   pid?: number;
@@ -116,7 +117,9 @@ export function formatReport(report: SymbolsReport): string {
   return report.libraries
     .map((l) => {
       const where = l.status === 'placed' ? `from ${l.source} -> ${l.placedAt}` : (l.reason ?? '');
-      return `${l.status.padEnd(11)} ${(l.buildId ?? '-').padEnd(40)} ${l.path}${where ? `  ${where}` : ''}\n`;
+      // Paths and reasons come from the target's maps and files: shown escaped.
+      const line = `${l.status.padEnd(11)} ${(l.buildId ?? '-').padEnd(40)} ${l.path}${where ? `  ${where}` : ''}`;
+      return `${terminalText(line)}\n`;
     })
     .join('');
 }

@@ -2,13 +2,14 @@
 // build-id, verified, and placed in perf's build-id cache out, with a report of which build-id was found where
 // (for manifest.json). The target's files are read through /proc/PID/root, so nothing is added to the target and
 // nothing needs to run inside it. Server trouble never throws: it is a status and a reason per library.
-import { readFile } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { placeDebugFile } from '../perf/buildid-cache.js';
 import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
-import { readElfFile } from './elf.js';
+import { readProcText } from '../target/procfs.js';
+import { TargetFiles } from '../target/target-files.js';
+import { readElfAt, readElfFile, type ElfInfo } from './elf.js';
 import {
   SymbolFetcher,
   type SymbolFetchAttempt,
@@ -82,15 +83,18 @@ export interface TargetSymbolsOptions extends DebugSymbolsOptions {
 /** Symbols for the native libraries mapped by a running process. */
 export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise<SymbolsReport> {
   const procRoot = options.procRoot ?? '/proc';
-  let mapsText: string;
-  try {
-    mapsText = await readFile(`${procRoot}/${options.pid}/maps`, 'utf8');
-  } catch (cause) {
-    throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot read ${procRoot}/${options.pid}/maps`, {
+  const notVisible = (cause?: unknown) =>
+    new ProfcpuError('TARGET_NOT_VISIBLE', `cannot read ${procRoot}/${options.pid}/maps`, {
       remedy: 'Check the PID, and run as root (or the target’s user) in a PID namespace that shows the target.',
       cause,
     });
+  let mapsText: string | undefined;
+  try {
+    mapsText = await readProcText(options.pid, 'maps', { procRoot });
+  } catch (cause) {
+    throw notVisible(cause);
   }
+  if (mapsText === undefined) throw notVisible();
   const paths = new Set<string>();
   for (const mapping of parseProcMaps(mapsText).mappings) {
     const path = mapping.path;
@@ -98,8 +102,22 @@ export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise
     if (options.libraries === 'coreclr' && basename(path) !== 'libcoreclr.so') continue;
     paths.add(path);
   }
-  const files = [...paths].sort().map((path) => ({ path, open: `${procRoot}/${options.pid}/root${path}` }));
-  const report = await symbolsFor(files, options);
+  // The libraries are read inside the target's root: a link in its file system never leads to one of ours.
+  const targetFiles = await TargetFiles.open(options.pid, { procRoot, signal: options.signal }).catch((cause) => {
+    throw notVisible(cause);
+  });
+  const read = async (path: string) => {
+    const handle = await targetFiles.lookup(path, 'file').catch((error: unknown) => {
+      throw new ProfcpuError('IO', `cannot open ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    try {
+      return await readElfAt(handle, path);
+    } finally {
+      await handle.close();
+    }
+  };
+  const files = [...paths].sort().map((path) => ({ path, read: () => read(path) }));
+  const report = await symbolsFor(files, options).finally(() => targetFiles.close());
   // Executable mappings of files that are not ELF (.NET maps its PE assemblies executable) are no native library.
   report.libraries = report.libraries.filter((l) => !(l.status === 'unreadable' && l.reason?.includes('no ELF magic')));
   return report;
@@ -108,15 +126,18 @@ export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise
 /** Symbols for ELF files named directly (`profcpu symbols --file`). */
 export async function fetchFileSymbols(files: readonly string[], options: DebugSymbolsOptions): Promise<SymbolsReport> {
   return symbolsFor(
-    files.map((file) => ({ path: resolve(file), open: file })),
+    files.map((file) => ({ path: resolve(file), read: () => readElfFile(file, resolve(file)) })),
     options,
   );
 }
 
-async function symbolsFor(
-  files: readonly { path: string; open: string }[],
-  options: DebugSymbolsOptions,
-): Promise<SymbolsReport> {
+/** A library: its path as reported, and how to read its ELF facts. */
+interface LibraryFile {
+  path: string;
+  read: () => Promise<ElfInfo>;
+}
+
+async function symbolsFor(files: readonly LibraryFile[], options: DebugSymbolsOptions): Promise<SymbolsReport> {
   const warn = options.warn ?? ignoreWarnings;
   const limit = Math.max(1, options.concurrency ?? 4);
   const fetcher = new SymbolFetcher({
@@ -156,12 +177,12 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, f: (item: T) =
 }
 
 /** The library's ELF facts; `status` stays unset when its debug file must be fetched. */
-async function examine(file: { path: string; open: string }): Promise<Partial<LibrarySymbols> & { path: string }> {
+async function examine(file: LibraryFile): Promise<Partial<LibrarySymbols> & { path: string }> {
   const { path } = file;
   let elf;
   try {
     // Named in reasons as the report names it (the resolved --file path, the target's own path), not as opened.
-    elf = await readElfFile(file.open, path);
+    elf = await file.read();
   } catch (error) {
     if (!isProfcpuError(error)) throw error;
     return { path, status: 'unreadable', reason: error.message };

@@ -4,8 +4,10 @@
 // an ELF_MALFORMED error, never a crash or an unbounded read. A path naming a FIFO, a directory, a device or a socket
 // is refused (BAD_INPUT) before anything reads it, so it cannot block or fail in odd ways.
 import { constants, type Stats } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
+import { openForReading } from '../files/bounded-read.js';
+import type { PathHandle } from '../files/rooted.js';
 
 /** Random access to the bytes of a file. `read` may return fewer bytes than asked only at the end of the source. */
 export interface ByteSource {
@@ -124,6 +126,33 @@ function notAFile(label: string, stats: Stats): ProfcpuError {
   return new ProfcpuError('BAD_INPUT', `${label}: ${kind}, not an ELF file`, {
     remedy: 'Name a regular file: the ELF library or executable itself, or its debug file.',
   });
+}
+
+/** A ByteSource over an open file of known size. */
+export function fileByteSource(file: FileHandle, size: number): ByteSource {
+  return {
+    size,
+    async read(offset, length) {
+      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
+      return buffer.subarray(0, bytesRead);
+    },
+  };
+}
+
+/** Reads the ELF facts of the regular file behind `handle` (found with TargetFiles or RootedTree). */
+export async function readElfAt(handle: PathHandle, label = handle.path): Promise<ElfInfo> {
+  let file: FileHandle;
+  try {
+    file = await openForReading(handle);
+  } catch (cause) {
+    throw new ProfcpuError('IO', `cannot open ${label}: ${(cause as Error).message}`, { cause });
+  }
+  try {
+    return await readElf(fileByteSource(file, handle.stat.size), label);
+  } finally {
+    await file.close();
+  }
 }
 
 /** A ByteSource over bytes already in memory. */

@@ -14,7 +14,7 @@ import { copyRange, openForReading, withDeadline } from '../files/bounded-read.j
 import { isMissing, RootedPathError } from '../files/rooted.js';
 import { buildIdEntry, perfBuildIdDir, sampledFiles, type SampledFile } from '../perf/buildid-cache.js';
 import { TargetFiles } from '../target/target-files.js';
-import { readElf, type ByteSource } from './elf.js';
+import { fileByteSource, readElf } from './elf.js';
 
 export interface SampledBinariesOptions {
   /** Largest binary copied. Default 256 MiB: libcoreclr.so is about 7 MB; a larger "library" is skipped. */
@@ -87,7 +87,7 @@ export async function cacheSampledBinaries(
       const reason = await withDeadline({ timeoutMs: opts.copyTimeoutMs }, path, async (live) => {
         const source = await openForReading(handle);
         try {
-          const found = (await readElf(fileSource(source, size), path).catch(() => undefined))?.buildId;
+          const found = (await readElf(fileByteSource(source, size), path).catch(() => undefined))?.buildId;
           if (found !== buildId) return found ? `its build-id is now ${found}` : 'not an ELF file with a build-id';
           await copyInto(source, elf, size, live);
           return undefined;
@@ -107,17 +107,6 @@ export async function cacheSampledBinaries(
     }
   }
   return results;
-}
-
-function fileSource(file: Awaited<ReturnType<typeof openForReading>>, size: number): ByteSource {
-  return {
-    size,
-    async read(offset, length) {
-      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
-      return buffer.subarray(0, bytesRead);
-    },
-  };
 }
 
 /** Copies the whole source to `elf` through a private temporary file created exclusively, then renamed. */
