@@ -27,6 +27,7 @@ interface CollectArgs {
   symbols: SymbolsMode;
   symbolServer?: string[];
   offline: boolean;
+  snapshotLimit: number;
   quiet: boolean;
 }
 
@@ -63,11 +64,17 @@ export function collectOptions<T>(yargs: Argv<T>) {
       type: 'string',
       describe: 'perf executable (default: of /opt/perf/<version>/perf and the one on PATH, the closest to the kernel)',
     })
+    .option('snapshot-limit', {
+      type: 'number',
+      default: collectDefaults.snapshotMaxBytes / (1 << 20),
+      describe: 'MiB copied at most from the target’s perf map and from its jitdump (a bound a hostile target cannot lift)',
+    })
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
       if (!(Number(args.duration) > 0)) throw new Error('--duration must be a positive number of seconds');
       if (!(Number(args.frequency) > 0)) throw new Error('--frequency must be a positive number of Hz');
+      if (!(Number(args['snapshot-limit']) > 0)) throw new Error('--snapshot-limit must be a positive number of MiB');
       if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
         throw new Error('--pid must be a positive integer');
       return true;
@@ -187,6 +194,7 @@ const command: CommandModule<object, CollectArgs> = {
         ...(args.perf !== undefined && { perfPath: args.perf }),
         durationSeconds: args.duration,
         frequency: args.frequency,
+        snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         postprocess: args.postprocess,
       },
       args.quiet,

@@ -155,7 +155,7 @@ export async function collect<R>(
       folder,
       targetFiles,
       target,
-      { ...procfs, maxBytes: options.snapshotMaxBytes },
+      { ...procfs, maxBytes: options.snapshotMaxBytes, signal },
       warn,
     );
     info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);

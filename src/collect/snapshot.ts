@@ -25,6 +25,8 @@ export interface SnapshotOptions extends ProcfsOptions {
   maxBytes: number;
   /** Time allowed for one copy, ms. Default 60 s. */
   copyTimeoutMs: number;
+  /** Aborting ends a copy under way. */
+  signal?: AbortSignal | undefined;
 }
 
 export const snapshotDefaults = Object.freeze({ maxBytes: 256 << 20, copyTimeoutMs: 60_000 });
@@ -117,7 +119,8 @@ export class TargetSnapshotter {
             `limit: only its first ${limit} bytes are kept (raise it with --snapshot-limit)`,
         );
       }
-      await withDeadline({ timeoutMs: this.options.copyTimeoutMs }, state.source, async (live) => {
+      const limits = { timeoutMs: this.options.copyTimeoutMs, signal: this.options.signal };
+      await withDeadline(limits, state.source, async (live) => {
         const source = await openForReading(handle);
         try {
           if (!(await this.append(copy, source, identity, limit, live)))
