@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, utimes } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { appendFile, mkdtemp, readFile, rm, stat, symlink, truncate, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -79,4 +80,66 @@ test('an unchanged map is not copied again', async (t) => {
   await s.snapshotter.refresh();
   await s.snapshotter.refresh();
   assert.equal(s.snapshotter.report().perfMap.copies, 1);
+});
+
+test('a sparse map past the cap is copied up to the cap, holes kept as holes, with one warning', async (t) => {
+  const s = await setup();
+  t.after(() => s.dispose());
+  const path = join(s.proc.root, '4242/root/tmp/perf-1.map');
+  // 1.5 GB of hole, then a line.
+  await truncate(path, 1500 << 20);
+  await appendFile(path, '7f0000001000 10 Sparse::Method\n');
+  const warnings: string[] = [];
+  const folder = await OutputFolder.open(s.out);
+  const files = await TargetFiles.open(4242, { procRoot: s.proc.root });
+  t.after(async () => {
+    await files.close();
+    await folder.close();
+  });
+  const target = await inspectProcess(4242, { procRoot: s.proc.root });
+  const capped = new TargetSnapshotter(folder, files, target, { procRoot: s.proc.root, maxBytes: 64 << 20 }, (m) =>
+    warnings.push(m),
+  );
+  await capped.refresh();
+  await capped.refresh();
+  const copy = await stat(join(s.out, layout.perfMap(1)));
+  assert.equal(copy.size, 64 << 20);
+  // The map's first line lies in the first 1 MiB chunk, written whole; the rest is hole.
+  assert.ok(copy.blocks * 512 <= 1 << 20, `${copy.blocks * 512} bytes on disk`);
+  assert.equal(warnings.length, 1, warnings.join('\n'));
+  assert.match(warnings[0]!, /snapshot limit/);
+  assert.equal(capped.report().perfMap.capped, true);
+});
+
+test('a growing map is appended to, and the copy equals the source after every refresh', async (t) => {
+  const s = await setup();
+  t.after(() => s.dispose());
+  const path = join(s.proc.root, '4242/root/tmp/perf-1.map');
+  let expected = 'a 1 First\n';
+  for (let i = 0; i < 20; i++) {
+    expected += `${(0x1000 + i).toString(16)} 10 Method${i}${'x'.repeat(i * 500)}\n`;
+    await appendFile(path, expected.slice(expected.lastIndexOf('\n', expected.length - 2) + 1));
+    await s.snapshotter.refresh();
+    assert.equal(await s.read(layout.perfMap(1)), expected);
+  }
+  // Rewritten in place (same size or larger, other bytes): copied whole again.
+  const rewritten = expected.replace(/Method/g, 'Rewrote');
+  await s.proc.writeInRoot(4242, '/tmp/perf-1.map', rewritten);
+  await s.snapshotter.refresh();
+  assert.equal(await s.read(layout.perfMap(1)), rewritten);
+});
+
+test('a FIFO, a device or a link out of the target is never copied', { timeout: 10_000 }, async (t) => {
+  const s = await setup();
+  t.after(() => s.dispose());
+  const dir = join(s.proc.root, '4242/root/tmp');
+  await rm(join(dir, 'perf-1.map'));
+  execFileSync('mkfifo', [join(dir, 'perf-1.map')]);
+  await symlink(join(s.out, '..'), join(dir, 'jit-1.dump'));
+  await s.snapshotter.refresh();
+  const report = s.snapshotter.report();
+  assert.match(report.perfMap.lastMiss ?? '', /refused: a FIFO/);
+  assert.equal(report.perfMap.copies, 0);
+  assert.equal(report.jitDump.copies, 0);
+  await assert.rejects(stat(join(s.out, layout.perfMap(1))), { code: 'ENOENT' });
 });
