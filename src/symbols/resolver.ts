@@ -16,7 +16,7 @@
 
 import type { FrameKind } from '../stacks/frame-kind.js';
 import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
-import { CodeMap } from './code-map.js';
+import { CodeMap, type SymbolTable } from './code-map.js';
 import type { CodeSymbol } from './perfmap.js';
 
 /** A frame perf printed without a name. */
@@ -49,7 +49,7 @@ export interface FrameResolver {
 
 export interface DotnetResolverInput {
   /** Named code, oldest first (the perf map's entries, then the jitdump's): on overlap the later entry wins. */
-  symbols: readonly CodeSymbol[];
+  symbols: readonly CodeSymbol[] | SymbolTable;
   /** The target's mappings (a /proc/PID/maps snapshot, or several: duplicates are harmless). */
   mappings: readonly ProcMapping[];
   /**
@@ -123,11 +123,11 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
   };
 
   const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
-    const symbol = code.lookup(address);
-    if (!symbol) return undefined;
-    const kind: FrameKind = isReadyToRun(symbol.name, fromFile) ? 'readytorun' : 'jit';
+    const found = code.lookupName(address);
+    if (found === undefined) return undefined;
+    const kind: FrameKind = isReadyToRun(found, fromFile) ? 'readytorun' : 'jit';
     stats[kind]++;
-    return { name: symbol.name, kind };
+    return { name: found, kind };
   };
 
   const resolve = (frame: UnnamedFrame): ResolvedFrame | undefined => {
@@ -193,8 +193,12 @@ function isReadyToRun(name: string, mapping: ProcMapping | undefined): boolean {
 }
 
 /** The runtime tags ReadyToRun code `[PreJIT]` (hot part) or `[PreJit-cold]` when it shows optimization tiers. */
+export const readyToRunTags = Object.freeze(['[PreJIT]', '[PreJit-cold]'] as const);
+
+/** Whether `name` ends with one of readyToRunTags. */
 export function hasReadyToRunTag(name: string): boolean {
-  return name.endsWith('[PreJIT]') || name.endsWith('[PreJit-cold]');
+  // Not readyToRunTags.some(): this runs for every frame named.
+  return name.endsWith(readyToRunTags[0]) || name.endsWith(readyToRunTags[1]);
 }
 
 function baseName(path: string): string {
