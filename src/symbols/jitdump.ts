@@ -6,7 +6,9 @@
 // copying a method's code bytes fails; a record whose fixed part and name are complete is used even when its code
 // bytes are missing. Pure: the caller reads the file.
 
+import { isAscii } from 'node:buffer';
 import { ProfcpuError } from '../error.js';
+import { SymbolTable } from './code-map.js';
 import type { CodeSymbol } from './perfmap.js';
 
 export const jitDumpMagic = 0x4a695444;
@@ -46,9 +48,59 @@ export interface ParseJitDumpResult {
   truncated: boolean;
 }
 
+/** What a walk over the records finds besides the symbols. */
+type JitDumpCounts = Omit<ParseJitDumpResult, 'symbols'>;
+
+/** ParseJitDumpResult with the entries in columns (and without their timestamps and code indices). */
+export interface ReadJitDumpResult extends JitDumpCounts {
+  symbols: SymbolTable;
+}
+
 /** Parses a whole jitdump file. Throws BAD_INPUT when it is not one (too short, wrong magic, big-endian writer). */
 export function parseJitDump(data: Uint8Array, source = 'jitdump'): ParseJitDumpResult {
+  const symbols: JitDumpSymbol[] = [];
+  const counts = walk(data, source, (view, offset, name, ascii) => {
+    symbols.push({
+      start: view.getBigUint64(offset + 32, true),
+      size: view.getBigUint64(offset + 40, true),
+      name: ascii ? latin1(data, name.start, name.end) : decoder.decode(data.subarray(name.start, name.end)),
+      timestamp: view.getBigUint64(offset + 8, true),
+      codeIndex: view.getBigUint64(offset + 48, true),
+    });
+  });
+  return { ...counts, symbols };
+}
+
+/**
+ * parseJitDump for big files: the entries go into a SymbolTable whose ASCII names stay slices of `data` (copy those
+ * you keep with SymbolTable.appendMissing, and `data`, code bytes and all, can be let go).
+ */
+export function readJitDump(data: Uint8Array, source = 'jitdump'): ReadJitDumpResult {
+  const symbols = new SymbolTable(1024);
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const chunk = symbols.addChunk(bytes);
+  const counts = walk(data, source, (view, offset, name, ascii) => {
+    if (ascii) {
+      const startHi = view.getUint32(offset + 36, true);
+      const sizeHi = view.getUint32(offset + 44, true);
+      const startLo = view.getUint32(offset + 32, true);
+      const sizeLo = view.getUint32(offset + 40, true);
+      symbols.add(startHi, startLo, sizeHi, sizeLo, chunk, name.start, name.end - name.start);
+    } else {
+      const text = decoder.decode(data.subarray(name.start, name.end));
+      symbols.addString(view.getBigUint64(offset + 32, true), view.getBigUint64(offset + 40, true), text);
+    }
+  });
+  return { ...counts, symbols };
+}
+
+/** A JIT_CODE_LOAD record at `offset` whose name is bytes [name.start, name.end), all ASCII or not. */
+type CodeLoadVisitor = (view: DataView, offset: number, name: { start: number; end: number }, ascii: boolean) => void;
+
+/** Walks the records, handing each usable JIT_CODE_LOAD to `visit`; returns everything but the symbols. */
+function walk(data: Uint8Array, source: string, visit: CodeLoadVisitor): JitDumpCounts {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   if (data.byteLength < fileHeaderSize) {
     throw new ProfcpuError('BAD_INPUT', `${source}: ${data.byteLength} bytes, too short for a jitdump header`, {
       remedy: 'The copy was taken before the runtime wrote the file: collect again, it is re-read at the end.',
@@ -67,18 +119,18 @@ export function parseJitDump(data: Uint8Array, source = 'jitdump'): ParseJitDump
     );
   }
   const headerSize = view.getUint32(8, true);
-  const result: ParseJitDumpResult = {
+  const result: JitDumpCounts = {
     header: {
       version: view.getUint32(4, true),
       elfMachine: view.getUint32(12, true),
       pid: view.getUint32(20, true),
       timestamp: view.getBigUint64(24, true),
     },
-    symbols: [],
     otherRecords: 0,
     skipped: 0,
     truncated: false,
   };
+  const name = { start: 0, end: 0 };
   // The header's own size field lets a newer writer add fields; never trust it to be smaller than what we read.
   let offset = Math.max(headerSize, fileHeaderSize);
   while (offset < data.byteLength) {
@@ -95,38 +147,53 @@ export function parseJitDump(data: Uint8Array, source = 'jitdump'): ParseJitDump
     }
     const end = offset + totalSize;
     if (end > data.byteLength) result.truncated = true;
-    if (id === jitCodeLoad) readCodeLoad(data, view, offset, Math.min(end, data.byteLength), result);
-    else result.otherRecords++;
+    if (id !== jitCodeLoad) result.otherRecords++;
+    else {
+      const ascii = readCodeLoad(bytes, view, offset, Math.min(end, data.byteLength), result, name);
+      if (ascii !== undefined) visit(view, offset, name, ascii);
+    }
     offset = end;
   }
   return result;
 }
 
-function readCodeLoad(data: Uint8Array, view: DataView, offset: number, end: number, result: ParseJitDumpResult): void {
+/**
+ * Checks the JIT_CODE_LOAD record at `offset` and finds its name: undefined when it is not usable (counted in
+ * `result` when it is broken rather than cut short), else whether the name is ASCII.
+ */
+function readCodeLoad(
+  bytes: Buffer,
+  view: DataView,
+  offset: number,
+  end: number,
+  result: JitDumpCounts,
+  name: { start: number; end: number },
+): boolean | undefined {
   if (offset + codeLoadFixedSize > end) {
-    if (end - offset < view.getUint32(offset + 4, true)) return; // cut short by the end of the data: not an error
+    if (end - offset < view.getUint32(offset + 4, true)) return undefined; // cut short by the end of the data
     result.skipped++;
-    return;
+    return undefined;
   }
   const nameStart = offset + codeLoadFixedSize;
-  const nameLength = data.subarray(nameStart, end).indexOf(0);
-  if (nameLength < 0) {
-    if (end === data.byteLength) return; // the name itself was cut short
+  let nul = bytes.indexOf(0, nameStart);
+  if (nul < 0 || nul > end) nul = end;
+  if (nul === end) {
+    if (end === bytes.byteLength) return undefined; // the name itself was cut short
     result.skipped++;
-    return;
+    return undefined;
   }
-  const size = view.getBigUint64(offset + 40, true);
-  if (size === 0n) {
+  if (view.getUint32(offset + 40, true) === 0 && view.getUint32(offset + 44, true) === 0) {
     result.skipped++;
-    return;
+    return undefined;
   }
-  result.symbols.push({
-    start: view.getBigUint64(offset + 32, true),
-    size,
-    name: decoder.decode(data.subarray(nameStart, nameStart + nameLength)),
-    timestamp: view.getBigUint64(offset + 8, true),
-    codeIndex: view.getBigUint64(offset + 48, true),
-  });
+  name.start = nameStart;
+  name.end = nul;
+  return isAscii(bytes.subarray(nameStart, nul));
+}
+
+/** Bytes known to be ASCII as a string. */
+function latin1(data: Uint8Array, start: number, end: number): string {
+  return Buffer.from(data.buffer, data.byteOffset + start, end - start).toString('latin1');
 }
 
 const decoder = new TextDecoder('utf-8');

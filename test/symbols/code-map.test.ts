@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CodeMap } from '../../src/symbols/code-map.js';
+import { CodeMap, SymbolTable } from '../../src/symbols/code-map.js';
+import { readPerfMap } from '../../src/symbols/perfmap.js';
 
 const s = (start: number, size: number, name: string) => ({ start: BigInt(start), size: BigInt(size), name });
 
@@ -64,4 +65,47 @@ test('full 64-bit addresses near the top of the space are exact; a range 2^53 by
   const far = new CodeMap([s(0x1000, 0x10, 'low'), { start: 0x1000n + 2n ** 53n, size: 0x10n, name: 'far' }]);
   assert.equal(far.lookup(0x1000n + 2n ** 53n), undefined);
   assert.equal(far.lookup(0x1005n)?.name, 'low');
+});
+
+test('appendMissing adds, in order, what the table lacks by start, size and name, as a set of keys would', () => {
+  let seed = 11;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return (seed >>> 8) % n;
+  };
+  const names = ['a', 'b', 'void [A] A::M()[PreJIT]', 'Größe', 'x[PreJit-cold]', 'big'];
+  const line = () =>
+    `${(0x1000 + random(8) * 0x10).toString(16)} ${(1 + random(3)).toString(16)} ${names[random(6)]}\n`;
+  for (let round = 0; round < 30; round++) {
+    // Byte-backed names (ASCII, read from a map) and string ones (not ASCII, or given as objects) on both sides.
+    const perf = readPerfMap(Array.from({ length: random(40) }, line).join('')).symbols;
+    const more = Array.from({ length: 1 + random(40) }, line).join('');
+    const other = round % 2 ? readPerfMap(more).symbols : SymbolTable.of(readPerfMap(more).symbols.toArray());
+    const key = (s: { start: bigint; size: bigint; name: string }) => `${s.start} ${s.size} ${s.name}`;
+    const known = new Set(perf.toArray().map(key));
+    const expected = [...perf.toArray(), ...other.toArray().filter((s) => !known.has(key(s)))];
+    const before = perf.length;
+    assert.equal(perf.appendMissing(other), expected.length - before);
+    assert.deepEqual(perf.toArray(), expected);
+    const tagged = other.toArray().filter((s) => s.name.endsWith('[PreJIT]') || s.name.endsWith('[PreJit-cold]'));
+    assert.equal(other.countNamesEndingWith(['[PreJIT]', '[PreJit-cold]']), tagged.length);
+  }
+});
+
+test('a table of many ranges, clustered and nested, agrees with a brute-force later-wins scan', () => {
+  let seed = 5;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return (seed >>> 8) % n;
+  };
+  const symbols = Array.from({ length: 3000 }, (_, i) =>
+    s(random(2) ? random(500) * 8 : random(4000), random(10) === 0 ? 0 : 1 + random(i % 7 === 0 ? 600 : 40), `m${i}`),
+  );
+  const text = symbols.map((x) => `${x.start.toString(16)} ${x.size.toString(16)} ${x.name}\n`).join('');
+  const map = new CodeMap(readPerfMap(text).symbols);
+  for (let a = 0; a < 4700; a++) {
+    let expected: string | undefined;
+    for (const sym of symbols) if (BigInt(a) >= sym.start && BigInt(a) < sym.start + sym.size) expected = sym.name;
+    assert.equal(map.lookupName(BigInt(a)), expected, `at ${a}`);
+  }
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
-import { parseJitDump } from '../../src/symbols/jitdump.js';
+import { parseJitDump, readJitDump } from '../../src/symbols/jitdump.js';
 
 // Builds jitdump bytes the way perfjitdump.cpp lays them out (little-endian x86-64).
 function header(pid = 4242): Buffer {
@@ -129,4 +129,34 @@ test('a header alone is an empty dump', () => {
   const result = parseJitDump(header());
   assert.equal(result.symbols.length, 0);
   assert.equal(result.truncated, false);
+});
+
+test('readJitDump (names kept as bytes) reads what parseJitDump reads, names that are not ASCII included', () => {
+  const names = [jit, r2r, 'void [App] App.Größe::Überall()[QuickJitted]', '\ufeffbom first', 'a\ufeffb', ''];
+  const invalid = codeLoad(0x9000n, 0x10, 'bad xx byte', 9);
+  invalid[56 + 4] = 0xff;
+  invalid[56 + 5] = 0xc3;
+  const data = Buffer.concat([
+    header(),
+    ...names.map((name, i) => codeLoad(0x1000n * BigInt(i + 1), 0x10 + i, name, i)),
+    otherRecord(2),
+    invalid,
+    codeLoad(0xa000n, 0, 'zero', 10),
+  ]);
+  const parsed = parseJitDump(data);
+  const read = readJitDump(data);
+  assert.deepEqual(
+    read.symbols.toArray(),
+    parsed.symbols.map(({ start, size, name }) => ({ start, size, name })),
+  );
+  assert.deepEqual({ ...read, symbols: undefined }, { ...parsed, symbols: undefined });
+  assert.deepEqual(
+    read.symbols.toArray().map((s) => s.name),
+    [jit, r2r, names[2], 'bom first', 'a\ufeffb', '', 'bad \ufffd\ufffd byte'],
+  );
+  for (const cut of [data.length - 3, 40 + 60]) {
+    const [a, b] = [readJitDump(data.subarray(0, cut)), parseJitDump(data.subarray(0, cut))];
+    assert.equal(a.symbols.length, b.symbols.length);
+    assert.deepEqual([a.truncated, a.skipped], [b.truncated, b.skipped]);
+  }
 });
