@@ -13,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import {
   closeSync,
   existsSync,
+  fsyncSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -130,6 +131,7 @@ function writePerfMap(path: string, n: number): void {
     }
   }
   writeSync(fd, chunk);
+  fsyncSync(fd); // so that writing the pages back does not slow the load timed below
   closeSync(fd);
 }
 
@@ -164,6 +166,7 @@ function writeJitDump(path: string, n: number, codeBytes: number): void {
     used += total;
   }
   writeSync(fd, buffer, 0, used);
+  fsyncSync(fd); // so that writing the pages back does not slow the load timed below
   closeSync(fd);
 }
 
