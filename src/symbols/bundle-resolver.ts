@@ -9,9 +9,10 @@ import { layout } from '../bundle/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError } from '../error.js';
 import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
-import { parseJitDump } from './jitdump.js';
-import { parsePerfMap, type CodeSymbol } from './perfmap.js';
-import { createDotnetResolver, hasReadyToRunTag, type DotnetResolver } from './resolver.js';
+import { SymbolTable } from './code-map.js';
+import { readJitDump } from './jitdump.js';
+import { readPerfMap } from './perfmap.js';
+import { createDotnetResolver, readyToRunTags, type DotnetResolver } from './resolver.js';
 
 /** What was read from the folder, for the naming report and the benchmark. */
 export interface NamingSources {
@@ -54,17 +55,18 @@ export async function loadBundleResolver(
   };
 
   const sources: NamingSources = { pids: ids ? [...new Set([ids.pid, ids.nspid])] : [], runtime: ids?.runtime };
-  const symbols: CodeSymbol[] = [];
+  let symbols = new SymbolTable();
 
   const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
   if (perfMapFile) {
-    const text = await readFile(join(dir, perfMapFile), 'utf8').catch((error: unknown) => {
+    const text = await readFile(join(dir, perfMapFile)).catch((error: unknown) => {
       warn(`could not read ${perfMapFile} (${describe(error)}): JIT frames are named from the jitdump only`);
       return undefined;
     });
     if (text !== undefined) {
-      const parsed = parsePerfMap(text);
-      symbols.push(...parsed.symbols);
+      // Bytes, not a string: the table keeps them for the names (a million entries are ~150 MB).
+      const parsed = readPerfMap(text);
+      symbols = parsed.symbols;
       sources.perfMap = { file: perfMapFile, symbols: parsed.symbols.length, ...pickCounts(parsed) };
       if (parsed.skipped > 0)
         warn(`${perfMapFile}: ${parsed.skipped} lines were not perf-map entries and were skipped`);
@@ -74,16 +76,16 @@ export async function loadBundleResolver(
   const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
   if (jitDumpFile) {
     try {
-      const parsed = parseJitDump(await readFile(join(dir, jitDumpFile)), jitDumpFile);
+      const parsed = readJitDump(await readFile(join(dir, jitDumpFile)), jitDumpFile);
       // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
       // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
-      // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks is added.
-      const inPerfMap = new Set(symbols.map(symbolKey));
-      symbols.push(...parsed.symbols.filter((s) => !inPerfMap.has(symbolKey(s))));
+      // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks (the same start,
+      // size and name) is added, its names copied so that the file's bytes can go.
+      symbols.appendMissing(parsed.symbols);
       sources.jitDump = {
         file: jitDumpFile,
         symbols: parsed.symbols.length,
-        readyToRun: parsed.symbols.filter((s) => hasReadyToRunTag(s.name)).length,
+        readyToRun: parsed.symbols.countNamesEndingWith(readyToRunTags),
         ...pickCounts(parsed),
       };
       if (parsed.skipped > 0) warn(`${jitDumpFile}: ${parsed.skipped} records could not be read and were skipped`);
@@ -104,7 +106,7 @@ export async function loadBundleResolver(
     return Object.assign(createDotnetResolver({ symbols: [], mappings: [] }), { sources });
   }
 
-  const mappings: ProcMapping[] = [];
+  let mappings: readonly ProcMapping[] = [];
   const mapsText = await readFile(join(dir, layout.procMaps), 'utf8').catch(() => undefined);
   if (mapsText === undefined) {
     warn(
@@ -113,7 +115,7 @@ export async function loadBundleResolver(
     );
   } else {
     const parsed = parseProcMaps(mapsText);
-    mappings.push(...parsed.mappings);
+    mappings = parsed.mappings;
     sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
   }
 
@@ -130,10 +132,6 @@ async function readTargetIds(dir: string): Promise<{ pid: number; nspid: number;
   } catch {
     return undefined;
   }
-}
-
-function symbolKey(s: CodeSymbol): string {
-  return `${s.start.toString(16)} ${s.size.toString(16)} ${s.name}`;
 }
 
 function isPid(value: unknown): value is number {
