@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
+import { readTargetIds as readTargetInfo, type TargetIds } from '../bundle/target-info.js';
 import { openForReading } from '../files/bounded-read.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { LongLineCutter } from './long-lines.js';
@@ -39,14 +40,6 @@ export interface PerfMapPlacement {
   placed: PlacedPerfMap[];
   /** Deletes the files placed, unless something else replaced them meanwhile. Safe to call more than once. */
   remove(): Promise<void>;
-}
-
-/** What placement needs from target/target.json. */
-export interface TargetIds {
-  /** The target's PID as perf saw it (the one in perf.data). */
-  pid: number;
-  /** Its PID inside its own PID namespace (the number in its perf map's name). */
-  nspid: number;
 }
 
 /**
@@ -165,45 +158,15 @@ async function mapsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: st
   return maps;
 }
 
-/** Largest target.json read: collect writes a few hundred bytes. */
-const targetInfoMaxBytes = 1 << 20;
-
-/** `{ pid, nspid }` from target.json; undefined (after a warning if it is unusable) when it cannot say. */
+/** `{ pid, nspid }` from target.json (src/bundle/target-info.ts), for a folder or its path. */
 export async function readTargetIds(source: OutputFolder | string, warn: Warn): Promise<TargetIds | undefined> {
   const folder = typeof source === 'string' ? await OutputFolder.open(source) : source;
-  let text: string;
   try {
-    const { bytes, truncated } = await folder.read(layout.targetInfo, {
-      maxBytes: targetInfoMaxBytes,
-      timeoutMs: 10_000,
-    });
-    if (truncated) {
-      warn(`${layout.targetInfo} is larger than ${targetInfoMaxBytes} bytes: ignored`);
-      return undefined;
-    }
-    text = bytes.toString('utf8');
-  } catch {
-    return undefined;
+    const ids = await readTargetInfo(folder, warn);
+    return ids && { pid: ids.pid, nspid: ids.nspid };
   } finally {
     if (typeof source === 'string') await folder.close();
   }
-  let info: unknown;
-  try {
-    info = JSON.parse(text);
-  } catch {
-    warn(`${layout.targetInfo} is not valid JSON: ignored`);
-    return undefined;
-  }
-  const { pid, nspid } = (info ?? {}) as Record<string, unknown>;
-  if (!isPid(pid)) {
-    warn(`${layout.targetInfo} has no usable "pid": ignored`);
-    return undefined;
-  }
-  return { pid, nspid: isPid(nspid) ? nspid : pid };
-}
-
-function isPid(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0;
 }
 
 /**

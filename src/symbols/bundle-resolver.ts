@@ -3,11 +3,13 @@
 // src/bundle/layout.ts) and says what it found. This is the FrameResolverFactory postprocess takes.
 // Missing or damaged files are warnings, not errors: perf script still names what it can without them.
 
-import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
+import { readTargetIds } from '../bundle/target-info.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError } from '../error.js';
+import type { CappedBytes } from '../files/bounded-read.js';
+import { OutputFolder } from '../files/output-folder.js';
 import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
 import { SymbolTable } from './code-map.js';
 import { readJitDump } from './jitdump.js';
@@ -42,8 +44,35 @@ export async function loadBundleResolver(
   dir: string,
   warn: Warn = ignoreWarnings,
 ): Promise<BundleResolver | undefined> {
-  const ids = await readTargetIds(dir);
-  const names = await readdir(join(dir, layout.targetDir)).catch(() => [] as string[]);
+  // The folder may have come from anybody: its files are read without following links, each up to a cap.
+  const folder = await OutputFolder.open(dir);
+  try {
+    return await load(folder, warn);
+  } finally {
+    await folder.close();
+  }
+}
+
+/**
+ * Bytes read from a folder's snapshots at most. Above what collect writes (--snapshot-limit, 256 MiB by default) so a
+ * raised limit still post-processes; a received folder cannot make postprocess read more.
+ */
+export const bundleReadLimits = Object.freeze({
+  snapshotBytes: 2 * 1024 ** 3,
+  procMapsBytes: 64 << 20,
+  timeoutMs: 60_000,
+});
+
+async function readCapped(folder: OutputFolder, file: string, maxBytes: number, warn: Warn): Promise<CappedBytes> {
+  const read = await folder.read(file, { maxBytes, timeoutMs: bundleReadLimits.timeoutMs });
+  if (read.truncated) warn(`${file} is larger than ${maxBytes} bytes: only its first ${maxBytes} bytes are used`);
+  return read;
+}
+
+async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | undefined> {
+  const dir = folder.path;
+  const ids = await readTargetIds(folder);
+  const names = await folder.list(layout.targetDir);
   const pick = (fileOf: (nspid: number) => string, pattern: RegExp): string | undefined => {
     if (ids?.nspid !== undefined) {
       const file = fileOf(ids.nspid);
@@ -59,10 +88,11 @@ export async function loadBundleResolver(
 
   const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
   if (perfMapFile) {
-    const text = await readFile(join(dir, perfMapFile)).catch((error: unknown) => {
+    const read = await readCapped(folder, perfMapFile, bundleReadLimits.snapshotBytes, warn).catch((error: unknown) => {
       warn(`could not read ${perfMapFile} (${describe(error)}): JIT frames are named from the jitdump only`);
       return undefined;
     });
+    const text = read?.bytes;
     if (text !== undefined) {
       // Bytes, not a string: the table keeps them for the names (a million entries are ~150 MB).
       const parsed = readPerfMap(text);
@@ -76,7 +106,8 @@ export async function loadBundleResolver(
   const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
   if (jitDumpFile) {
     try {
-      const parsed = readJitDump(await readFile(join(dir, jitDumpFile)), jitDumpFile);
+      const { bytes } = await readCapped(folder, jitDumpFile, bundleReadLimits.snapshotBytes, warn);
+      const parsed = readJitDump(bytes, jitDumpFile);
       // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
       // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
       // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks (the same start,
@@ -90,10 +121,7 @@ export async function loadBundleResolver(
       };
       if (parsed.skipped > 0) warn(`${jitDumpFile}: ${parsed.skipped} records could not be read and were skipped`);
     } catch (error) {
-      warn(
-        `could not use ${jitDumpFile} (${isProfcpuError(error) ? error.message : describe(error)}): ` +
-          'ReadyToRun frames stay unnamed',
-      );
+      warn(`could not use ${jitDumpFile} (${describe(error)}): ` + 'ReadyToRun frames stay unnamed');
     }
   }
 
@@ -107,7 +135,10 @@ export async function loadBundleResolver(
   }
 
   let mappings: readonly ProcMapping[] = [];
-  const mapsText = await readFile(join(dir, layout.procMaps), 'utf8').catch(() => undefined);
+  const mapsText = await readCapped(folder, layout.procMaps, bundleReadLimits.procMapsBytes, warn).then(
+    (read) => read.bytes.toString('utf8'),
+    () => undefined,
+  );
   if (mapsText === undefined) {
     warn(
       `no ${layout.procMaps} snapshot: frames in memfd:doublemapper and .dll mappings cannot be placed, only ` +
@@ -122,26 +153,11 @@ export async function loadBundleResolver(
   return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids }), { sources });
 }
 
-/** `{ pid, nspid, runtime }` from target.json, or undefined when it is missing or unusable. */
-async function readTargetIds(dir: string): Promise<{ pid: number; nspid: number; runtime?: string } | undefined> {
-  try {
-    const info = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as Record<string, unknown>;
-    const { pid, nspid, runtime } = info ?? {};
-    if (!isPid(pid)) return undefined;
-    return { pid, nspid: isPid(nspid) ? nspid : pid, runtime: typeof runtime === 'string' ? runtime : undefined };
-  } catch {
-    return undefined;
-  }
-}
-
-function isPid(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0;
-}
-
 function pickCounts(parsed: { skipped: number; truncated: boolean }): { skipped: number; truncated: boolean } {
   return { skipped: parsed.skipped, truncated: parsed.truncated };
 }
 
 function describe(error: unknown): string {
+  if (isProfcpuError(error)) return error.message;
   return (error as NodeJS.ErrnoException).code ?? String(error);
 }

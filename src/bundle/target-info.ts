@@ -1,0 +1,50 @@
+// What an output folder says about its target: `target/target.json` (written by collect) in, the PIDs and runtime
+// that post-processing needs out. The folder may come from anybody: the file is read without following links and
+// up to 1 MiB, and every field is checked; a missing or unusable file gives undefined (with a warning when it is
+// there but unusable).
+import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import { layout } from './layout.js';
+
+export interface TargetIds {
+  /** The target's PID as perf saw it (the one in perf.data). */
+  pid: number;
+  /** Its PID inside its own PID namespace (the number in its perf map's name). */
+  nspid: number;
+  /** `dotnet`, `node` or `other`, when the file says. */
+  runtime?: string;
+}
+
+/** Largest target.json read: collect writes a few hundred bytes. */
+const maxBytes = 1 << 20;
+
+export async function readTargetIds(folder: OutputFolder, warn: Warn = ignoreWarnings): Promise<TargetIds | undefined> {
+  let text: string;
+  try {
+    const read = await folder.read(layout.targetInfo, { maxBytes, timeoutMs: 10_000 });
+    if (read.truncated) {
+      warn(`${layout.targetInfo} is larger than ${maxBytes} bytes: ignored`);
+      return undefined;
+    }
+    text = read.bytes.toString('utf8');
+  } catch {
+    return undefined;
+  }
+  let info: unknown;
+  try {
+    info = JSON.parse(text);
+  } catch {
+    warn(`${layout.targetInfo} is not valid JSON: ignored`);
+    return undefined;
+  }
+  const { pid, nspid, runtime } = (info ?? {}) as Record<string, unknown>;
+  if (!isPid(pid)) {
+    warn(`${layout.targetInfo} has no usable "pid": ignored`);
+    return undefined;
+  }
+  return { pid, nspid: isPid(nspid) ? nspid : pid, ...(typeof runtime === 'string' && { runtime }) };
+}
+
+function isPid(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0;
+}
