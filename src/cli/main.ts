@@ -32,10 +32,10 @@ export async function main(argv: readonly string[]): Promise<void> {
 function report(error: unknown): void {
   if (isProfcpuError(error)) {
     // Messages may quote the target (its command line, perf's stderr about its files): shown escaped.
-    process.stderr.write(`${reporterLine(`profcpu: error: ${error.message}`)}\n`);
-    if (error.remedy) process.stderr.write(`${reporterLine(`  fix: ${error.remedy}`)}\n`);
+    process.stderr.write(reporterLine(`profcpu: error: ${error.message}`));
+    if (error.remedy) process.stderr.write(reporterLine(`  fix: ${error.remedy}`));
     if (process.env['PROFCPU_DEBUG'] && error.cause)
-      process.stderr.write(`${reporterLine(`  cause: ${String(error.cause)}`)}\n`);
+      process.stderr.write(reporterLine(`  cause: ${String(error.cause)}`));
     process.exitCode = error.code === 'USAGE' ? 2 : error.code === 'ABORTED' ? 130 : 1;
     return;
   }
