@@ -13,6 +13,8 @@ export interface TargetIds {
   nspid: number;
   /** `dotnet`, `node` or `other`, when the file says. */
   runtime?: string;
+  /** perf recorded the target's cgroup (other processes too): its samples are the ones with `pid`. */
+  recordedCgroup?: boolean;
 }
 
 /** Largest target.json read: collect writes a few hundred bytes. */
@@ -37,12 +39,18 @@ export async function readTargetIds(folder: OutputFolder, warn: Warn = ignoreWar
     warn(`${layout.targetInfo} is not valid JSON: ignored`);
     return undefined;
   }
-  const { pid, nspid, runtime } = (info ?? {}) as Record<string, unknown>;
+  const { pid, nspid, runtime, recordScope } = (info ?? {}) as Record<string, unknown>;
   if (!isPid(pid)) {
     warn(`${layout.targetInfo} has no usable "pid": ignored`);
     return undefined;
   }
-  return { pid, nspid: isPid(nspid) ? nspid : pid, ...(typeof runtime === 'string' && { runtime }) };
+  const cgroup = (recordScope as { kind?: unknown } | null | undefined)?.kind === 'cgroup';
+  return {
+    pid,
+    nspid: isPid(nspid) ? nspid : pid,
+    ...(typeof runtime === 'string' && { runtime }),
+    ...(cgroup && { recordedCgroup: true }),
+  };
 }
 
 function isPid(value: unknown): value is number {

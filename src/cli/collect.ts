@@ -28,6 +28,7 @@ interface CollectArgs {
   symbolServer?: string[];
   offline: boolean;
   snapshotLimit: number;
+  scope: 'auto' | 'process' | 'cgroup';
   quiet: boolean;
 }
 
@@ -64,10 +65,17 @@ export function collectOptions<T>(yargs: Argv<T>) {
       type: 'string',
       describe: 'perf executable (default: of /opt/perf/<version>/perf and the one on PATH, the closest to the kernel)',
     })
+    .option('scope', {
+      choices: ['auto', 'process', 'cgroup'] as const,
+      default: 'auto' as const,
+      describe:
+        'What perf records: the process (-p), every CPU filtered to its cgroup (-a -G), or auto: the cgroup when the perf at hand spins on exited threads (before 7.2) and the target has a cgroup of its own',
+    })
     .option('snapshot-limit', {
       type: 'number',
       default: collectDefaults.snapshotMaxBytes / (1 << 20),
-      describe: 'MiB copied at most from the target’s perf map and from its jitdump (a bound a hostile target cannot lift)',
+      describe:
+        'MiB copied at most from the target’s perf map and from its jitdump (a bound a hostile target cannot lift)',
     })
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
@@ -195,6 +203,7 @@ const command: CommandModule<object, CollectArgs> = {
         durationSeconds: args.duration,
         frequency: args.frequency,
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
+        scope: args.scope,
         postprocess: args.postprocess,
       },
       args.quiet,

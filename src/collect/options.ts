@@ -15,6 +15,11 @@ export interface CollectOptions {
   event?: string;
   /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */
   output?: string;
+  /**
+   * What perf watches: `process` (-p), `cgroup` (every CPU filtered to the target's cgroup, -a -G), or `auto`: the
+   * cgroup where the perf at hand spins on exited threads and the target has a cgroup of its own (record-scope.ts).
+   */
+  scope: 'auto' | 'process' | 'cgroup';
   /** Run the postprocess pipeline after recording. */
   postprocess: boolean;
   /** How often the target's perf map, jitdump and maps are re-copied while recording, in ms. */
@@ -35,6 +40,7 @@ export interface CollectOptions {
 export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   durationSeconds: 10,
   frequency: 99,
+  scope: 'auto',
   postprocess: true,
   // Often enough that a target exiting mid-recording leaves a copy at most a second old; a copy happens only when
   // the file changed, so a quiet target costs one stat per file.

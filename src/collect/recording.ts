@@ -6,7 +6,8 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import { ProfcpuError } from '../error.js';
-import { startRecord, type RecordOutcome } from '../perf/record.js';
+import { startRecord, type RecordEnd, type RecordOutcome } from '../perf/record.js';
+import type { RecordScope } from '../perf/record-scope.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
 import type { TargetSnapshotter } from './snapshot.js';
@@ -22,6 +23,8 @@ export interface RecordTargetParams {
   target: TargetInfo;
   dir: string;
   event: string;
+  /** What perf watches: the process, or its cgroup (then the target's exit is watched here). */
+  scope: RecordScope;
   snapshotter: TargetSnapshotter;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
@@ -39,13 +42,13 @@ export interface RecordedTarget {
 }
 
 export async function recordTarget(params: RecordTargetParams): Promise<RecordedTarget> {
-  const { options, target, dir, event, snapshotter, stop, signal, onProgress } = params;
+  const { options, target, dir, event, scope, snapshotter, stop, signal, onProgress } = params;
   const durationMs = options.durationSeconds * 1000;
   await snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
   let started = performance.now();
   const recording = startRecord(
-    { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event },
+    { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event, scope },
     { perfPath: options.perfPath },
   );
   let perfCpuMs: number | undefined;
@@ -54,11 +57,11 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
   // The last snapshot is taken just before perf stops, so it holds every method compiled during the recording.
   // Sampling ends when perf gets the signal; what follows is perf writing its file.
   let stoppedAt: number | undefined;
-  const stopNow = (reason: 'duration' | 'stopped') => {
+  const stopNow = (reason: RecordEnd) => {
     stoppedAt ??= performance.now();
     recording.stop(reason);
   };
-  const stopWith = (reason: 'duration' | 'stopped') => void refresh().then(() => stopNow(reason));
+  const stopWith = (reason: RecordEnd) => void refresh().then(() => stopNow(reason));
   const onStop = () => stopWith('stopped');
   const onAbort = () => stopNow('stopped');
   stop?.addEventListener('abort', onStop, { once: true });
@@ -75,6 +78,12 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
   const progressTimer = setInterval(() => {
     const elapsedMs = performance.now() - started;
     if (!recording.finished) onProgress?.({ elapsedMs, remainingMs: Math.max(0, durationMs - elapsedMs) });
+    // perf watching a cgroup goes on after the target exits: end the recording as perf -p would.
+    if (scope.kind === 'cgroup')
+      void readStat(target.pid, { procRoot: options.procRoot }).then((now) => {
+        const gone = now === undefined || now.state === 'Z' || now.state === 'X';
+        if (gone && !recording.finished) stopNow('target-exited');
+      });
     if (recording.pid !== undefined)
       void readStat(recording.pid, { procRoot: options.procRoot })
         .then((perfStat) => {

@@ -10,6 +10,7 @@ import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
 import type { RecordOutcome } from '../perf/record.js';
+import { chooseScope, findTargetCgroup, type RecordScope } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { sampledBinariesStep } from '../symbols/sampled-binaries.js';
@@ -62,6 +63,8 @@ export interface CollectResult<R> {
   /** Why that target was chosen. */
   reason: string;
   event: string;
+  /** What perf watched, and why. */
+  scope: { scope: RecordScope; reason: string; spins: boolean };
   checks: Check[];
   record: RecordOutcome;
   /** Seconds actually recorded. */
@@ -110,10 +113,13 @@ export async function collect<R>(
   const dir = resolve(options.output ?? defaultOutputDir(context.cwd ?? '.', (context.now ?? (() => new Date()))()));
 
   info(`output folder: ${dir}`);
-  const { checks, event } = await phase('preflight', async () => {
+  const { checks, event, scope } = await phase('preflight', async () => {
     const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
-    return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts) };
+    const scope = await chooseRecordScope(options, facts.perfVersion, target.pid);
+    return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope };
   });
+  if (scope.scope.kind === 'cgroup') info(scope.reason);
+  else if (scope.spins) warn(`${scope.reason} (fix: ${spinRemedy})`);
   for (const check of checks.filter((c) => c.status === 'warn'))
     warn(`${check.message}${check.remedy ? ` (fix: ${check.remedy})` : ''}`);
   const fatal = checks.find((c) => c.status === 'fatal');
@@ -148,7 +154,7 @@ export async function collect<R>(
     await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
 
     // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
-    await folder.writeFile(layout.targetInfo, `${JSON.stringify(targetJson(target, reason), null, 2)}\n`);
+    await folder.writeFile(layout.targetInfo, `${JSON.stringify(targetJson(target, reason, scope.scope), null, 2)}\n`);
     // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
     await folder.remove(layout.perfData);
     const snapshotter = new TargetSnapshotter(
@@ -165,6 +171,7 @@ export async function collect<R>(
         target,
         dir: folder.path,
         event,
+        scope: scope.scope,
         snapshotter,
         signal,
         ...(context.stop && { stop: context.stop }),
@@ -182,6 +189,7 @@ export async function collect<R>(
       target,
       reason,
       event,
+      scope,
       checks,
       record: recorded.outcome,
       recordedSeconds: recorded.seconds,
@@ -246,7 +254,7 @@ function describeEnd(outcome: RecordOutcome): string {
 }
 
 /** target/target.json: what postprocess and a later reader need; never the environment (it may hold secrets). */
-function targetJson(target: TargetInfo, reason: string): Record<string, unknown> {
+function targetJson(target: TargetInfo, reason: string, scope: RecordScope): Record<string, unknown> {
   const { pid, nspid, comm, cmdline, uid, runtime, dotnet, startTicks, perfMap, jitDump } = target;
   return {
     pid,
@@ -260,6 +268,30 @@ function targetJson(target: TargetInfo, reason: string): Record<string, unknown>
     perfMap: { path: perfMap.path, present: perfMap.present },
     jitDump: { path: jitDump.path, present: jitDump.present },
     chosenBecause: reason,
+    // A cgroup recording holds the cgroup's other processes too: postprocess keeps this pid's samples.
+    recordScope: scope,
+  };
+}
+
+const spinRemedy =
+  'use perf 7.2 or later (the sidecar image has it), or run the target in a cgroup of its own (a container, a ' +
+  'systemd service) so that profcpu can record its cgroup';
+
+/** The record scope from --scope and the perf at hand (see src/perf/record-scope.ts). */
+async function chooseRecordScope(options: CollectOptions, perfVersion: string | undefined, pid: number) {
+  const procfs = { procRoot: options.procRoot };
+  if (options.scope === 'process')
+    return { scope: { kind: 'process' } as RecordScope, reason: '--scope process', spins: false };
+  if (options.scope === 'auto') return chooseScope(perfVersion, pid, procfs);
+  const found = await findTargetCgroup(pid, procfs);
+  if (!('cgroup' in found))
+    throw new ProfcpuError('PREFLIGHT_FAILED', `--scope cgroup: the target's cgroup cannot be recorded: ${found.why}`, {
+      remedy: 'Use --scope process, or run the target in a cgroup of its own (a container, a systemd service).',
+    });
+  return {
+    scope: { kind: 'cgroup', cgroup: found.cgroup } as RecordScope,
+    reason: `--scope cgroup: ${found.path}`,
+    spins: false,
   };
 }
 
@@ -278,6 +310,9 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
       end: result.record.end,
       samples: result.record.samples,
       seconds: Number(result.recordedSeconds.toFixed(3)),
+      scope: result.scope.scope,
+      scopeReason: result.scope.reason,
+      perfSpinsOnThreadExit: result.scope.spins,
     },
     preflight: result.checks,
     snapshots: result.snapshots,

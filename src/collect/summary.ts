@@ -87,6 +87,9 @@ export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: stri
     .map(([name, ms]) => `${name} ${(ms / 1000).toFixed(2)} s`)
     .join(', ');
   lines.push(`phases      ${phases}`);
+  // Said whenever the perf at hand misbehaves with -p, with what profcpu did about it.
+  if (result.scope.spins || result.scope.scope.kind === 'cgroup')
+    lines.push(`perf        ${terminalText(result.scope.reason)}`);
   lines.push(
     `cpu         profcpu ${(result.cpuMs.profcpu / 1000).toFixed(2)} s` +
       (result.cpuMs.perf === undefined ? '' : `, perf ${(result.cpuMs.perf / 1000).toFixed(2)} s`) +

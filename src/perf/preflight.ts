@@ -16,6 +16,7 @@ import {
   type ProcfsOptions,
 } from '../target/procfs.js';
 import { runPerf } from './exec.js';
+import { findTargetCgroup, spinsWhenThreadsExit, type TargetCgroup } from './record-scope.js';
 import { parsePerfVersion } from './version.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fatal';
@@ -67,6 +68,8 @@ export interface MachineFacts {
   target?: TargetInfo;
   /** Why the target could not be inspected. */
   targetError?: { message: string; remedy?: string };
+  /** The target's own cgroup as perf -G names it, or why it has none (read when perf spins on exited threads). */
+  targetCgroup?: TargetCgroup;
   /** When the target started, ms since the epoch (a perf map older than that is stale). */
   targetStartMs?: number;
   outputDir?: string;
@@ -109,6 +112,8 @@ export async function gatherFacts(options: PreflightOptions = {}): Promise<Machi
     facts.pid = options.pid;
     try {
       facts.target = await inspectProcess(options.pid, options);
+      if (facts.perfVersion !== undefined && spinsWhenThreadsExit(facts.perfVersion))
+        facts.targetCgroup = await findTargetCgroup(options.pid, options);
       const boot = await readBootTime(options);
       if (boot !== undefined) facts.targetStartMs = (boot + facts.target.startTicks / clockTicksPerSecond) * 1000;
     } catch (error) {
@@ -157,6 +162,27 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       'ok',
       `perf ${facts.perfVersion} on kernel ${facts.kernelRelease}${skew ? ' (versions differ: usually harmless)' : ''}`,
     );
+  }
+
+  if (facts.perfVersion !== undefined && spinsWhenThreadsExit(facts.perfVersion)) {
+    const spin = `perf ${facts.perfVersion} spins once a thread it records with -p exits (a core or two while the target's threads come and go)`;
+    const cgroup = facts.targetCgroup;
+    if (cgroup && 'cgroup' in cgroup)
+      add('perf-spin', 'ok', `${spin}: collect records the target's cgroup ${cgroup.path} instead, which does not`);
+    else if (cgroup)
+      add(
+        'perf-spin',
+        'warn',
+        `${spin}, and its cgroup cannot be recorded instead: ${cgroup.why}`,
+        'Use perf 7.2 or later (the sidecar image has it), or run the target in a cgroup of its own (a container, a systemd service).',
+      );
+    else
+      add(
+        'perf-spin',
+        'warn',
+        `${spin}; with --pid, doctor says whether collect can record its cgroup instead`,
+        'Use perf 7.2 or later.',
+      );
   }
 
   if (facts.paranoid === undefined)

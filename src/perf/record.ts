@@ -4,6 +4,7 @@
 // it can take its last snapshot of the target just before stopping.
 import { isProfcpuError } from '../error.js';
 import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
+import type { RecordScope } from './record-scope.js';
 
 export interface RecordOptions {
   /** The process to record, as perf sees it. */
@@ -14,6 +15,8 @@ export interface RecordOptions {
   frequency?: number;
   /** Event (`-e`). Default `cpu-clock`, a software event every machine has (VMs often lack hardware `cycles`). */
   event?: string;
+  /** The process itself (default), or every CPU filtered to a cgroup (see record-scope.ts). */
+  scope?: RecordScope;
 }
 
 export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
@@ -38,8 +41,8 @@ export function recordArgs(options: RecordOptions): string[] {
     '1',
     '-e',
     options.event ?? recordDefaults.event,
-    '-p',
-    String(options.pid),
+    // -G applies to the events given before it.
+    ...(options.scope?.kind === 'cgroup' ? ['-a', '-G', options.scope.cgroup] : ['-p', String(options.pid)]),
     '-o',
     options.output,
   ];
@@ -61,8 +64,11 @@ export interface Recording {
   readonly command: readonly string[];
   /** perf's PID (to watch its CPU use). */
   readonly pid: number | undefined;
-  /** Asks perf to finish now (SIGINT): it writes what it has and exits. The reason ends up in the outcome. */
-  stop(reason: Exclude<RecordEnd, 'target-exited'>): void;
+  /**
+   * Asks perf to finish now (SIGINT): it writes what it has and exits. The reason ends up in the outcome (perf
+   * recording a cgroup does not end with the target: its watcher says `target-exited`).
+   */
+  stop(reason: RecordEnd): void;
   /** Resolves true once perf records, false if it exited before. */
   readonly started: Promise<boolean>;
   /** True once perf has exited. */

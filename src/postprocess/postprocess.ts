@@ -10,6 +10,7 @@ import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Manifest } from '../bundle/manifest.js';
+import { readTargetIds } from '../bundle/target-info.js';
 import { writeTarball } from '../bundle/tarball.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
@@ -103,7 +104,7 @@ export async function postprocess(
   context: PostprocessContext = {},
 ): Promise<PostprocessResult> {
   const dir = resolve(folder);
-  const opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
+  let opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
   const durationsMs: Record<string, number> = {};
   const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
@@ -120,6 +121,10 @@ export async function postprocess(
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
     const folder = await OutputFolder.open(dir);
+    // A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples.
+    const ids = await readTargetIds(folder);
+    if (ids?.recordedCgroup && !opts.perfScriptArgs.some((a) => a.startsWith('--pid')))
+      opts = { ...opts, perfScriptArgs: [...opts.perfScriptArgs, `--pid=${ids.pid}`] };
     const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
     // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
     const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
