@@ -61,7 +61,8 @@ export class OutputFolder {
     }
     let child: OutputFolder;
     try {
-      child = new OutputFolder(await RootedTree.open(this.at(first), { links: 'refuse' }), `${this.path}/${first}`);
+      const tree = await RootedTree.open(this.at(first), { links: 'refuse', noFollow: true });
+      child = new OutputFolder(tree, `${this.path}/${first}`);
     } catch (error) {
       throw new ProfcpuError('IO', `${this.path}/${first} is not a folder profcpu may write in`, {
         remedy: `It must be a real folder (not a link, a file or anything else): remove or rename it.`,

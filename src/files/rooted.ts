@@ -98,11 +98,17 @@ export class RootedTree {
     private readonly options: RootedOptions,
   ) {}
 
-  /** Opens the tree at `rootPath` (trusted: it may itself be a link, e.g. `/proc/PID/root`). */
-  static async open(rootPath: string, options: Partial<RootedOptions> = {}): Promise<RootedTree> {
+  /**
+   * Opens the tree at `rootPath`, which may itself be a link (`/proc/PID/root`) unless `noFollow` is set (a subfolder
+   * of a tree, whose own name a stranger may have made a link).
+   */
+  static async open(
+    rootPath: string,
+    options: Partial<RootedOptions> & { noFollow?: boolean } = {},
+  ): Promise<RootedTree> {
     let handle: FileHandle;
     try {
-      handle = await openPath(rootPath, O_PATH | constants.O_DIRECTORY);
+      handle = await openPath(rootPath, O_PATH | constants.O_DIRECTORY | (options.noFollow ? constants.O_NOFOLLOW : 0));
     } catch (error) {
       throw new RootedPathError(rootPath, describeErrno(error), errnoOf(error));
     }
