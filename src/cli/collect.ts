@@ -1,6 +1,7 @@
 // `profcpu collect`: flags in, a recorded and post-processed output folder out, with progress on stderr and the
 // one-screen summary on stdout. The first Ctrl-C (or SIGTERM) stops the recording early and still post-processes;
 // a second one aborts post-processing and leaves the raw data.
+import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
 import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
 import { collectDefaults, type CollectOptions } from '../collect/options.js';
@@ -80,11 +81,11 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
-      if (!(Number(args.duration) > 0)) throw new Error('--duration must be a positive number of seconds');
-      if (!(Number(args.frequency) > 0)) throw new Error('--frequency must be a positive number of Hz');
-      if (!(Number(args['snapshot-limit']) > 0)) throw new Error('--snapshot-limit must be a positive number of MiB');
+      if (!(Number(args.duration) > 0)) throw usage('--duration must be a positive number of seconds');
+      if (!(Number(args.frequency) > 0)) throw usage('--frequency must be a positive number of Hz');
+      if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
       if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
-        throw new Error('--pid must be a positive integer');
+        throw usage('--pid must be a positive integer');
       return true;
     });
 }
@@ -213,3 +214,10 @@ const command: CommandModule<object, CollectArgs> = {
 };
 
 export default command;
+
+/** A check that failed: a usage error (exit 2), not an internal one. */
+function usage(message: string): ProfcpuError {
+  return new ProfcpuError('USAGE', message, {
+    remedy: 'Give each option once, with a valid value; see --help.',
+  });
+}

@@ -1,5 +1,6 @@
 // `profcpu demo`: profiles a bundled CPU-burning Node workload for a few seconds and writes a full output folder,
 // whose flame graph shows the workload's JavaScript function names. The quickest check that perf works here.
+import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
 import { startDemoWorkload } from '../collect/demo.js';
 import type { CollectStep } from '../collect/steps.js';
@@ -23,7 +24,7 @@ const command: CommandModule<object, DemoArgs> = {
       .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
       .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
       .check((args) => {
-        if (!(args.duration > 0 && args.duration <= 600)) throw new Error('--duration must be between 0 and 600 s');
+        if (!(args.duration > 0 && args.duration <= 600)) throw usage('--duration must be between 0 and 600 s');
         return true;
       }) as unknown as Argv<DemoArgs>,
   handler: async (args) => {
@@ -60,3 +61,10 @@ const command: CommandModule<object, DemoArgs> = {
 };
 
 export default command;
+
+/** A check that failed: a usage error (exit 2), not an internal one. */
+function usage(message: string): ProfcpuError {
+  return new ProfcpuError('USAGE', message, {
+    remedy: 'Give each option once, with a valid value; see --help.',
+  });
+}
