@@ -154,8 +154,8 @@ export async function collect<R>(
     await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
 
     // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
-    const info = `${JSON.stringify(targetJson(target, reason, scope.scope), null, 2)}\n`;
-    await folder.writeFile(layout.targetInfo, info, outputModes.privateFile);
+    const targetText = `${JSON.stringify(targetJson(target, reason, scope.scope), null, 2)}\n`;
+    await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
     // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
     await folder.remove(layout.perfData);
     const snapshotter = new TargetSnapshotter(
