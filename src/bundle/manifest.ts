@@ -32,6 +32,10 @@ export interface ManifestFacts {
     durationsMs: Record<string, number>;
     /** Bytes of perf script text. */
     perfScriptBytes: number;
+    /** Lines of perf script text cut for being longer than 16 KiB, when there were any. */
+    linesCut?: number;
+    /** perf script ran in a PID namespace of its own, blind to the live target (src/perf/script.ts). */
+    perfScriptIsolated: boolean;
     /** Where perf maps were placed for perf script, and from which copy. */
     perfMaps: { from: string; placedAt: string }[];
   };

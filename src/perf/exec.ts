@@ -15,6 +15,8 @@ export interface PerfExecOptions {
   cwd?: string;
   /** Variables added to (or, when undefined, removed from) the inherited environment. */
   env?: Record<string, string | undefined>;
+  /** A command perf is run under (`unshare ...`, see script.ts). Default none. */
+  wrapper?: readonly string[];
 }
 
 export const defaultPerfPath = 'perf';
@@ -100,7 +102,7 @@ export interface PerfExit {
 
 /** Starts perf with its stdout as a stream (perf script, perf record) and stdin closed. */
 export function startPerf(args: readonly string[], options: PerfExecOptions = {}): PerfProcess {
-  const command = [options.perfPath ?? defaultPerfPath, ...args];
+  const command = [...(options.wrapper ?? []), options.perfPath ?? defaultPerfPath, ...args];
   const subprocess = execa(command[0]!, command.slice(1), {
     ...spawnOptions(options),
     stdin: 'ignore',

@@ -1,7 +1,32 @@
 // Runs `perf script` over a perf.data file and hands its text to a sink chunk by chunk, as perf writes it: nothing is
 // buffered whole, and a slow sink slows perf down (the pipe fills) rather than memory growing. Gives the command run
 // and the byte count; failures are PerfErrors (see exec.ts).
-import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
+import { execa } from 'execa';
+import { defaultPerfPath, PerfError, startPerf, type PerfExecOptions } from './exec.js';
+
+/**
+ * perf script looks a live target up by its PID: it enters the target's mount namespace and reads its perf map and
+ * binaries there, as they are now (a map the target rewrote, a name megabytes long, a FIFO in a binary's place).
+ * Run in a PID namespace of its own with a fresh /proc, perf sees no such process and reads what profcpu prepared
+ * instead (the perf-map copy placed in /tmp with lines cut, the binaries kept in its build-id cache), whether the
+ * target still runs or not. --kill-child: perf dies with unshare when profcpu stops it.
+ */
+export const isolationWrapper = Object.freeze(['unshare', '--pid', '--fork', '--mount-proc', '--kill-child']);
+
+/** The isolation wrapper when it works here (root, or a user namespace allowed), else undefined. */
+export async function isolationAvailable(options: PerfExecOptions = {}): Promise<readonly string[] | undefined> {
+  const [command, ...args] = isolationWrapper;
+  try {
+    await execa(command!, [...args, options.perfPath ?? defaultPerfPath, 'version'], {
+      stdin: 'ignore',
+      timeout: 10_000,
+      cancelSignal: options.signal,
+    });
+    return isolationWrapper;
+  } catch {
+    return undefined;
+  }
+}
 
 export interface PerfScriptOptions extends PerfExecOptions {
   /**

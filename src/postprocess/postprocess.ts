@@ -16,7 +16,7 @@ import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/exec.js';
-import { perfScript, perfScriptArgs } from '../perf/script.js';
+import { isolationAvailable, perfScript, perfScriptArgs } from '../perf/script.js';
 import { parseRecordingHeader, perfVersion } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
@@ -62,6 +62,12 @@ export interface PostprocessOptions {
   placePerfMaps: boolean;
   /** Write prof.tar.gz. Default true. */
   tarball: boolean;
+  /**
+   * Run perf script where it cannot see the live target (its own PID namespace: src/perf/script.ts), so it names
+   * frames from what the folder holds, never from the target's files as they are now. Default true; used only where
+   * it works (root, or user namespaces allowed).
+   */
+  isolate: boolean;
   /** Milliseconds between progress lines while perf script streams. Default 1000. */
   progressIntervalMs: number;
 }
@@ -78,6 +84,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   force: false,
   placePerfMaps: true,
   tarball: true,
+  isolate: true,
   progressIntervalMs: 1000,
 });
 
@@ -136,7 +143,7 @@ export async function postprocess(
     try {
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
       const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-      const { fold, resolver, header, scriptBytes, linesCut, perfMaps } = await timed('perfScript', () =>
+      const { fold, resolver, header, scriptBytes, linesCut, isolated, perfMaps } = await timed('perfScript', () =>
         runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
       );
       checkSamples(fold, dir);
@@ -158,6 +165,7 @@ export async function postprocess(
             durationsMs,
             perfScriptBytes: scriptBytes,
             ...(linesCut > 0 && { linesCut }),
+            perfScriptIsolated: isolated,
             perfMaps,
           },
           samples: {
@@ -242,6 +250,9 @@ async function runScriptAndFold(
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
+    const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
+    if (opts.isolate && !wrapper)
+      progress('perf script runs beside the target (no PID namespace of its own here): it may read the live target');
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {
@@ -252,7 +263,7 @@ async function runScriptAndFold(
           report();
         }
       },
-      { ...perfScriptOptions(opts), perfPath: opts.perfPath, signal, cwd: dir },
+      { ...perfScriptOptions(opts), perfPath: opts.perfPath, signal, cwd: dir, ...(wrapper && { wrapper }) },
     );
     await tee.finish();
     report();
@@ -268,6 +279,7 @@ async function runScriptAndFold(
       header: parseRecordingHeader(tee.headerLines()),
       scriptBytes: run.bytes,
       linesCut: tee.linesCut,
+      isolated: wrapper !== undefined,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
     };
   } catch (error) {

@@ -20,7 +20,13 @@ const facts: ManifestFacts = {
   createdAt: '2026-11-22T03:00:00.000Z',
   host: { hostname: 'vm', kernelRelease: '6.1', perfVersion: '6.1.187', node: 'v20', platform: 'linux', arch: 'x64' },
   recording: { perfVersion: '6.1.187' },
-  postprocess: { commands: [['perf', 'script']], durationsMs: { render: 1 }, perfScriptBytes: 10, perfMaps: [] },
+  postprocess: {
+    commands: [['perf', 'script']],
+    durationsMs: { render: 1 },
+    perfScriptBytes: 10,
+    perfScriptIsolated: true,
+    perfMaps: [],
+  },
   samples: { parsed: 2, kept: 1, weight: 1, distinctStacks: 1, events: ['cpu-clock'] },
   skipped: { 'garbage line': 1 },
   naming: {
