@@ -13,8 +13,9 @@
 #                       --build-arg KERNEL_VERSION=6.6); default: the distribution's perf (profcpu:latest)
 #   -i IMAGE            the sidecar image (default $PROFCPU_IMAGE, else profcpu:latest)
 #   -o HOST_DIR         where results go on this host (default ~/perf-profilings), mounted at /workspace/profilings
-#   --least-privilege   grant CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYS_ADMIN (and no seccomp filter, which would
-#                       block perf_event_open) instead of --privileged
+#   --least-privilege   grant CAP_PERFMON, CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_SYSLOG (without it /proc/kallsyms
+#                       reads as zeros and kernel frames stay unnamed), and no seccomp filter (which would block
+#                       perf_event_open), instead of --privileged
 #   -h, --help          this text
 #   -- COMMAND...       what to run in the sidecar instead of an interactive shell
 # Environment: DOCKER (the CLI to run, default docker), PROFCPU_IMAGE, PROFCPU_DOCKER_RUN_ARGS (more `docker run`
@@ -107,7 +108,7 @@ mkdir -p "$out_dir" || die "cannot create the results folder $out_dir" "Choose a
 out_dir=$(cd "$out_dir" && pwd)
 
 if [ -n "$least_privilege" ]; then
-  privileges="--cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --security-opt=seccomp=unconfined"
+  privileges="--cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=SYSLOG --security-opt=seccomp=unconfined"
   # Engines older than CAP_PERFMON (Debian 12's Docker 20.10) refuse to create a container that asks for it; there
   # CAP_SYS_ADMIN, which perf accepts in its place, is enough.
   probe="profcpu-perfmon-probe-$$"
@@ -125,6 +126,8 @@ else
 fi
 tty=""
 if [ -t 0 ] && [ -t 1 ]; then tty="-it"; fi
+# The results belong to whoever ran this (through sudo: whoever ran sudo), and the sidecar prints their host paths.
+owner="${SUDO_UID:-$(id -u)}:${SUDO_GID:-$(id -g)}"
 
 echo "$me: sidecar $image in the PID namespace of $target_name (${target_id%"${target_id#????????????}"}), results in $out_dir" >&2
 # $privileges, $tty and PROFCPU_DOCKER_RUN_ARGS are lists of arguments: split on purpose.
@@ -133,5 +136,7 @@ exec "$docker" run --rm $tty $privileges ${PROFCPU_DOCKER_RUN_ARGS:-} \
   --pid="container:$target_id" \
   --label profcpu.role=sidecar --label "profcpu.target=$target_name" \
   --env "PROFCPU_TARGET_CONTAINER=$target_name" \
+  --env "PROFCPU_OUTPUT_OWNER=$owner" \
+  --env "PROFCPU_HOST_OUTPUT=$out_dir=/workspace/profilings" \
   --volume "$out_dir:/workspace/profilings" \
   "$image" "$@"

@@ -162,7 +162,10 @@ export async function runCollectSession(
     print(message);
   };
   try {
+    const sidecar = sidecarSettings(process.env, reporter);
+    if (sidecar.owner) options = { ...options, owner: sidecar.owner };
     const result = await collect(options, {
+      ...(sidecar.showPath && { showPath: sidecar.showPath }),
       stop: signals.stop,
       signal: signals.signal,
       warn: say((m) => reporter.warn(m)),
@@ -177,7 +180,7 @@ export async function runCollectSession(
       cwd: process.cwd(),
     });
     progress.end();
-    process.stdout.write(`${formatSummary(result, process.cwd()).join('\n')}\n`);
+    process.stdout.write(`${formatSummary(result, process.cwd(), 8, sidecar.showPath).join('\n')}\n`);
   } finally {
     progress.end();
     signals.release();
@@ -220,4 +223,31 @@ function usage(message: string): ProfcpuError {
   return new ProfcpuError('USAGE', message, {
     remedy: 'Give each option once, with a valid value; see --help.',
   });
+}
+
+/**
+ * What the launcher (scripts/start-profiling-container.sh) tells a sidecar: PROFCPU_OUTPUT_OWNER=`uid:gid`, the user
+ * the results are for, and PROFCPU_HOST_OUTPUT=`HOST_DIR=SIDECAR_DIR`, where the sidecar's results folder is on the
+ * host, so the paths printed are ones the user can open.
+ */
+export function sidecarSettings(
+  env: NodeJS.ProcessEnv,
+  reporter: Pick<Reporter, 'warn'>,
+): { owner?: { uid: number; gid: number }; showPath?: (path: string) => string } {
+  const settings: { owner?: { uid: number; gid: number }; showPath?: (path: string) => string } = {};
+  const owner = env['PROFCPU_OUTPUT_OWNER'];
+  if (owner) {
+    const match = /^(\d+):(\d+)$/.exec(owner);
+    if (match) settings.owner = { uid: Number(match[1]), gid: Number(match[2]) };
+    else reporter.warn(`PROFCPU_OUTPUT_OWNER=${owner} is not uid:gid: the results stay as created`);
+  }
+  const mapping = env['PROFCPU_HOST_OUTPUT'];
+  const at = mapping?.lastIndexOf('=') ?? -1;
+  if (mapping && at > 0) {
+    const host = mapping.slice(0, at).replace(/\/+$/, '');
+    const inside = mapping.slice(at + 1).replace(/\/+$/, '');
+    settings.showPath = (path) =>
+      path === inside || path.startsWith(`${inside}/`) ? host + path.slice(inside.length) : path;
+  }
+  return settings;
 }

@@ -13,7 +13,9 @@ import {
 } from '../postprocess/postprocess.js';
 import { paletteNames, type PaletteName } from '../render/index.js';
 import { foldFlagOptions, withFoldFlags, type FoldFlagArgs } from './fold-flags.js';
-import { createReporter } from './reporter.js';
+import { OutputFolder } from '../files/output-folder.js';
+import { sidecarSettings } from './collect.js';
+import { createReporter, type Reporter } from './reporter.js';
 
 interface PostprocessArgs extends FoldFlagArgs {
   dir: string;
@@ -107,9 +109,20 @@ const command: CommandModule<object, PostprocessArgs> = {
     } finally {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      // In the sidecar, the folder is the user's (PROFCPU_OUTPUT_OWNER, set by the launcher): so are its new files.
+      const { owner } = sidecarSettings(process.env, reporter);
+      if (owner) await giveFolder(args.dir, owner, reporter);
     }
   },
 };
+
+async function giveFolder(dir: string, owner: { uid: number; gid: number }, reporter: Reporter): Promise<void> {
+  const folder = await OutputFolder.open(dir).catch(() => undefined);
+  await folder
+    ?.chownTree(owner)
+    .catch((error: unknown) => reporter.warn(`cannot give ${dir} to uid ${owner.uid}: ${String(error)}`));
+  await folder?.close();
+}
 
 function summary(result: PostprocessResult): string {
   const { fold } = result;

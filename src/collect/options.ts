@@ -35,6 +35,8 @@ export interface CollectOptions {
   perfPath: string;
   /** Where procfs is mounted. */
   procRoot: string;
+  /** Who the output folder is given to at the end (the user who ran the launcher). Default: left as created. */
+  owner?: { uid: number; gid: number };
 }
 
 export const collectDefaults: Readonly<CollectOptions> = Object.freeze({

@@ -55,6 +55,8 @@ export interface CollectContext<R> {
   now?: () => Date;
   /** Working directory for the default output folder. */
   cwd?: string;
+  /** How a path of the output folder is shown (the host's path when profcpu runs in a sidecar). Default: as is. */
+  showPath?: (path: string) => string;
 }
 
 export interface CollectResult<R> {
@@ -112,7 +114,7 @@ export async function collect<R>(
   info(`profiling process ${target.pid} (${target.cmdline.join(' ').slice(0, 100)}): ${reason}`);
   const dir = resolve(options.output ?? defaultOutputDir(context.cwd ?? '.', (context.now ?? (() => new Date()))()));
 
-  info(`output folder: ${dir}`);
+  info(`output folder: ${context.showPath?.(dir) ?? dir}`);
   const { checks, event, scope } = await phase('preflight', async () => {
     const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
     const scope = await chooseRecordScope(options, facts.perfVersion, target.pid);
@@ -221,6 +223,11 @@ export async function collect<R>(
     return result;
   } finally {
     await targetFiles.close();
+    // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
+    if (options.owner)
+      await folder
+        .chownTree(options.owner)
+        .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
     await folder.close();
   }
 }

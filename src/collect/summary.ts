@@ -40,10 +40,19 @@ const annotationLabels = { j: '  [managed]', k: '  [kernel]', i: '  [inlined]' }
 
 const percent = (part: number, whole: number) => (whole > 0 ? `${((100 * part) / whole).toFixed(1)}%` : 'n/a');
 
-/** The summary lines. `cwd` makes paths short when the output folder is under it. */
-export function formatSummary(result: CollectResult<PostprocessFacts>, cwd: string, topCount = 8): string[] {
+/**
+ * The summary lines. `cwd` makes paths short when the output folder is under it; `showPath`, when given, shows them
+ * whole as it says instead (the host's paths, when profcpu runs in a sidecar).
+ */
+export function formatSummary(
+  result: CollectResult<PostprocessFacts>,
+  cwd: string,
+  topCount = 8,
+  showPath?: (path: string) => string,
+): string[] {
   const where = (file: string) => {
     const path = join(result.dir, file);
+    if (showPath) return showPath(path);
     const rel = relative(cwd, path);
     return rel.startsWith('..') ? path : rel;
   };

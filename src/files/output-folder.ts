@@ -7,7 +7,19 @@
 // same handle with links refused and a size cap (rooted.ts, bounded-read.ts), so a FIFO or a link in a received
 // folder can neither hang a run nor make it read outside the folder.
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, opendir, realpath, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import {
+  lchown,
+  lstat,
+  mkdir,
+  open,
+  opendir,
+  realpath,
+  rename,
+  rmdir,
+  unlink,
+  type FileHandle,
+} from 'node:fs/promises';
+import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { readCapped, type CappedBytes, type ReadLimits } from './bounded-read.js';
 import { RootedTree, type ObjectKind, type PathHandle } from './rooted.js';
@@ -190,6 +202,20 @@ export class OutputFolder {
     } finally {
       await handle.close();
     }
+  }
+
+  /**
+   * Gives the folder and everything in it to `uid:gid` (the user who asked for the profile, when profcpu runs as
+   * root for them). Links are changed themselves, never followed; folders are entered only when real folders.
+   */
+  async chownTree(owner: { uid: number; gid: number }): Promise<void> {
+    const walk = async (path: string): Promise<void> => {
+      const stat = await lstat(path);
+      await lchown(path, owner.uid, owner.gid);
+      if (!stat.isDirectory()) return;
+      for await (const entry of await opendir(path)) await walk(join(path, entry.name));
+    };
+    await walk(this.path);
   }
 
   /** The regular file `relative`, reached without links, read up to the cap. */

@@ -16,6 +16,7 @@ import {
   type ProcfsOptions,
 } from '../target/procfs.js';
 import { runPerf } from './exec.js';
+import { readPathCapped } from '../files/bounded-read.js';
 import { findTargetCgroup, spinsWhenThreadsExit, type TargetCgroup } from './record-scope.js';
 import { parsePerfVersion } from './version.js';
 
@@ -56,6 +57,8 @@ export interface MachineFacts {
   kernelRelease: string;
   paranoid?: number;
   kptrRestrict?: number;
+  /** /proc/kallsyms shows every address as 0 to us (no CAP_SYSLOG, or kptr_restrict): kernel frames stay unnamed. */
+  kallsymsHidden?: boolean;
   /** Our effective uid, capabilities and seccomp mode. */
   uid: number;
   capEff: bigint;
@@ -94,6 +97,8 @@ export async function gatherFacts(options: PreflightOptions = {}): Promise<Machi
   ]);
   if (paranoid !== undefined) facts.paranoid = paranoid;
   if (kptr !== undefined) facts.kptrRestrict = kptr;
+  const hidden = await kallsymsHidden(options.procRoot ?? '/proc');
+  if (hidden !== undefined) facts.kallsymsHidden = hidden;
   try {
     facts.perfVersion = parsePerfVersion((await runPerf(['version'], exec)).stdout);
     // A real perf_event_open: the only way to know that seccomp, capabilities and paranoia together allow it.
@@ -224,7 +229,18 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       `perf events open here${facts.seccomp === 2 ? ' (despite a seccomp filter)' : ''}; hardware cycles ${facts.cyclesSupported ? 'available' : 'unavailable, so cpu-clock is used'}`,
     );
 
-  if (facts.kptrRestrict === undefined || facts.kptrRestrict === 0 || (facts.kptrRestrict === 1 && facts.uid === 0))
+  if (facts.kallsymsHidden)
+    add(
+      'kptr_restrict',
+      'warn',
+      `/proc/kallsyms shows every kernel address as 0 here (kernel.kptr_restrict=${facts.kptrRestrict ?? '?'}): kernel frames will be unnamed`,
+      'Grant CAP_SYSLOG (docker run --cap-add SYSLOG; the launcher’s --least-privilege does), or run --privileged.',
+    );
+  else if (
+    facts.kptrRestrict === undefined ||
+    facts.kptrRestrict === 0 ||
+    (facts.kptrRestrict === 1 && facts.uid === 0)
+  )
     add('kptr_restrict', 'ok', `kernel.kptr_restrict=${facts.kptrRestrict ?? 'unreadable'}`);
   else
     add(
@@ -346,6 +362,17 @@ export function worstStatus(checks: readonly Check[]): CheckStatus {
 
 function majorMinor(version: string): string {
   return /^(\d+\.\d+)/.exec(version)?.[1] ?? version;
+}
+
+/** Whether the first kernel symbols read show address 0 (what a reader without CAP_SYSLOG sees); undefined: unreadable. */
+async function kallsymsHidden(procRoot: string): Promise<boolean | undefined> {
+  const head = await readPathCapped(`${procRoot}/kallsyms`, { maxBytes: 4096, timeoutMs: 5000 }).catch(() => undefined);
+  const addresses = (head?.bytes.toString('latin1') ?? '')
+    .split('\n')
+    .slice(0, -1)
+    .map((line) => /^([0-9a-f]+) /i.exec(line)?.[1])
+    .filter((a): a is string => a !== undefined);
+  return addresses.length === 0 ? undefined : addresses.every((a) => /^0+$/.test(a));
 }
 
 async function readNumber(path: string): Promise<number | undefined> {

@@ -95,6 +95,11 @@ test('with one container running, the launcher profiles it, privileged, sharing 
     'profcpu.target=my-service',
     '--env',
     'PROFCPU_TARGET_CONTAINER=my-service',
+    // The results are the user's, and the sidecar prints where they are on this host.
+    '--env',
+    `PROFCPU_OUTPUT_OWNER=${process.getuid!()}:${process.getgid!()}`,
+    '--env',
+    `PROFCPU_HOST_OUTPUT=${out}=/workspace/profilings`,
     '--volume',
     `${out}:/workspace/profilings`,
     'profcpu:latest',
@@ -147,7 +152,7 @@ test('-c names the target; an unknown or stopped one is refused with a hint', as
   assert.equal(stopped.run, undefined);
 });
 
-test('--least-privilege grants PERFMON (SYS_ADMIN alone on older engines), SYS_PTRACE and SYS_ADMIN, not --privileged', async () => {
+test('--least-privilege grants PERFMON (SYS_ADMIN alone on older engines), SYS_PTRACE, SYS_ADMIN and SYSLOG, not --privileged', async () => {
   const r = await launch(['-c', 'my-service', '--least-privilege'], oneTarget);
   assert.equal(r.exitCode, 0, r.stderr);
   assert.ok(!r.run!.includes('--privileged'));
@@ -155,9 +160,17 @@ test('--least-privilege grants PERFMON (SYS_ADMIN alone on older engines), SYS_P
     '--cap-add=PERFMON',
     '--cap-add=SYS_PTRACE',
     '--cap-add=SYS_ADMIN',
+    // Without it /proc/kallsyms reads as zeros: every kernel frame unnamed.
+    '--cap-add=SYSLOG',
     '--security-opt=seccomp=unconfined',
   ])
     assert.ok(r.run!.includes(arg), arg);
+});
+
+test('run through sudo, the results go to the user who ran sudo', async () => {
+  const r = await launch(['-c', 'my-service'], { ...oneTarget, SUDO_UID: '1234', SUDO_GID: '5678' });
+  assert.equal(r.exitCode, 0, r.stderr);
+  assert.ok(r.run!.includes('PROFCPU_OUTPUT_OWNER=1234:5678'), r.run!.join(' '));
 });
 
 test('-k picks the image built for that kernel; a missing image gets the build command', async () => {

@@ -2,12 +2,13 @@
 // target whose threads come and go, recorded per cgroup, with perf's CPU read from the manifest.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { cgroupMounts, parseCgroupV2, spinsWhenThreadsExit } from '../../src/perf/record-scope.js';
+import { ownCgroup } from '../support/cgroup.js';
 import { runCli } from '../support/cli.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 
@@ -43,12 +44,7 @@ test(
   },
   async (t) => {
     if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-    const mounts = cgroupMounts(await readFile('/proc/self/mountinfo', 'utf8'));
-    if (!need(t, mounts.v2 !== undefined && mounts.perfEventV1 === undefined, 'cgroup v2 without a v1 perf_event'))
-      return;
     const work = await mkdtemp(join(tmpdir(), 'profcpu-scope-'));
-    const cgroup = join(mounts.v2!, `profcpu-test-${process.pid}`);
-    await mkdir(cgroup);
     const script = join(work, 'churn.js');
     await writeFile(script, churn);
     const target = spawn(process.execPath, ['--perf-basic-prof', script], { stdio: 'ignore' });
@@ -57,13 +53,11 @@ test(
     t.after(async () => {
       target.kill('SIGKILL');
       neighbour.kill('SIGKILL');
-      await sleep(200);
-      await rmdir(cgroup).catch(() => undefined);
       await rm(work, { recursive: true, force: true });
       await rm(`/tmp/perf-${target.pid}.map`, { force: true });
     });
-    await writeFile(join(cgroup, 'cgroup.procs'), String(target.pid));
-    await writeFile(join(cgroup, 'cgroup.procs'), String(neighbour.pid));
+    const cgroup = await ownCgroup(t, target.pid!, neighbour.pid!);
+    if (!need(t, cgroup !== undefined, 'cgroup v2 (without a v1 perf_event hierarchy) to put the target in')) return;
     await sleep(500);
 
     const out = join(work, 'out');
