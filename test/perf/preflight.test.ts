@@ -59,16 +59,44 @@ function target(overrides: Partial<TargetInfo> = {}): TargetInfo {
 const byId = (checks: Check[], id: string) => checks.find((c) => c.id === id);
 
 test('a healthy root sidecar passes every check', () => {
-  const checks = judgeFacts({ ...healthy, pid: 4242, target: target(), targetStartMs: now - 60_000 }, now);
+  const cgroup = { cgroup: 'docker/f00d', path: '/docker/f00d' };
+  const facts = { ...healthy, pid: 4242, target: target(), targetStartMs: now - 60_000, targetCgroup: cgroup };
+  const checks = judgeFacts(facts, now);
   assert.equal(worstStatus(checks), 'ok', JSON.stringify(checks, null, 1));
   assert.deepEqual(
     checks.map((c) => c.id),
-    ['perf', 'perf_event_paranoid', 'capabilities', 'perf_event_open', 'kptr_restrict', 'target', 'perf_map', 'disk'],
+    [
+      'perf',
+      'perf-spin',
+      'perf_event_paranoid',
+      'capabilities',
+      'perf_event_open',
+      'kptr_restrict',
+      'target',
+      'perf_map',
+      'disk',
+    ],
   );
+  assert.match(byId(checks, 'perf-spin')!.message, /records the target's cgroup \/docker\/f00d instead/);
   assert.match(byId(checks, 'perf')!.message, /perf 6\.1\.187 on kernel 6\.1\.0-18-amd64$/);
   assert.match(byId(checks, 'perf_map')!.message, /updated 2 s ago/);
   assert.equal(defaultEvent(healthy), 'cpu-clock');
   assert.equal(defaultEvent({ ...healthy, cyclesSupported: true }), 'cycles');
+});
+
+test('a perf that spins on exited threads warns when the target has no cgroup of its own; a newer one is not checked', () => {
+  const facts = { ...healthy, pid: 4242, target: target(), targetStartMs: now - 60_000 };
+  const spin = byId(judgeFacts({ ...facts, targetCgroup: { why: 'it runs in the root cgroup' } }, now), 'perf-spin')!;
+  assert.equal(spin.status, 'warn');
+  assert.match(spin.message, /perf 6\.1\.187 spins .* the root cgroup/);
+  assert.match(spin.remedy ?? '', /perf 7\.2 or later/);
+  assert.equal(byId(judgeFacts({ ...facts, perfVersion: '7.3.4' }, now), 'perf-spin'), undefined);
+});
+
+test('kernel symbols that read as zeros warn, naming CAP_SYSLOG', () => {
+  const check = byId(judgeFacts({ ...healthy, kallsymsHidden: true }, now), 'kptr_restrict')!;
+  assert.equal(check.status, 'warn');
+  assert.match(check.remedy ?? '', /CAP_SYSLOG/);
 });
 
 test('missing perf is fatal with the install command', () => {
