@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { lstat, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { layout } from '../../src/bundle/layout.js';
 import { repoRoot } from '../support/cli.js';
 import {
+  canStageHostileScenes as ready,
   collectInSidecar,
   hostSecretText,
   hostileScene,
@@ -19,14 +20,9 @@ import {
   startHostileTarget,
   type HostileScene,
 } from '../support/hostile.js';
-import { needCommand, needRoot } from '../support/requirements.js';
 
 const deadline = { timeout: 90_000 };
 const probe = join(repoRoot, 'test/security/socket-probe.ts');
-
-function ready(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf') && needCommand(t, 'nsenter', 'util-linux');
-}
 
 /** The target's start time in clock ticks, which names its socket: field 22 of /proc/1/stat (its comm has no space). */
 const startTicks = `$(cut -d' ' -f22 /proc/1/stat)`;

@@ -5,11 +5,12 @@
 import assert from 'node:assert/strict';
 import { lstat, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { layout } from '../../src/bundle/layout.js';
 import { list } from 'tar';
 import { demoWorkload, namesWorkload, nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 import {
+  canStageHostileScenes as ready,
   collectInSidecar,
   hostSecretText,
   hostileScene,
@@ -19,13 +20,8 @@ import {
   startHostileTarget,
   type HostileScene,
 } from '../support/hostile.js';
-import { needCommand, needRoot } from '../support/requirements.js';
 
 const deadline = { timeout: 90_000 };
-
-function ready(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf') && needCommand(t, 'nsenter', 'util-linux');
-}
 
 type Run = Awaited<ReturnType<typeof collectInSidecar>>;
 

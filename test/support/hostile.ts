@@ -14,6 +14,7 @@ import { lstat, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node
 import { join, relative } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
+import { needCommand, needRoot } from './requirements.js';
 import type { TestContext } from 'node:test';
 import { cliPath } from './cli.js';
 import {
@@ -33,6 +34,11 @@ export interface HostileScene {
   secret: string;
   /** Unique text in every secret planted; it must appear in no output. */
   marker: string;
+}
+
+/** What every hostile scene needs: root, perf, and nsenter for the sidecar; false (the test skipped) without. */
+export function canStageHostileScenes(t: TestContext): boolean {
+  return needRoot(t) && needCommand(t, 'perf', 'linux-perf') && needCommand(t, 'nsenter', 'util-linux');
 }
 
 export async function hostileScene(t: TestContext): Promise<HostileScene> {
