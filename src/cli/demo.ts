@@ -47,6 +47,8 @@ const command: CommandModule<object, DemoArgs> = {
       await runCollectSession(
         {
           pid: workload.pid,
+          // The workload keeps its threads: a perf that spins on exited ones records it as well per process.
+          scope: 'process',
           durationSeconds: args.duration,
           frequency: args.frequency,
           ...(args.output !== undefined && { output: args.output }),

@@ -121,8 +121,10 @@ export async function collect<R>(
     return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope };
   });
   if (scope.scope.kind === 'cgroup') info(scope.reason);
-  else if (scope.spins) warn(`${scope.reason} (fix: ${spinRemedy})`);
-  for (const check of checks.filter((c) => c.status === 'warn'))
+  // The perf-spin check says what auto found; with --scope process, the user chose (the demo's workload keeps its
+  // threads).
+  const chosen = (c: Check) => c.id === 'perf-spin' && options.scope === 'process';
+  for (const check of checks.filter((c) => c.status === 'warn' && !chosen(c)))
     warn(`${check.message}${check.remedy ? ` (fix: ${check.remedy})` : ''}`);
   const fatal = checks.find((c) => c.status === 'fatal');
   if (fatal)
@@ -280,10 +282,6 @@ function targetJson(target: TargetInfo, reason: string, scope: RecordScope): Rec
     recordScope: scope,
   };
 }
-
-const spinRemedy =
-  'use perf 7.2 or later (the sidecar image has it), or run the target in a cgroup of its own (a container, a ' +
-  'systemd service) so that profcpu can record its cgroup';
 
 /** The record scope from --scope and the perf at hand (see src/perf/record-scope.ts). */
 async function chooseRecordScope(options: CollectOptions, perfVersion: string | undefined, pid: number) {
