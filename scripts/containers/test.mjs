@@ -111,6 +111,21 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
   }
   const absent = jitNames.filter((name) => !folded.includes(name));
   if (absent.length) problems.push(`JIT names missing from ${layout.foldedStacks}: ${absent.join(', ')}`);
+  // Kernel frames keep their names (CAP_SYSLOG is granted with --least-privilege too).
+  figures.unknownKernel = folded
+    .split('\n')
+    .filter((line) => line.includes('[unknown]_[k]'))
+    .reduce((sum, line) => sum + Number(/ (\d+)$/.exec(line)?.[1] ?? 0), 0);
+  if (figures.unknownKernel > figures.samples * 0.01)
+    problems.push(`${figures.unknownKernel} of ${figures.samples} samples have an unnamed kernel frame`);
+  // The results belong to the user who ran the launcher (through sudo here), and the summary gives host paths.
+  for (const file of [folder, ...(await filesUnder(folder)).keys()].map((f) => path.resolve(folder, f))) {
+    const { uid, gid } = await fs.lstat(file);
+    if (uid !== Number(env.SUDO_UID) || gid !== Number(env.SUDO_GID))
+      problems.push(`${file} belongs to ${uid}:${gid}, not to the launcher's user ${env.SUDO_UID}:${env.SUDO_GID}`);
+  }
+  if (!output.includes(path.join(folder, layout.flamegraphSvg)))
+    problems.push(`the summary does not print the host path ${path.join(folder, layout.flamegraphSvg)}`);
 
   // The tarball must hold every file of the folder (but itself), byte for byte.
   const unpacked = await fs.mkdtemp('/tmp/profcpu-ct-unpacked-');
@@ -157,7 +172,8 @@ async function main(argv) {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const env = { ...process.env, DOCKER_HOST: engine.host };
+    // As if a user (uid 4321) had run the launcher through sudo: the results must be theirs.
+    const env = { ...process.env, DOCKER_HOST: engine.host, SUDO_UID: '4321', SUDO_GID: '4321' };
     const base = await timed(async () => {
       await importDebianBase({ env, tarball: await ensureRootfsTarball() });
       return buildDotnetStandIns({ env });
@@ -203,7 +219,7 @@ async function main(argv) {
   );
   for (const r of figures.runs)
     console.log(
-      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.files} files in the tarball`,
+      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.unknownKernel} with an unnamed kernel frame, ${r.files} files in the tarball`,
     );
   console.log(`  total ${figures.totalSeconds.toFixed(0)} s; build logs in ${logDir}`);
   if (options.keepResults) for (const r of runs) console.log(`  results: ${r.folder}`);
