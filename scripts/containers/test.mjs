@@ -118,6 +118,12 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
     .reduce((sum, line) => sum + Number(/ (\d+)$/.exec(line)?.[1] ?? 0), 0);
   if (figures.unknownKernel > figures.samples * 0.01)
     problems.push(`${figures.unknownKernel} of ${figures.samples} samples have an unnamed kernel frame`);
+  // The image's perf (7.2 or later) does not spin on exited threads: the process is recorded as such, cheaply.
+  const manifest = JSON.parse(await fs.readFile(path.join(folder, layout.manifest), 'utf8'));
+  const { record, cpuMs } = manifest.collect;
+  figures.perfVersion = manifest.host.perfVersion;
+  figures.perfCpuShare = (cpuMs.perf ?? NaN) / (record.seconds * 1000);
+  if (record.perfSpinsOnThreadExit) problems.push(`the image's perf ${figures.perfVersion} spins on exited threads`);
   // The results belong to the user who ran the launcher (through sudo here), and the summary gives host paths.
   for (const file of [folder, ...(await filesUnder(folder)).keys()].map((f) => path.resolve(folder, f))) {
     const { uid, gid } = await fs.lstat(file);
@@ -219,7 +225,7 @@ async function main(argv) {
   );
   for (const r of figures.runs)
     console.log(
-      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.unknownKernel} with an unnamed kernel frame, ${r.files} files in the tarball`,
+      `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.unknownKernel} with an unnamed kernel frame, ${r.files} files in the tarball, perf ${r.perfVersion} used ${(r.perfCpuShare * 100).toFixed(1)} % of a core`,
     );
   console.log(`  total ${figures.totalSeconds.toFixed(0)} s; build logs in ${logDir}`);
   if (options.keepResults) for (const r of runs) console.log(`  results: ${r.folder}`);

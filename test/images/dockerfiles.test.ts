@@ -86,7 +86,10 @@ test('the sidecar Dockerfile: Debian trixie stages, kernel-source perf stage, pr
   assert.ok(args.includes('KERNEL_VERSION='), 'KERNEL_VERSION is a build argument, empty by default');
   const final = instructions.slice(instructions.map((i) => i.keyword).lastIndexOf('FROM'));
   const text = final.map((i) => `${i.keyword} ${i.args}`).join('\n');
-  assert.match(text, /apt-get install [^\n]*\bnodejs\b[^\n]*\blinux-perf\b/);
+  assert.match(text, /apt-get install [^\n]*\bnodejs\b[^\n]*\bbinutils\b/);
+  // perf 7.2 or later (trixie's 6.12 spins on exited threads), from trixie-backports.
+  assert.match(text, /trixie-backports main/);
+  assert.match(text, /apt-get install [^\n]*-t trixie-backports linux-perf/);
   assert.match(text, /COPY --from=perf \/opt\/perf \/opt\/perf/);
   assert.match(text, /ln -s \/opt\/profcpu\/dist\/cli\/main\.js \/usr\/local\/bin\/profcpu/);
   assert.match(text, /WORKDIR \/workspace/);
