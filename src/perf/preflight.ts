@@ -179,7 +179,7 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
         'perf-spin',
         'warn',
         `${spin}, and its cgroup cannot be recorded instead: ${cgroup.why}`,
-        'Use perf 7.2 or later (the sidecar image's, or Debian trixie-backports'), or run the target in a cgroup of its own (a container, a systemd service).',
+        'Use perf 7.2 or later (the sidecar image has it, so does Debian trixie-backports), or run the target in a cgroup of its own (a container, a systemd service).',
       );
     else
       add(
