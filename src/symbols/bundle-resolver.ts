@@ -11,7 +11,7 @@ import { isProfcpuError } from '../error.js';
 import type { CappedBytes } from '../files/bounded-read.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
-import { SymbolTable } from './code-map.js';
+import { SymbolTable } from './symbol-table.js';
 import { readJitDump } from './jitdump.js';
 import { readPerfMap } from './perfmap.js';
 import { createDotnetResolver, readyToRunTags, type DotnetResolver } from './resolver.js';

@@ -8,7 +8,7 @@
 
 import { isAscii } from 'node:buffer';
 import { ProfcpuError } from '../error.js';
-import { SymbolTable } from './code-map.js';
+import { SymbolTable } from './symbol-table.js';
 import type { CodeSymbol } from './perfmap.js';
 
 export const jitDumpMagic = 0x4a695444;

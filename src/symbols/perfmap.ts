@@ -9,7 +9,7 @@
 // ASCII unless a type is named otherwise) go through the line pattern as text, so both ways give the same result.
 
 import { isAscii } from 'node:buffer';
-import { SymbolTable } from './code-map.js';
+import { SymbolTable } from './symbol-table.js';
 
 /** A named range of code: [start, start + size). */
 export interface CodeSymbol {

@@ -16,7 +16,8 @@
 
 import type { FrameKind } from '../stacks/frame-kind.js';
 import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';
-import { CodeMap, type SymbolTable } from './code-map.js';
+import { CodeMap } from './code-map.js';
+import type { SymbolTable } from './symbol-table.js';
 import type { CodeSymbol } from './perfmap.js';
 
 /** A frame perf printed without a name. */

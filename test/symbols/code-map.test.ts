@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CodeMap, SymbolTable } from '../../src/symbols/code-map.js';
+import { CodeMap } from '../../src/symbols/code-map.js';
+import { SymbolTable } from '../../src/symbols/symbol-table.js';
 import { readPerfMap } from '../../src/symbols/perfmap.js';
 
 const s = (start: number, size: number, name: string) => ({ start: BigInt(start), size: BigInt(size), name });
