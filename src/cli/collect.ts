@@ -6,7 +6,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
 import { collectDefaults, type CollectOptions } from '../collect/options.js';
 import type { CollectStep } from '../collect/steps.js';
-import { formatSummary } from '../collect/summary.js';
+import { formatSummary } from './collect-summary.js';
 import { perfMapStep } from '../dotnet/perfmap-step.js';
 import type { PerfMapMode } from '../dotnet/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';

@@ -3,9 +3,9 @@
 // escaped, so a hostile target cannot send escape sequences or forge lines. Pure.
 import { join, relative } from 'node:path';
 import { layout } from '../bundle/layout.js';
-import { terminalText } from '../cli/terminal-text.js';
+import { terminalText } from './terminal-text.js';
 import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
-import type { CollectResult } from './session.js';
+import type { CollectResult } from '../collect/session.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
 export interface PostprocessFacts {

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { defaultOutputDir } from '../../src/collect/options.js';
 import type { CollectResult } from '../../src/collect/session.js';
-import { formatSummary, topFrames, type PostprocessFacts } from '../../src/collect/summary.js';
+import { formatSummary, topFrames, type PostprocessFacts } from '../../src/cli/collect-summary.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
-import { assertNoTerminalControl } from '../cli/terminal-control.js';
+import { assertNoTerminalControl } from './terminal-control.js';
 
 test('the default output folder is profilings/HH-MM-SS_YYYY-MM-DD under the working directory', () => {
   assert.equal(defaultOutputDir('/srv', new Date(2026, 0, 5, 7, 8, 9)), '/srv/profilings/07-08-09_2026-01-05');
