@@ -19,7 +19,6 @@ import {
   unlink,
   type FileHandle,
 } from 'node:fs/promises';
-import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { readCapped, type CappedBytes, type ReadLimits } from './bounded-read.js';
 import { RootedTree, type ObjectKind, type PathHandle } from './rooted.js';
@@ -209,13 +208,22 @@ export class OutputFolder {
    * root for them). Links are changed themselves, never followed; folders are entered only when real folders.
    */
   async chownTree(owner: { uid: number; gid: number }): Promise<void> {
-    const walk = async (path: string): Promise<void> => {
-      const stat = await lstat(path);
-      await lchown(path, owner.uid, owner.gid);
-      if (!stat.isDirectory()) return;
-      for await (const entry of await opendir(path)) await walk(join(path, entry.name));
+    // Each folder is held open while its entries are changed by name inside it: a folder swapped for a link
+    // meanwhile is not entered (the lookup refuses links), and lchown never follows one.
+    const walk = async (relative: string): Promise<void> => {
+      const folder = await this.lookup(relative || '.', 'directory').catch(() => undefined);
+      if (!folder) return;
+      try {
+        for await (const entry of await opendir(folder.kernelPath)) {
+          await lchown(`${folder.kernelPath}/${entry.name}`, owner.uid, owner.gid);
+          if (entry.isDirectory()) await walk(relative ? `${relative}/${entry.name}` : entry.name);
+        }
+      } finally {
+        await folder.close();
+      }
     };
-    await walk(this.path);
+    await lchown(this.path, owner.uid, owner.gid);
+    await walk('');
   }
 
   /** The regular file `relative`, reached without links, read up to the cap. */
