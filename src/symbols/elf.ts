@@ -243,7 +243,9 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
       const v = await readExact(names.offset, names.size, 'section-name table');
       table = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
     }
-    for (const s of raw) sections.push({ ...s, name: cString(table, s.nameOffset) });
+    // Names are cut at 64 bytes: the ones looked for are short, and a table without NULs must not make each of
+    // 65 536 names a megabyte long.
+    for (const s of raw) sections.push({ ...s, name: cString(table, s.nameOffset, sectionNameBytes) });
   }
 
   const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0;
@@ -280,7 +282,7 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
       const descAt = pad(nameAt + namesz);
       if (descAt + descsz > size) throw fail(`${what} has a note running past its end`);
       const name = new Uint8Array(v.buffer, v.byteOffset + nameAt, namesz);
-      if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0) === 'GNU') {
+      if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0, 4) === 'GNU') {
         if (descsz === 0) throw fail('empty build-id note');
         return Buffer.from(v.buffer, v.byteOffset + descAt, descsz).toString('hex');
       }
@@ -315,10 +317,14 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
   };
 }
 
-function cString(bytes: Uint8Array, offset: number): string {
+/** Longest section name kept (`.gnu_debuglink`, `.debug_info`, `.text` are what is looked for). */
+const sectionNameBytes = 64;
+
+function cString(bytes: Uint8Array, offset: number, maxBytes: number): string {
   if (offset >= bytes.length) return '';
-  const end = bytes.indexOf(0, offset);
-  return Buffer.from(bytes.subarray(offset, end < 0 ? bytes.length : end)).toString('latin1');
+  const limit = Math.min(bytes.length, offset + maxBytes);
+  const end = bytes.subarray(offset, limit).indexOf(0);
+  return Buffer.from(bytes.subarray(offset, end < 0 ? limit : offset + end)).toString('latin1');
 }
 
 /** True when `text` is a build-id as this module prints them: an even number (2 to 128) of lower-case hex digits. */

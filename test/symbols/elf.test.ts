@@ -217,3 +217,35 @@ test('isBuildId accepts lower-case hex byte strings only', () => {
   assert.ok(isBuildId('abcd'));
   for (const bad of ['', 'abc', 'ABCD', '../x', 'zz', 'a'.repeat(130)]) assert.equal(isBuildId(bad), false, bad);
 });
+
+test('a section-name table without NULs costs 64 bytes a name, not a megabyte (65 536 sections)', async () => {
+  // A 64-bit little-endian header, 65 536 empty section headers, and a 1 MiB name table of 'A's at section 1.
+  const count = 65_536;
+  const headers = Buffer.alloc(64 * count);
+  const table = Buffer.alloc(1 << 20, 0x41);
+  const shoff = 64;
+  const tableOffset = shoff + headers.length;
+  headers.writeUInt32LE(3, 64 + 4); // section 1: SHT_STRTAB
+  headers.writeBigUInt64LE(BigInt(tableOffset), 64 + 24);
+  headers.writeBigUInt64LE(BigInt(table.length), 64 + 32);
+  const elf = Buffer.alloc(64);
+  elf.write('\x7fELF', 0, 'latin1');
+  elf[4] = 2; // 64-bit
+  elf[5] = 1; // little-endian
+  elf[6] = 1;
+  elf.writeUInt16LE(3, 16); // ET_DYN
+  elf.writeUInt16LE(62, 18);
+  elf.writeBigUInt64LE(BigInt(shoff), 40);
+  elf.writeUInt16LE(64, 52);
+  elf.writeUInt16LE(64, 58);
+  elf.writeUInt16LE(0, 60); // e_shnum 0: the count is in section 0's size
+  elf.writeUInt16LE(1, 62);
+  headers.writeBigUInt64LE(BigInt(count), 32); // section 0's sh_size holds the section count
+  const before = process.memoryUsage().rss;
+  const info = await readElf(bytesSource(Buffer.concat([elf, headers, table])), 'no-nul names').catch(
+    (e: unknown) => e,
+  );
+  const grown = process.memoryUsage().rss - before;
+  assert.ok(grown < 512 << 20, `the read took ${grown} more bytes of memory`);
+  assert.ok(info !== undefined);
+});
