@@ -81,7 +81,9 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     // perf watching a cgroup goes on after the target exits: end the recording as perf -p would.
     if (scope.kind === 'cgroup')
       void readStat(target.pid, { procRoot: options.procRoot }).then((now) => {
-        const gone = now === undefined || now.state === 'Z' || now.state === 'X';
+        // A pid reused by another process (another start time) counts as gone too.
+        const gone =
+          now === undefined || now.state === 'Z' || now.state === 'X' || now.startTicks !== target.startTicks;
         if (gone && !recording.finished) stopNow('target-exited');
       });
     if (recording.pid !== undefined)

@@ -148,6 +148,7 @@ export async function collect<R>(
       dir: folder.path,
       perfPath: options.perfPath,
       procRoot: options.procRoot,
+      files: targetFiles,
       signal,
       warn,
       progress: info,

@@ -58,6 +58,8 @@ const tailBytes = 4096;
 
 interface GrowingCopy {
   state: SnapshotFileState;
+  /** A copy given up at its deadline that has not returned yet: no other copy of this file starts meanwhile. */
+  abandoned?: Promise<unknown>;
   /** dev:ino of the source copied, and the copy's last bytes. */
   identity?: string;
   sourceSize?: number;
@@ -96,6 +98,10 @@ export class TargetSnapshotter {
 
   private async copyGrowing(copy: GrowingCopy): Promise<void> {
     const { state } = copy;
+    if (copy.abandoned) {
+      state.lastMiss = 'an earlier copy that passed its deadline has not returned yet';
+      return;
+    }
     let handle;
     try {
       handle = await this.files.lookup(state.source, 'file');
@@ -136,7 +142,7 @@ export class TargetSnapshotter {
     } catch (error) {
       state.lastMiss = missReason(error);
     } finally {
-      await handle.close();
+      if (!copy.abandoned) await handle.close();
     }
   }
 

@@ -5,6 +5,7 @@
 // the recording); only an abort stops the session.
 import type { Warn } from '../diagnostics.js';
 import type { TargetInfo } from '../target/inspect.js';
+import type { TargetFiles } from '../target/target-files.js';
 
 export interface StepContext {
   target: TargetInfo;
@@ -14,6 +15,11 @@ export interface StepContext {
   perfPath: string;
   /** Where procfs is mounted. */
   procRoot: string;
+  /**
+   * The target's file system, opened when the session began: it still reads the target's root after the target
+   * exited (its submounts are gone then). Undefined in tests that give no session.
+   */
+  files?: TargetFiles;
   signal: AbortSignal;
   warn: Warn;
   progress: (message: string) => void;

@@ -38,12 +38,25 @@ export async function openForReading(handle: PathHandle): Promise<FileHandle> {
   return file;
 }
 
-/** The whole file behind `handle`, up to `maxBytes`, within the deadline. */
+/**
+ * The whole file behind `handle`, up to `maxBytes`, within the deadline. A regular file's size is known: it is read
+ * into one buffer of that size (capped), so a large file costs its size once, not chunks and their concatenation.
+ */
 export async function readCapped(handle: PathHandle, limits: ReadLimits): Promise<CappedBytes> {
   return withDeadline(limits, handle.path, async (live) => {
     const file = await openForReading(handle);
     try {
-      return await readAll(file, limits.maxBytes, live);
+      const size = (await file.stat()).size;
+      if (size === 0) return await readAll(file, limits.maxBytes, live);
+      const bytes = Buffer.allocUnsafe(Math.min(size, limits.maxBytes));
+      let filled = 0;
+      while (filled < bytes.length) {
+        if (!live()) throw new Error('abandoned');
+        const { bytesRead } = await file.read(bytes, filled, Math.min(chunkBytes, bytes.length - filled), filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return { bytes: bytes.subarray(0, filled), truncated: size > limits.maxBytes };
     } finally {
       await file.close();
     }
@@ -129,12 +142,15 @@ function isAllZero(bytes: Buffer): boolean {
 
 /**
  * Runs `work` with a deadline and the caller's abort signal. `live()` turns false once the deadline passed or the
- * signal fired, so loops inside `work` stop at their next step; the promise rejects at once either way.
+ * signal fired, so loops inside `work` stop at their next step; the promise rejects at once either way, and
+ * `onLate` receives what `work` gives after that (to close a handle nobody will use). Nothing starts when the signal
+ * has fired already.
  */
 export function withDeadline<T>(
   limits: Pick<ReadLimits, 'timeoutMs' | 'signal'>,
   what: string,
   work: (live: () => boolean) => Promise<T>,
+  onLate?: (value: T) => void | Promise<void>,
 ): Promise<T> {
   let done = false;
   const live = () => !done;
@@ -157,10 +173,16 @@ export function withDeadline<T>(
       limits.timeoutMs,
     );
     const onAbort = () => finish(new ProfcpuError('ABORTED', `reading ${what} was interrupted`));
-    if (limits.signal?.aborted) onAbort();
+    if (limits.signal?.aborted) {
+      onAbort();
+      return;
+    }
     limits.signal?.addEventListener('abort', onAbort, { once: true });
     work(live).then(
-      (value) => finish(undefined, value),
+      (value) => {
+        if (done) void Promise.resolve(onLate?.(value)).catch(() => undefined);
+        finish(undefined, value);
+      },
       (error: unknown) => finish(error ?? new Error('failed')),
     );
   });

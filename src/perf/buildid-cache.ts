@@ -144,6 +144,9 @@ async function createEntry(buildIdDir: string, linkPath: string, buildId: string
   const clean = normalize(dsoPath);
   if (!isAbsolute(clean) || clean.split('/').includes('..'))
     throw new ProfcpuError('BAD_INPUT', `${dsoPath} is not an absolute path`);
+  // An entry named `/.build-id/...` would land inside the cache's own index of links.
+  if (clean === '/.build-id' || clean.startsWith('/.build-id/'))
+    throw new ProfcpuError('BAD_INPUT', `${dsoPath} would be named inside the build-id index`);
   const entryDir = join(buildIdDir, clean, buildId);
   await mkdir(entryDir, { recursive: true });
   await mkdir(dirname(linkPath), { recursive: true });

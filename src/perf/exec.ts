@@ -126,7 +126,9 @@ export function startPerf(args: readonly string[], options: PerfExecOptions = {}
     pid: subprocess.pid,
     stdout: subprocess.stdout,
     done,
-    kill: (signal = 'SIGTERM') => subprocess.kill(signal),
+    // Under a wrapper (unshare --fork), SIGTERM reaches no one: unshare blocks it and perf is its namespace's init.
+    // perf script has nothing to flush, so a wrapped perf is killed outright (--kill-child takes perf along).
+    kill: (signal = 'SIGTERM') => subprocess.kill(options.wrapper ? 'SIGKILL' : signal),
     stderrTail: () => tail.trim(),
   };
 }
@@ -137,6 +139,8 @@ function spawnOptions(options: PerfExecOptions) {
     env: options.env,
     extendEnv: true,
     cancelSignal: options.signal,
+    // Aborting sends SIGTERM, then SIGKILL; a wrapped perf gets SIGKILL at once (see kill below).
+    ...(options.wrapper && { killSignal: 'SIGKILL' as const }),
     forceKillAfterDelay: 5000,
   } as const;
 }

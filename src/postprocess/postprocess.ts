@@ -252,7 +252,10 @@ async function runScriptAndFold(
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
     const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
     if (opts.isolate && !wrapper)
-      progress('perf script runs beside the target (no PID namespace of its own here): it may read the live target');
+      warn(
+        'perf script runs beside the target (unshare cannot make it a PID namespace here): it may read the live ' +
+          "target's perf map and binaries, which a hostile target controls",
+      );
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {

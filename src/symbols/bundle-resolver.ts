@@ -54,11 +54,11 @@ export async function loadBundleResolver(
 }
 
 /**
- * Bytes read from a folder's snapshots at most. Above what collect writes (--snapshot-limit, 256 MiB by default) so a
- * raised limit still post-processes; a received folder cannot make postprocess read more.
+ * Bytes read from a folder's snapshots at most (1 GiB each). Above what collect writes (--snapshot-limit, 256 MiB by
+ * default) so a raised limit still post-processes; a received folder cannot make postprocess read more.
  */
 export const bundleReadLimits = Object.freeze({
-  snapshotBytes: 2 * 1024 ** 3,
+  snapshotBytes: 1024 ** 3,
   procMapsBytes: 64 << 20,
   timeoutMs: 60_000,
 });

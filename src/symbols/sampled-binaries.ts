@@ -139,18 +139,21 @@ export function sampledBinariesStep(options: Partial<SampledBinariesOptions> & {
       const exec = { perfPath: context.perfPath, signal: context.signal };
       const buildIdDir = options.buildIdDir ?? (await perfBuildIdDir(exec));
       const sampled = await sampledFiles(join(context.dir, layout.perfData), exec);
-      const files = await TargetFiles.open(context.target.pid, {
-        procRoot: context.procRoot,
-        uid: context.target.uid,
-        signal: context.signal,
-      });
+      // The session's view of the target, opened before it could exit (a pid cannot be opened once it has).
+      const files =
+        context.files ??
+        (await TargetFiles.open(context.target.pid, {
+          procRoot: context.procRoot,
+          uid: context.target.uid,
+          signal: context.signal,
+        }));
       try {
         const binaries = await cacheSampledBinaries(sampled, files, buildIdDir, options);
         for (const b of binaries.filter((b) => b.status === 'skipped'))
           context.warn(`${b.path} is not kept for naming after the target exits: ${b.reason}`);
         return { buildIdDir, binaries };
       } finally {
-        await files.close();
+        if (!context.files) await files.close();
       }
     },
   };

@@ -62,7 +62,12 @@ export class TargetFiles {
 
   /** A handle on `path`, which must be a `kind` and belong to the target's user. Throws RootedPathError. */
   async lookup(path: string, kind: ObjectKind): Promise<PathHandle> {
-    const handle = await withDeadline(this.deadline(), path, () => this.tree.lookup(path, kind));
+    const handle = await withDeadline(
+      this.deadline(),
+      path,
+      () => this.tree.lookup(path, kind),
+      (late) => late.close(),
+    );
     const { uid } = this.options;
     if (uid !== undefined && handle.stat.uid !== uid && handle.stat.uid !== 0) {
       await handle.close();
