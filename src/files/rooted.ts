@@ -112,7 +112,7 @@ export class RootedTree {
     } catch (error) {
       throw new RootedPathError(rootPath, describeErrno(error), errnoOf(error));
     }
-    return new RootedTree(new PathHandle(handle, await handle.stat(), '/'), { ...rootedDefaults, ...options });
+    return new RootedTree(new PathHandle(handle, await statOrClose(handle), '/'), { ...rootedDefaults, ...options });
   }
 
   /** The root's own handle (not to be closed by callers). */
@@ -164,7 +164,7 @@ export class RootedTree {
         } catch (error) {
           throw new RootedPathError(path, describeErrno(error), errnoOf(error));
         }
-        const stat = await file.stat();
+        const stat = await statOrClose(file);
         if (stat.isSymbolicLink()) {
           await file.close();
           if (this.options.links === 'refuse') throw new RootedPathError(path, 'a symbolic link (refused here)');
@@ -195,7 +195,17 @@ export class RootedTree {
 
   private async reopen(fd: number, path: string): Promise<PathHandle> {
     const again = await openPath(`/proc/self/fd/${fd}`, O_PATH | constants.O_DIRECTORY);
-    return new PathHandle(again, await again.stat(), path);
+    return new PathHandle(again, await statOrClose(again), path);
+  }
+}
+
+/** fstat of a fresh handle, closing it when even that fails (so no fd is left behind). */
+async function statOrClose(handle: FileHandle): Promise<Stats> {
+  try {
+    return await handle.stat();
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    throw error;
   }
 }
 
