@@ -10,7 +10,6 @@ import { test } from 'node:test';
 import { cgroupMounts, parseCgroupV2, spinsWhenThreadsExit } from '../../src/perf/record-scope.js';
 import { ownCgroup } from '../support/cgroup.js';
 import { runCli } from '../support/cli.js';
-import { nodePerfMapFlags } from '../../src/collect/demo.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 
 test('perfs before 7.2 spin on exited threads', () => {
@@ -48,7 +47,11 @@ test(
     const work = await mkdtemp(join(tmpdir(), 'profcpu-scope-'));
     const script = join(work, 'churn.js');
     await writeFile(script, churn);
-    const target = spawn(process.execPath, [...nodePerfMapFlags, script], { stdio: 'ignore' });
+    const target = spawn(process.execPath, ['--perf-basic-prof', script], {
+      stdio: 'ignore',
+      // V8's isolate logs go to the scratch folder (--logfile=- would abort node when a worker exits).
+      cwd: work,
+    });
     // A neighbour in the same cgroup: recorded by perf, left out by postprocess.
     const neighbour = spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' });
     t.after(async () => {
