@@ -8,6 +8,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { create } from 'tar';
+import { ProfcpuError } from '../error.js';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
 import { layout } from './layout.js';
 
@@ -111,18 +112,31 @@ export interface FolderListing {
 }
 
 /** Folders and regular files under `dir`, except the relative paths in `skip` (and what is under them). */
+/**
+ * Entries and folder depth an output folder may have. collect writes a dozen files two deep; a folder somebody sent
+ * with more is refused rather than walked for ever.
+ */
+export const folderLimits = Object.freeze({ maxEntries: 10_000, maxDepth: 8 });
+
 export async function listFolder(dir: string, skip: ReadonlySet<string> = new Set()): Promise<FolderListing> {
   const listing: FolderListing = { entries: [], isDir: [], skipped: [] };
-  const walk = async (relative: string): Promise<void> => {
+  const tooBig = (what: string) =>
+    new ProfcpuError('BAD_INPUT', `${dir} holds ${what}: not an output folder profcpu wrote`, {
+      remedy: 'Point profcpu at the folder collect wrote, or move what else is in it elsewhere.',
+    });
+  const walk = async (relative: string, depth: number): Promise<void> => {
+    if (depth > folderLimits.maxDepth) throw tooBig(`folders more than ${folderLimits.maxDepth} deep`);
     const names = (await readdir(relative ? join(dir, relative) : dir)).sort(compareBytes);
     for (const name of names) {
       const path = relative ? `${relative}/${name}` : name;
       if (skip.has(path)) continue;
+      if (listing.entries.length + listing.skipped.length >= folderLimits.maxEntries)
+        throw tooBig(`more than ${folderLimits.maxEntries} entries`);
       const stat = await lstat(join(dir, path));
       if (stat.isDirectory()) {
         listing.entries.push(path);
         listing.isDir.push(true);
-        await walk(path);
+        await walk(path, depth + 1);
       } else if (stat.isFile()) {
         listing.entries.push(path);
         listing.isDir.push(false);
@@ -131,7 +145,7 @@ export async function listFolder(dir: string, skip: ReadonlySet<string> = new Se
       }
     }
   };
-  await walk('');
+  await walk('', 0);
   return listing;
 }
 

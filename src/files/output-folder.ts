@@ -207,23 +207,27 @@ export class OutputFolder {
    * Gives the folder and everything in it to `uid:gid` (the user who asked for the profile, when profcpu runs as
    * root for them). Links are changed themselves, never followed; folders are entered only when real folders.
    */
-  async chownTree(owner: { uid: number; gid: number }): Promise<void> {
+  async chownTree(owner: { uid: number; gid: number }, limits = { maxEntries: 10_000, maxDepth: 8 }): Promise<void> {
     // Each folder is held open while its entries are changed by name inside it: a folder swapped for a link
-    // meanwhile is not entered (the lookup refuses links), and lchown never follows one.
-    const walk = async (relative: string): Promise<void> => {
+    // meanwhile is not entered (the lookup refuses links), and lchown never follows one. A folder past the limits
+    // (not one collect wrote) is given up on.
+    let entries = 0;
+    const walk = async (relative: string, depth: number): Promise<void> => {
+      if (depth > limits.maxDepth) return;
       const folder = await this.lookup(relative || '.', 'directory').catch(() => undefined);
       if (!folder) return;
       try {
         for await (const entry of await opendir(folder.kernelPath)) {
+          if (++entries > limits.maxEntries) return;
           await lchown(`${folder.kernelPath}/${entry.name}`, owner.uid, owner.gid);
-          if (entry.isDirectory()) await walk(relative ? `${relative}/${entry.name}` : entry.name);
+          if (entry.isDirectory()) await walk(relative ? `${relative}/${entry.name}` : entry.name, depth + 1);
         }
       } finally {
         await folder.close();
       }
     };
     await lchown(this.path, owner.uid, owner.gid);
-    await walk('');
+    await walk('', 0);
   }
 
   /** The regular file `relative`, reached without links, read up to the cap. */

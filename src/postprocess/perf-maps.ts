@@ -29,6 +29,9 @@ import { LongLineCutter } from './long-lines.js';
 /** Longest perf-map line placed; longer ones are cut (a real .NET method name is a few hundred bytes). */
 export const placedLineBytes = 4096;
 
+/** Bytes of a perf-map copy placed at most (what postprocess reads of a snapshot, src/symbols/bundle-resolver.ts). */
+export const placedMaxBytes = 1024 ** 3;
+
 export interface PlacedPerfMap {
   /** The copy in the output folder, relative to it. */
   from: string;
@@ -114,7 +117,12 @@ async function copyCut(folder: OutputFolder, from: string, placedAt: string): Pr
       await pipeline(
         input.createReadStream(),
         async function* (chunks: AsyncIterable<Buffer>) {
-          for await (const chunk of chunks) yield cutter.cut(chunk);
+          let read = 0;
+          for await (const chunk of chunks) {
+            // Past the cap the rest is dropped (whole lines only: the cut line perf would ignore anyway).
+            if ((read += chunk.length) > placedMaxBytes) break;
+            yield cutter.cut(chunk);
+          }
           yield cutter.end();
         },
         output.createWriteStream(),

@@ -110,3 +110,14 @@ test('extracting (without preservePaths) gives the folder back', async () => {
   }
   await assert.rejects(stat(join(top, 'escape')), { code: 'ENOENT' });
 });
+
+test('a folder with more entries or depth than an output folder has is refused, not walked for ever', async () => {
+  const { listFolder, folderLimits } = await import('../../src/bundle/tarball.js');
+  const deep = join(root, 'deep');
+  await mkdir(join(deep, ...Array.from({ length: folderLimits.maxDepth + 2 }, (_, i) => `d${i}`)), { recursive: true });
+  await assert.rejects(listFolder(deep), /more than 8 deep/);
+  const wide = join(root, 'wide');
+  await mkdir(wide);
+  await Promise.all(Array.from({ length: folderLimits.maxEntries + 1 }, (_, i) => writeFile(join(wide, `f${i}`), '')));
+  await assert.rejects(listFolder(wide), /more than 10000 entries/);
+});
