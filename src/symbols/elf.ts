@@ -96,18 +96,10 @@ export async function readElfFile(path: string, label = path): Promise<ElfInfo> 
       throw cannot('read', cause);
     });
     if (!opened.isFile()) throw notAFile(label, opened);
-    const size = opened.size;
-    const source: ByteSource = {
-      size,
-      async read(offset, length) {
-        const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset).catch((cause: unknown) => {
-          throw cannot('read', cause);
-        });
-        return buffer.subarray(0, bytesRead);
-      },
-    };
-    return await readElf(source, label);
+    return await readElf(
+      fileByteSource(handle, opened.size, (cause) => cannot('read', cause)),
+      label,
+    );
   } finally {
     await handle.close();
   }
@@ -128,13 +120,15 @@ function notAFile(label: string, stats: Stats): ProfcpuError {
   });
 }
 
-/** A ByteSource over an open file of known size. */
-export function fileByteSource(file: FileHandle, size: number): ByteSource {
+/** A ByteSource over an open file of known size; `fail` turns a read error into the caller's error. */
+export function fileByteSource(file: FileHandle, size: number, fail: (cause: unknown) => Error): ByteSource {
   return {
     size,
     async read(offset, length) {
       const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset).catch((cause: unknown) => {
+        throw fail(cause);
+      });
       return buffer.subarray(0, bytesRead);
     },
   };
@@ -142,14 +136,20 @@ export function fileByteSource(file: FileHandle, size: number): ByteSource {
 
 /** Reads the ELF facts of the regular file behind `handle` (found with TargetFiles or RootedTree). */
 export async function readElfAt(handle: PathHandle, label = handle.path): Promise<ElfInfo> {
+  const cannot = (what: string, cause: unknown) =>
+    new ProfcpuError('IO', `cannot ${what} ${label}: ${(cause as Error).message}`, { cause });
   let file: FileHandle;
   try {
     file = await openForReading(handle);
   } catch (cause) {
-    throw new ProfcpuError('IO', `cannot open ${label}: ${(cause as Error).message}`, { cause });
+    throw cannot('open', cause);
   }
   try {
-    return await readElf(fileByteSource(file, handle.stat.size), label);
+    // Read errors become IO errors too: callers report a ProfcpuError per library and rethrow anything else.
+    return await readElf(
+      fileByteSource(file, handle.stat.size, (cause) => cannot('read', cause)),
+      label,
+    );
   } finally {
     await file.close();
   }

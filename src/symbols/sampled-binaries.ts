@@ -87,7 +87,12 @@ export async function cacheSampledBinaries(
       const reason = await withDeadline({ timeoutMs: opts.copyTimeoutMs }, path, async (live) => {
         const source = await openForReading(handle);
         try {
-          const found = (await readElf(fileByteSource(source, size), path).catch(() => undefined))?.buildId;
+          const found = (
+            await readElf(
+              fileByteSource(source, size, (cause) => cause as Error),
+              path,
+            ).catch(() => undefined)
+          )?.buildId;
           if (found !== buildId) return found ? `its build-id is now ${found}` : 'not an ELF file with a build-id';
           await copyInto(source, elf, size, live);
           return undefined;
