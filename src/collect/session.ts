@@ -10,7 +10,7 @@ import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
 import type { RecordOutcome } from '../perf/record.js';
-import { chooseScope, findTargetCgroup, type RecordScope } from '../perf/record-scope.js';
+import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { sampledBinariesStep } from '../symbols/sampled-binaries.js';
@@ -66,7 +66,7 @@ export interface CollectResult<R> {
   reason: string;
   event: string;
   /** What perf watched, and why. */
-  scope: { scope: RecordScope; reason: string; spins: boolean };
+  scope: ScopeChoice;
   checks: Check[];
   record: RecordOutcome;
   /** Seconds actually recorded. */
@@ -117,7 +117,7 @@ export async function collect<R>(
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
   const { checks, event, scope } = await phase('preflight', async () => {
     const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
-    const scope = await chooseRecordScope(options, facts.perfVersion, target.pid);
+    const scope = await chooseScope(options.scope, facts.perfVersion, target.pid, procfs, facts.targetCgroup);
     return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope };
   });
   if (scope.scope.kind === 'cgroup') info(scope.reason);
@@ -281,24 +281,6 @@ function targetJson(target: TargetInfo, reason: string, scope: RecordScope): Rec
     chosenBecause: reason,
     // A cgroup recording holds the cgroup's other processes too: postprocess keeps this pid's samples.
     recordScope: scope,
-  };
-}
-
-/** The record scope from --scope and the perf at hand (see src/perf/record-scope.ts). */
-async function chooseRecordScope(options: CollectOptions, perfVersion: string | undefined, pid: number) {
-  const procfs = { procRoot: options.procRoot };
-  if (options.scope === 'process')
-    return { scope: { kind: 'process' } as RecordScope, reason: '--scope process', spins: false };
-  if (options.scope === 'auto') return chooseScope(perfVersion, pid, procfs);
-  const found = await findTargetCgroup(pid, procfs);
-  if (!('cgroup' in found))
-    throw new ProfcpuError('PREFLIGHT_FAILED', `--scope cgroup: the target's cgroup cannot be recorded: ${found.why}`, {
-      remedy: 'Use --scope process, or run the target in a cgroup of its own (a container, a systemd service).',
-    });
-  return {
-    scope: { kind: 'cgroup', cgroup: found.cgroup } as RecordScope,
-    reason: `--scope cgroup: ${found.path}`,
-    spins: false,
   };
 }
 

@@ -7,6 +7,7 @@
 // Other processes of that cgroup are recorded too; post-processing keeps the target's samples (perf script --pid).
 import { readFile } from 'node:fs/promises';
 import { stat } from 'node:fs/promises';
+import { ProfcpuError } from '../error.js';
 import { readProcText, type ProcfsOptions } from '../target/procfs.js';
 
 export type RecordScope =
@@ -70,15 +71,41 @@ export async function findTargetCgroup(pid: number, options: ProcfsOptions = {})
   return { cgroup: path.slice(1), path };
 }
 
-/** The scope to record with, and one sentence saying why. */
+export interface ScopeChoice {
+  scope: RecordScope;
+  /** One sentence saying why. */
+  reason: string;
+  /** The perf at hand spins on exited threads (said whatever was chosen, unless the user chose). */
+  spins: boolean;
+}
+
+/**
+ * The scope to record with: `wanted` is --scope (auto: the cgroup where perf spins and the target has one); `known`
+ * is the target's cgroup when the caller has looked it up already (preflight does, for doctor's check).
+ */
 export async function chooseScope(
+  wanted: 'auto' | 'process' | 'cgroup',
   perfVersion: string | undefined,
   pid: number,
   options: ProcfsOptions = {},
-): Promise<{ scope: RecordScope; reason: string; spins: boolean }> {
-  const spins = perfVersion !== undefined && spinsWhenThreadsExit(perfVersion);
-  if (!spins) return { scope: { kind: 'process' }, reason: `perf ${perfVersion ?? '?'} records the process`, spins };
-  const found = await findTargetCgroup(pid, options);
+  known?: TargetCgroup,
+): Promise<ScopeChoice> {
+  const spins = wanted === 'auto' && perfVersion !== undefined && spinsWhenThreadsExit(perfVersion);
+  if (wanted === 'process') return { scope: { kind: 'process' }, reason: '--scope process', spins: false };
+  if (wanted === 'auto' && !spins)
+    return { scope: { kind: 'process' }, reason: `perf ${perfVersion ?? '?'} records the process`, spins };
+  const found = known ?? (await findTargetCgroup(pid, options));
+  if (wanted === 'cgroup') {
+    if (!('cgroup' in found))
+      throw new ProfcpuError(
+        'PREFLIGHT_FAILED',
+        `--scope cgroup: the target's cgroup cannot be recorded: ${found.why}`,
+        {
+          remedy: 'Use --scope process, or run the target in a cgroup of its own (a container, a systemd service).',
+        },
+      );
+    return { scope: { kind: 'cgroup', cgroup: found.cgroup }, reason: `--scope cgroup: ${found.path}`, spins: false };
+  }
   if ('cgroup' in found) {
     return {
       scope: { kind: 'cgroup', cgroup: found.cgroup },
