@@ -28,6 +28,14 @@ const createFlags =
   constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | constants.O_NOCTTY | O_CLOEXEC;
 const reopenFlags = constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NOCTTY | constants.O_NONBLOCK | O_CLOEXEC;
 
+/**
+ * Creates the file at `path` and opens it for writing, never through a link and never over a file already there
+ * (O_EXCL, O_NOFOLLOW): for files profcpu makes outside an output folder too (/tmp, perf's build-id cache).
+ */
+export function createExclusive(path: string, mode: number): Promise<FileHandle> {
+  return open(path, createFlags, mode);
+}
+
 /** Modes of what profcpu creates: renders are for sharing, raw data (perf.data, target snapshots) is private. */
 export const outputModes = Object.freeze({ file: 0o644, privateFile: 0o600, folder: 0o755, privateFolder: 0o700 });
 
@@ -118,7 +126,7 @@ export class OutputFolder {
       const path = folder.at(name);
       await removeNonFolder(path, `${folder.path}/${name}`);
       try {
-        return await open(path, createFlags, mode);
+        return await createExclusive(path, mode);
       } catch (error) {
         throw ioError(`${folder.path}/${name}`, error);
       }

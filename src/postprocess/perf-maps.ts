@@ -15,15 +15,14 @@
 // The folder may have come from anybody: its files are read without following links (OutputFolder), and every line
 // placed is cut to 4 KiB, so a name the target made megabytes long never reaches perf (it would print it for every
 // sample).
-import { constants } from 'node:fs';
-import { lstat, open, stat, unlink } from 'node:fs/promises';
+import { lstat, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
 import { readTargetIds as readTargetInfo, type TargetIds } from '../bundle/target-info.js';
 import { openForReading } from '../files/bounded-read.js';
-import { OutputFolder } from '../files/output-folder.js';
+import { createExclusive, OutputFolder, outputModes } from '../files/output-folder.js';
 import { LongLineCutter } from './long-lines.js';
 
 /** Longest perf-map line placed; longer ones are cut (a real .NET method name is a few hundred bytes). */
@@ -106,9 +105,8 @@ async function copyCut(folder: OutputFolder, from: string, placedAt: string): Pr
   const handle = await folder.lookup(from, 'file');
   try {
     const input = await openForReading(handle);
-    // EXCL and NOFOLLOW: never replace a file that is there, even one that appears between a check and the copy.
-    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-    const output = await open(placedAt, flags, 0o600).catch(async (error: unknown) => {
+    // Never replace a file that is there, even one that appears between a check and the copy.
+    const output = await createExclusive(placedAt, outputModes.privateFile).catch(async (error: unknown) => {
       await input.close();
       throw error;
     });

@@ -5,12 +5,12 @@
 // `elf` files in perf's cache entries out, for ELF files only, whose build-id matches the recording, up to a size per
 // file and in all, skipping what the cache already holds. Runs as a collect step after the recording.
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, open, rename, rm } from 'node:fs/promises';
+import { lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
+import { createExclusive, outputModes } from '../files/output-folder.js';
 import { isMissing, RootedPathError } from '../files/rooted.js';
 import { buildIdEntry, perfBuildIdDir, sampledFiles, type SampledFile } from '../perf/buildid-cache.js';
 import { TargetFiles } from '../target/target-files.js';
@@ -122,8 +122,7 @@ async function copyInto(
   live: () => boolean,
 ): Promise<void> {
   const temp = `${elf}.${randomBytes(6).toString('hex')}`;
-  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-  const dest = await open(temp, flags, 0o600);
+  const dest = await createExclusive(temp, outputModes.privateFile);
   try {
     const { bytes } = await copyRange(source, dest, 0, size, live);
     await dest.truncate(bytes);
