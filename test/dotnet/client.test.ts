@@ -31,12 +31,16 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs = 20_00
 describe('diagnostic IPC with a real .NET runtime', () => {
   it('ProcessInfo2, then EnablePerfMap writes perf map and jitdump, DisablePerfMap stops them', async (t) => {
     if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    const startedMs = Date.now();
     const app = await startDotnetApp({ seconds: 120, env: { DOTNET_PerfMapStubGranularity: '4' } });
     t.after(() => app.kill());
     const perfMap = `/tmp/perf-${app.nspid}.map`;
     const jitDump = `/tmp/jit-${app.nspid}.dump`;
     t.after(() => rm(perfMap, { force: true }));
     t.after(() => rm(jitDump, { force: true }));
+    // A map left by an earlier process that had this PID is not the app's: it was written before the app started.
+    for (const stale of [perfMap, jitDump])
+      if (existsSync(stale) && statSync(stale).mtimeMs < startedMs) await rm(stale, { force: true });
 
     const info = await getProcessInfo(app.pid);
     assert.equal(info.version, 2);
