@@ -13,6 +13,13 @@ export const layout = Object.freeze({
   jitDump: (nspid: number) => `target/jit-${nspid}.dump`,
   /** Copy of /proc/<pid>/maps taken during the recording. */
   procMaps: 'target/maps',
+  /**
+   * Copies of the target's native binaries, by build-id (`target/binaries/<build-id>`): perf script names their
+   * frames from these once the target is gone, here or elsewhere.
+   */
+  binaries: 'target/binaries',
+  /** What is in target/binaries: `{ binaries: [{ path, buildId, bytes }] }`. */
+  binariesIndex: 'target/binaries.json',
   /** What collect learnt about the target (TargetSnapshot as JSON). */
   targetInfo: 'target/target.json',
   /**

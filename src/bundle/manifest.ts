@@ -38,6 +38,10 @@ export interface ManifestFacts {
     perfScriptIsolated: boolean;
     /** Where perf maps were placed for perf script, and from which copy. */
     perfMaps: { from: string; placedAt: string }[];
+    /** Binaries of target/binaries perf script read (this machine's build-id cache had no copy of them). */
+    keptBinariesPlaced: number;
+    /** perf.data was not finished (perf killed with the target) and was completed: what it held. */
+    recovered?: { dataBytes: number; samples: number; cutBytes: number };
   };
   samples: { parsed: number; kept: number; weight: number; distinctStacks: number; events: string[] };
   /** Lines or samples the fold skipped, by kind. */

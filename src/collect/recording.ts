@@ -11,6 +11,8 @@ import type { RecordScope } from '../perf/record-scope.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
 import type { TargetSnapshotter } from './snapshot.js';
+import { OutputFolder } from '../files/output-folder.js';
+import { countSamples } from '../perf/recover.js';
 import type { CollectOptions } from './options.js';
 
 export interface RecordingProgress {
@@ -25,6 +27,8 @@ export interface RecordTargetParams {
   event: string;
   /** What perf watches: the process, or its cgroup (then the target's exit is watched here). */
   scope: RecordScope;
+  /** Build-ids in mapping records (see RecordOptions). */
+  buildIdMmap?: boolean;
   snapshotter: TargetSnapshotter;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
@@ -42,13 +46,20 @@ export interface RecordedTarget {
 }
 
 export async function recordTarget(params: RecordTargetParams): Promise<RecordedTarget> {
-  const { options, target, dir, event, scope, snapshotter, stop, signal, onProgress } = params;
+  const { options, target, dir, event, scope, buildIdMmap, snapshotter, stop, signal, onProgress } = params;
   const durationMs = options.durationSeconds * 1000;
   await snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
   let started = performance.now();
   const recording = startRecord(
-    { pid: target.pid, output: join(dir, layout.perfData), frequency: options.frequency, event, scope },
+    {
+      pid: target.pid,
+      output: join(dir, layout.perfData),
+      frequency: options.frequency,
+      event,
+      scope,
+      buildIdMmap: buildIdMmap ?? false,
+    },
     { perfPath: options.perfPath },
   );
   let perfCpuMs: number | undefined;
@@ -111,8 +122,10 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     });
     await snapshotting;
     const cpu = process.cpuUsage(cpuBefore);
+    // perf leaves the count out when build-ids come with the mappings: count the records it wrote.
+    const samples = outcome.samples ?? (await samplesIn(dir, signal));
     return {
-      outcome,
+      outcome: { ...outcome, ...(samples !== undefined && { samples }) },
       seconds: ((stoppedAt ?? performance.now()) - started) / 1000,
       cpuMs: {
         profcpu: Math.round((cpu.user + cpu.system) / 1000),
@@ -126,5 +139,16 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     clearInterval(progressTimer);
     stop?.removeEventListener('abort', onStop);
     signal.removeEventListener('abort', onAbort);
+  }
+}
+
+async function samplesIn(dir: string, signal: AbortSignal): Promise<number | undefined> {
+  const folder = await OutputFolder.open(dir);
+  try {
+    return await countSamples(folder, layout.perfData, signal);
+  } catch {
+    return undefined;
+  } finally {
+    await folder.close();
   }
 }

@@ -9,11 +9,11 @@ import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
-import type { RecordOutcome } from '../perf/record.js';
+import { buildIdMmapWorks, type RecordOutcome } from '../perf/record.js';
 import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { sampledBinariesStep } from '../symbols/sampled-binaries.js';
+import { keptBinariesStep } from '../symbols/kept-binaries.js';
 import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
@@ -115,10 +115,11 @@ export async function collect<R>(
   const dir = resolve(options.output ?? defaultOutputDir(context.cwd ?? '.', (context.now ?? (() => new Date()))()));
 
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
-  const { checks, event, scope } = await phase('preflight', async () => {
+  const { checks, event, scope, buildIdMmap } = await phase('preflight', async () => {
     const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
     const scope = await chooseScope(options.scope, facts.perfVersion, target.pid, procfs, facts.targetCgroup);
-    return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope };
+    const buildIdMmap = buildIdMmapWorks(facts.perfVersion, facts.kernelRelease);
+    return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope, buildIdMmap };
   });
   if (scope.scope.kind === 'cgroup') info(scope.reason);
   // The perf-spin check says what auto found; with --scope process, the user chose (the demo's workload keeps its
@@ -153,8 +154,8 @@ export async function collect<R>(
       warn,
       progress: info,
     };
-    // perf records with -N: the binaries it sampled are copied into its build-id cache by this step, within limits.
-    const steps = [sampledBinariesStep(), ...(context.steps ?? [])];
+    // perf records with -N: this step keeps the target's binaries in the folder instead, within limits.
+    const steps = [keptBinariesStep(), ...(context.steps ?? [])];
     const reports: Record<string, StepReport> = {};
     await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
 
@@ -178,6 +179,7 @@ export async function collect<R>(
         dir: folder.path,
         event,
         scope: scope.scope,
+        buildIdMmap,
         snapshotter,
         signal,
         ...(context.stop && { stop: context.stop }),

@@ -9,16 +9,14 @@ import { readFile } from 'node:fs/promises';
 import { stat } from 'node:fs/promises';
 import { ProfcpuError } from '../error.js';
 import { readProcText, type ProcfsOptions } from '../target/procfs.js';
+import { versionAtLeast } from './version.js';
 
 export type RecordScope =
   { kind: 'process' } | { kind: 'cgroup'; /** The name perf -G takes (under its mount). */ cgroup: string };
 
 /** perf versions before 7.2 spin after a watched thread exits (FACTS.md §7). */
 export function spinsWhenThreadsExit(perfVersion: string): boolean {
-  const match = /^(\d+)\.(\d+)/.exec(perfVersion);
-  if (!match) return false;
-  const [major, minor] = [Number(match[1]), Number(match[2])];
-  return major < 7 || (major === 7 && minor < 2);
+  return /^\d+\.\d+/.test(perfVersion) && !versionAtLeast(perfVersion, 7, 2);
 }
 
 /** The target's cgroup as perf -G can name it, or why there is none. */

@@ -5,6 +5,7 @@
 import { isProfcpuError } from '../error.js';
 import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
 import type { RecordScope } from './record-scope.js';
+import { versionAtLeast } from './version.js';
 
 export interface RecordOptions {
   /** The process to record, as perf sees it. */
@@ -17,6 +18,11 @@ export interface RecordOptions {
   event?: string;
   /** The process itself (default), or every CPU filtered to a cgroup (see record-scope.ts). */
   scope?: RecordScope;
+  /**
+   * Build-ids in the mapping records (`--buildid-mmap`, perf and kernel 5.12 or later: see buildIdMmapWorks) instead
+   * of a table perf writes when it exits: a recording cut short by a kill then still names its files.
+   */
+  buildIdMmap?: boolean;
 }
 
 export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
@@ -26,12 +32,15 @@ export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' 
  * perf print "Events enabled" once it really records (after it has read the target's existing mappings, which takes
  * a while on a busy machine): the duration is counted from there. `-N`: perf would copy every sampled file, whole and
  * through the target's links, into its build-id cache; collect copies what naming needs itself, within limits
- * (src/symbols/sampled-binaries.ts).
+ * (src/symbols/sampled-binaries.ts). `--no-buffering` writes each sample as it comes: perf killed with the target (its
+ * PID namespace ending) leaves a file that holds every sample but the last few (src/perf/recover.ts finishes it).
  */
 export function recordArgs(options: RecordOptions): string[] {
   return [
     'record',
     '-N',
+    '--no-buffering',
+    ...(options.buildIdMmap ? ['--buildid-mmap'] : []),
     '-D',
     '1',
     '-F',
@@ -46,6 +55,11 @@ export function recordArgs(options: RecordOptions): string[] {
     '-o',
     options.output,
   ];
+}
+
+/** `--buildid-mmap` needs perf 5.12 or later and a kernel that puts build-ids in mapping records (5.12 too). */
+export function buildIdMmapWorks(perfVersion: string | undefined, kernelRelease: string): boolean {
+  return perfVersion !== undefined && versionAtLeast(perfVersion, 5, 12) && versionAtLeast(kernelRelease, 5, 12);
 }
 
 export type RecordEnd = 'duration' | 'stopped' | 'target-exited';
@@ -76,12 +90,14 @@ export interface Recording {
   readonly done: Promise<RecordOutcome>;
 }
 
-/** Parses perf record's closing line: `[ perf record: Captured and wrote 0.024 MB perf.data (93 samples) ]`. */
+/**
+ * Parses perf record's closing line: `[ perf record: Captured and wrote 0.024 MB perf.data (93 samples) ]`. The count
+ * is absent when perf did not read its file back to collect build-ids (`--buildid-mmap`), or wrote no sample.
+ */
 export function parseRecordSummary(stderr: string): { samples?: number; megabytes?: number } {
   const match = /Captured and wrote ([\d.]+) MB .*?(?:\((\d+) samples\))? ]/.exec(stderr);
   if (!match) return {};
-  // perf leaves the count out when it wrote no sample.
-  return { megabytes: Number(match[1]), samples: match[2] === undefined ? 0 : Number(match[2]) };
+  return { megabytes: Number(match[1]), ...(match[2] !== undefined && { samples: Number(match[2]) }) };
 }
 
 /** Starts perf record; see RecordOptions. perf's own errors reject `done` with a PerfError. */

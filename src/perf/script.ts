@@ -8,7 +8,7 @@ import { defaultPerfPath, PerfError, startPerf, type PerfExecOptions } from './e
  * perf script looks a live target up by its PID: it enters the target's mount namespace and reads its perf map and
  * binaries there, as they are now (a map the target rewrote, a name megabytes long, a FIFO in a binary's place).
  * Run in a PID namespace of its own with a fresh /proc, perf sees no such process and reads what profcpu prepared
- * instead (the perf-map copy placed in /tmp with lines cut, the binaries kept in its build-id cache), whether the
+ * instead (the perf-map copy placed in /tmp with lines cut, the binaries the folder keeps), whether the
  * target still runs or not. --kill-child: perf dies with unshare when profcpu stops it.
  */
 export const isolationWrapper = Object.freeze(['unshare', '--pid', '--fork', '--mount-proc', '--kill-child']);
@@ -36,6 +36,8 @@ export interface PerfScriptOptions extends PerfExecOptions {
   extraArgs?: readonly string[];
   /** Pass `-f`: read a perf.data owned by another user. Default false. */
   force?: boolean;
+  /** The build-id cache perf reads instead of its own (`perf --buildid-dir`). */
+  buildIdDir?: string;
 }
 
 /**
@@ -75,7 +77,8 @@ export async function perfScript(
   sink: ChunkSink,
   options: PerfScriptOptions = {},
 ): Promise<PerfScriptRun> {
-  const perf = startPerf(perfScriptArgs(perfData, options), options);
+  const cache = options.buildIdDir !== undefined ? ['--buildid-dir', options.buildIdDir] : [];
+  const perf = startPerf([...cache, ...perfScriptArgs(perfData, options)], options);
   let bytes = 0;
   let sinkFailed = false;
   let sinkError: unknown;

@@ -16,6 +16,14 @@ export function parsePerfVersion(text: string): string {
   return match ? match[1]! : first;
 }
 
+/** Whether a version (`6.1.187`, `6.18.44-fc-v669`) is `major.minor` or later; false when it is not one. */
+export function versionAtLeast(version: string, major: number, minor: number): boolean {
+  const match = /^(\d+)\.(\d+)/.exec(version);
+  if (!match) return false;
+  const [found, foundMinor] = [Number(match[1]), Number(match[2])];
+  return found > major || (found === major && foundMinor >= minor);
+}
+
 /** The running kernel's release, as `uname -r` prints it. */
 export function kernelRelease(): string {
   return release();

@@ -5,7 +5,10 @@ import type { Stats } from 'node:fs';
 import { lstat, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
+import type { Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import { perfDataState, recoverPerfData, type Recovered } from '../perf/recover.js';
 
 const recordHint = 'Point --dir at a folder written by `profcpu collect`, or record one with `profcpu collect`.';
 
@@ -56,4 +59,22 @@ export async function checkPerfData(
     );
   }
   return { path, stat: fileStat };
+}
+
+/**
+ * Finishes a perf.data whose perf was killed before it could (the target's stop ended the sidecar with it): its whole
+ * records are kept and its header completed (src/perf/recover.ts). Undefined when perf finished it.
+ */
+export async function finishPerfData(
+  folder: OutputFolder,
+  warn: Warn,
+  signal?: AbortSignal,
+): Promise<Recovered | undefined> {
+  if ((await perfDataState(folder, layout.perfData)) !== 'unfinished') return undefined;
+  const recovered = await recoverPerfData(folder, layout.perfData, signal);
+  warn(
+    `${layout.perfData} was not finished (perf was killed, as when the target's container stops): ` +
+      `${recovered.samples} samples recovered${recovered.cutBytes > 0 ? `, ${recovered.cutBytes} bytes of a record cut short left out` : ''}`,
+  );
+  return recovered;
 }

@@ -24,10 +24,12 @@ import { formatFolded } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
 import { loadBundleResolver } from '../symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
-import { checkPerfData } from './inputs.js';
+import { checkPerfData, finishPerfData } from './inputs.js';
 import { hashRawData, hostFacts, writeManifest } from './manifest-writer.js';
 import { PartialOutputs } from './outputs.js';
 import { placePerfMaps, type PerfMapPlacement } from './perf-maps.js';
+import { buildIdView, type BuildIdView } from './buildid-view.js';
+import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
@@ -128,6 +130,7 @@ export async function postprocess(
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
     const folder = await OutputFolder.open(dir);
+    const recovered = await finishPerfData(folder, warn, signal);
     // A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples.
     const ids = await readTargetIds(folder);
     if (ids?.recordedCgroup && !opts.perfScriptArgs.some((a) => a.startsWith('--pid')))
@@ -143,8 +146,9 @@ export async function postprocess(
     try {
       // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
       const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-      const { fold, resolver, header, scriptBytes, linesCut, isolated, perfMaps } = await timed('perfScript', () =>
-        runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
+      const { fold, resolver, header, scriptBytes, linesCut, isolated, perfMaps, keptBinaries } = await timed(
+        'perfScript',
+        () => runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
       );
       checkSamples(fold, dir);
       const naming = namingReport(fold.quality, resolver);
@@ -167,6 +171,8 @@ export async function postprocess(
             ...(linesCut > 0 && { linesCut }),
             perfScriptIsolated: isolated,
             perfMaps,
+            keptBinariesPlaced: keptBinaries,
+            ...(recovered && { recovered }),
           },
           samples: {
             parsed: fold.samples,
@@ -247,9 +253,11 @@ async function runScriptAndFold(
   const report = () =>
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
   let placement: PerfMapPlacement | undefined;
+  let view: BuildIdView | undefined;
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
+    view = await buildIdView(folder, await perfBuildIdDir({ perfPath: opts.perfPath, signal }), warn);
     const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
     if (opts.isolate && !wrapper)
       warn(
@@ -266,7 +274,14 @@ async function runScriptAndFold(
           report();
         }
       },
-      { ...perfScriptOptions(opts), perfPath: opts.perfPath, signal, cwd: dir, ...(wrapper && { wrapper }) },
+      {
+        ...perfScriptOptions(opts),
+        perfPath: opts.perfPath,
+        signal,
+        cwd: dir,
+        ...(wrapper && { wrapper }),
+        ...(view && { buildIdDir: view.dir }),
+      },
     );
     await tee.finish();
     report();
@@ -284,12 +299,14 @@ async function runScriptAndFold(
       linesCut: tee.linesCut,
       isolated: wrapper !== undefined,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
+      keptBinaries: view?.placed ?? 0,
     };
   } catch (error) {
     tee.destroy();
     throw error;
   } finally {
     await placement?.remove();
+    await view?.remove();
   }
 }
 

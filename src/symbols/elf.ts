@@ -31,6 +31,13 @@ export interface ElfInfo {
   hasDebugInfo: boolean;
   /** `.text` holds code (false in a debug-only file made by `objcopy --only-keep-debug`). */
   hasCode: boolean;
+  /**
+   * The byte ranges perf reads to name the file's frames, sorted and merged: the ELF, program and section headers,
+   * symbol and string tables, notes, relocations, dynamic and version sections, the PLT. A copy holding only these
+   * (holes elsewhere, see src/symbols/kept-binaries.ts) names every frame the whole file names, for a fraction of
+   * its bytes: code and data are most of a binary.
+   */
+  namingRanges: [number, number][];
 }
 
 /** Limits on what one file may make the reader load. */
@@ -303,6 +310,13 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
     debugLink = { file: Buffer.from(bytes.subarray(0, end)).toString('utf8'), crc32: u32(v, crcAt) };
   }
 
+  const ranges: [number, number][] = [[0, bits === 64 ? 64 : 52]];
+  if (phoff !== 0 && phnum > 0) ranges.push([phoff, phoff + phnum * phentsize]);
+  if (shoff !== 0 && shnum > 0) ranges.push([shoff, shoff + shnum * shentsize]);
+  for (const s of sections)
+    if (present(s) && (namingSectionTypes.has(s.type) || namingSectionNames.has(s.name)))
+      ranges.push([s.offset, Math.min(s.offset + s.size, source.size)]);
+
   const symtab = sections.find((s) => s.type === SHT_SYMTAB && present(s));
   return {
     bits,
@@ -314,7 +328,27 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
     hasSymtab: symtab !== undefined && symtab.size > Math.max(symtab.entsize, 1),
     hasDebugInfo: sections.some((s) => (s.name === '.debug_info' || s.name === '.zdebug_info') && present(s)),
     hasCode: sections.some((s) => s.name === '.text' && present(s)),
+    namingRanges: mergeRanges(ranges.filter(([from, to]) => from < to && from < source.size)),
   };
+}
+
+/**
+ * Section types perf reads to name frames: symbol tables (SYMTAB 2, DYNSYM 11), string tables (3), relocations
+ * (RELA 4, REL 9: the PLT's names come from .rela.plt), hash tables (5, GNU_HASH), DYNAMIC (6), notes (7), and the
+ * GNU version sections.
+ */
+const namingSectionTypes = new Set([2, 3, 4, 5, 6, 7, 9, 11, 0x6ffffff6, 0x6ffffffd, 0x6ffffffe, 0x6fffffff]);
+/** Sections perf reads by name: the PLT (its entry size and layout), the debug link, MiniDebugInfo. */
+const namingSectionNames = new Set(['.plt', '.plt.sec', '.plt.got', '.got.plt', '.gnu_debuglink', '.gnu_debugdata']);
+
+function mergeRanges(ranges: [number, number][]): [number, number][] {
+  const merged: [number, number][] = [];
+  for (const [from, to] of ranges.sort((a, b) => a[0] - b[0])) {
+    const last = merged[merged.length - 1];
+    if (last && from <= last[1]) last[1] = Math.max(last[1], to);
+    else merged.push([from, to]);
+  }
+  return merged;
 }
 
 /** Longest section name kept (`.gnu_debuglink`, `.debug_info`, `.text` are what is looked for). */

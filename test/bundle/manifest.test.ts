@@ -26,6 +26,7 @@ const facts: ManifestFacts = {
     perfScriptBytes: 10,
     perfScriptIsolated: true,
     perfMaps: [],
+    keptBinariesPlaced: 0,
   },
   samples: { parsed: 2, kept: 1, weight: 1, distinctStacks: 1, events: ['cpu-clock'] },
   skipped: { 'garbage line': 1 },

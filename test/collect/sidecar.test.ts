@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { layout } from '../../src/bundle/layout.js';
 import { runCli } from '../support/cli.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
@@ -48,4 +49,61 @@ test('collect from a sidecar names JIT frames, and so does postprocess after the
   assert.equal(again.exitCode, 0, String(again.all));
   const refolded = await readFile(join(dir, layout.foldedStacks), 'utf8');
   assert.ok(namesWorkload(refolded), `the workload's functions are named after the target exited:\n${refolded}`);
+});
+
+/** The newest sample's time (CLOCK_MONOTONIC seconds) in perf script text. */
+function lastSampleTime(text: string): number {
+  let last = Number.NaN;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || /^\s/.test(line)) continue;
+    const time = Number(/ (\d+\.\d+): /.exec(line)?.[1]);
+    if (Number.isFinite(time) && !(time <= last)) last = time;
+  }
+  return last;
+}
+
+test('a target killed mid-recording takes the sidecar with it; postprocess recovers all but the last moment', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  const work = await mkdtemp('/var/tmp/profcpu-sidecar-stop-');
+  t.after(() => rm(work, { recursive: true, force: true }));
+  const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {
+    ready: ({ hostPid, nsPid }) =>
+      stat(`/proc/${hostPid}/root/tmp/perf-${nsPid}.map`).then(
+        () => true,
+        () => false,
+      ),
+  });
+  t.after(() => target.kill());
+  const dir = join(work, 'out');
+  const sidecar = runCliInSidecar(target.hostPid, ['collect', '-duration', '30', '-output', dir], { cwd: work });
+  // Recording: perf writes each sample as it comes, so perf.data grows past its header within a second or two.
+  for (
+    let i = 0;
+    i < 200 && ((await stat(join(dir, layout.perfData)).catch(() => undefined))?.size ?? 0) < 64 << 10;
+    i++
+  )
+    await sleep(50);
+  await sleep(2000);
+  const killedAt = Number(process.hrtime.bigint()) / 1e9;
+  await target.kill();
+  const ended = await sidecar;
+  assert.notEqual(ended.exitCode, 0, 'the sidecar died with the target’s PID namespace');
+  assert.equal(await readFile(join(dir, layout.manifest)).catch(() => 'none'), 'none');
+
+  const run = await runCli(['postprocess', '--dir', dir], { cwd: work });
+  assert.equal(run.exitCode, 0, String(run.all));
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    postprocess: { recovered?: { samples: number } };
+    samples: { parsed: number };
+  };
+  // perf sees the target's events end a moment before the kill reaches it, and sometimes finishes its file in that
+  // moment; otherwise postprocess finishes it, and says so.
+  if (manifest.postprocess.recovered)
+    assert.match(String(run.stderr), /perf\.data was not finished .*: \d+ samples recovered/);
+  assert.ok(manifest.samples.parsed > 100, JSON.stringify(manifest.samples));
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  assert.ok(namesWorkload(folded), `the workload's functions are named:\n${folded}`);
+  // At most the last two seconds are lost (both clocks are the kernel's CLOCK_MONOTONIC).
+  const lost = killedAt - lastSampleTime(await readFile(join(dir, layout.perfScript), 'utf8'));
+  assert.ok(lost <= 2, `the last sample is ${lost.toFixed(2)} s before the kill`);
 });

@@ -6,14 +6,15 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isProfcpuError } from '../../src/error.js';
-import { parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
+import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 
-test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process', () => {
+test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process, each sample written at once', () => {
   assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
     'record',
     '-N',
+    '--no-buffering',
     '-D',
     '1',
     '-F',
@@ -28,7 +29,13 @@ test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one pr
     '-o',
     '/o/perf.data',
   ]);
-  assert.deepEqual(recordArgs({ pid: 1, output: 'p', frequency: 499, event: 'cycles' }).slice(4, 12), [
+  assert.deepEqual(recordArgs({ pid: 1, output: 'p', buildIdMmap: true }).slice(0, 4), [
+    'record',
+    '-N',
+    '--no-buffering',
+    '--buildid-mmap',
+  ]);
+  assert.deepEqual(recordArgs({ pid: 1, output: 'p', frequency: 499, event: 'cycles' }).slice(5, 13), [
     '-F',
     '499',
     '-g',
@@ -40,7 +47,16 @@ test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one pr
   ]);
 });
 
-test('parseRecordSummary reads perf’s closing line, with or without a sample count', () => {
+test('buildIdMmapWorks wants perf and kernel 5.12 or later', () => {
+  assert.equal(buildIdMmapWorks('6.1.187', '6.18.44-fc-v669'), true);
+  assert.equal(buildIdMmapWorks('5.12', '5.12.0'), true);
+  assert.equal(buildIdMmapWorks('6.1.187', '5.10.0-28-amd64'), false);
+  assert.equal(buildIdMmapWorks('5.10.0', '6.1.0'), false);
+  assert.equal(buildIdMmapWorks(undefined, '6.1.0'), false);
+  assert.equal(buildIdMmapWorks('perf version unknown', '6.1.0'), false);
+});
+
+test('parseRecordSummary reads perf’s closing line, and its sample count when there is one', () => {
   assert.deepEqual(
     parseRecordSummary(
       '[ perf record: Woken up 1 times to write data ]\n[ perf record: Captured and wrote 0.024 MB perf.data (93 samples) ]',
@@ -49,7 +65,6 @@ test('parseRecordSummary reads perf’s closing line, with or without a sample c
   );
   assert.deepEqual(parseRecordSummary('[ perf record: Captured and wrote 0.001 MB /tmp/x.data ]'), {
     megabytes: 0.001,
-    samples: 0,
   });
   assert.deepEqual(parseRecordSummary('perf: something else'), {});
 });

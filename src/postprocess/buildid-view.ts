@@ -1,0 +1,115 @@
+// The build-id cache perf script reads for one folder: this machine's cache (debug files the symbols step placed,
+// perf's own entries) seen through links, plus the binaries the folder keeps (target/binaries, see
+// src/symbols/kept-binaries.ts) copied in where this machine's cache has no binary of that build-id. Made in a
+// private temporary folder and given to perf script as PERF_BUILDID_DIR, so a folder somebody sent never writes
+// into this machine's cache (a forged binary under a real build-id would mislabel later profiles here).
+//
+// perf's layout (perf 6.x): `<dir>/.build-id/<xx>/<rest>` links to `<dir>/<file path>/<build-id>/`, which holds
+// `elf` (the binary) and maybe `debug` (its symbols). The view links every top-level entry of this machine's cache
+// but `.build-id`, copies each `.build-id/<xx>/<rest>` link (relative ones then resolve through those top-level
+// links), and gives a kept binary an entry of its own: its `elf`, and this machine's `debug` for it when there is one.
+import { lstat, mkdir, mkdtemp, opendir, readlink, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
+import type { Warn } from '../diagnostics.js';
+import { copyRange, openForReading } from '../files/bounded-read.js';
+import { createExclusive, outputModes, type OutputFolder } from '../files/output-folder.js';
+import { readKeptIndex } from '../symbols/kept-binaries.js';
+
+export interface BuildIdView {
+  /** The view's folder, for PERF_BUILDID_DIR. */
+  dir: string;
+  /** Kept binaries given an entry (this machine's cache had no binary of that build-id). */
+  placed: number;
+  remove(): Promise<void>;
+}
+
+/** Entries of this machine's cache linked at most (a cache is rarely past a few thousand). */
+const maxLinkedEntries = 100_000;
+
+/** The view for `folder`, or undefined when it keeps no binaries (perf script then reads this machine's cache). */
+export async function buildIdView(
+  folder: OutputFolder,
+  machineDir: string,
+  warn: Warn,
+): Promise<BuildIdView | undefined> {
+  const kept = await readKeptIndex(folder);
+  if (kept.size === 0) return undefined;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-buildid-'));
+  const remove = () => rm(dir, { recursive: true, force: true });
+  try {
+    let linked = 0;
+    for (const name of await names(machineDir)) {
+      if (name === '.build-id') continue;
+      await symlink(join(machineDir, name), join(dir, name));
+    }
+    for (const prefix of await names(join(machineDir, '.build-id'))) {
+      if (!/^[0-9a-f]{2}$/.test(prefix)) continue;
+      await mkdir(join(dir, '.build-id', prefix), { recursive: true, mode: outputModes.privateFolder });
+      for (const rest of await names(join(machineDir, '.build-id', prefix))) {
+        if (linked++ >= maxLinkedEntries) break;
+        const target = await readlink(join(machineDir, '.build-id', prefix, rest)).catch(() => undefined);
+        if (target !== undefined) await symlink(target, join(dir, '.build-id', prefix, rest));
+      }
+    }
+    let placed = 0;
+    for (const binary of kept.values()) {
+      const link = join(dir, '.build-id', binary.buildId.slice(0, 2), binary.buildId.slice(2));
+      const machineEntry = join(machineDir, '.build-id', binary.buildId.slice(0, 2), binary.buildId.slice(2));
+      if (await exists(join(machineEntry, 'elf'))) continue;
+      const entry = join(dir, '.kept', binary.buildId);
+      await mkdir(entry, { recursive: true, mode: outputModes.privateFolder });
+      try {
+        await copyKept(folder, binary.buildId, join(entry, 'elf'));
+      } catch (error) {
+        warn(`${binary.path}: the folder's copy cannot be used (${(error as Error).message})`);
+        continue;
+      }
+      if (await exists(join(machineEntry, 'debug'))) await symlink(join(machineEntry, 'debug'), join(entry, 'debug'));
+      await mkdir(join(dir, '.build-id', binary.buildId.slice(0, 2)), { recursive: true });
+      await rm(link, { force: true });
+      await symlink(entry, link);
+      placed++;
+    }
+    return { dir, placed, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
+
+/** Copies target/binaries/<buildId> out of the folder (no links followed), never over anything. */
+async function copyKept(folder: OutputFolder, buildId: string, to: string): Promise<void> {
+  const handle = await folder.lookup(`${layout.binaries}/${buildId}`, 'file');
+  try {
+    const source = await openForReading(handle);
+    const dest = await createExclusive(to, outputModes.privateFile);
+    try {
+      const { bytes } = await copyRange(source, dest, 0, handle.stat.size);
+      await dest.truncate(bytes);
+    } finally {
+      await dest.close();
+      await source.close();
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function names(dir: string): Promise<string[]> {
+  const list: string[] = [];
+  try {
+    for await (const entry of await opendir(dir)) list.push(entry.name);
+  } catch {
+    // No cache here yet.
+  }
+  return list;
+}
+
+async function exists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,0 +1,122 @@
+// A perf.data whose perf was killed (SIGKILL, as when the target's PID namespace ends): recovered to every whole
+// record, readable by perf script, with the samples perf had written; and damaged or hostile files refused or cut
+// at their first bad record, quickly.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
+import { OutputFolder } from '../../src/files/output-folder.js';
+import { perfDataState, recoverPerfData } from '../../src/perf/recover.js';
+import { buildIdMmapWorks, recordArgs } from '../../src/perf/record.js';
+import { kernelRelease, perfVersion } from '../../src/perf/version.js';
+import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+async function folderFor(t: TestContext) {
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-recover-'));
+  const folder = await OutputFolder.open(dir);
+  t.after(async () => {
+    await folder.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  return { dir, folder };
+}
+
+test('perf killed mid-recording: every sample it wrote is recovered and perf script reads them all', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const { dir, folder } = await folderFor(t);
+  const node = await startNodeBurn(30);
+  t.after(() => node.kill());
+  const buildIdMmap = buildIdMmapWorks(await perfVersion(), kernelRelease());
+  const args = recordArgs({ pid: node.pid, output: join(dir, 'perf.data'), frequency: 499, buildIdMmap });
+  const perf = spawn('perf', args, { stdio: 'ignore' });
+  await sleep(2500);
+  perf.kill('SIGKILL');
+  await new Promise((resolve) => perf.once('exit', resolve));
+  assert.equal(await perfDataState(folder, 'perf.data'), 'unfinished');
+
+  const recovered = await recoverPerfData(folder, 'perf.data');
+  assert.equal(await perfDataState(folder, 'perf.data'), 'finished');
+  // About 2 s at 499 Hz on one busy thread: most of them, not a handful.
+  assert.ok(recovered.samples > 300, `only ${recovered.samples} samples recovered`);
+  const { stdout } = await execa('perf', ['script', '-i', join(dir, 'perf.data')]);
+  const scripted = stdout.split('\n').filter((line) => /^\S.* cpu-clock:/.test(line)).length;
+  assert.equal(scripted, recovered.samples);
+  // Build-ids came with the mappings: the recovered file still knows which node binary it sampled.
+  if (buildIdMmap) {
+    const list = await execa('perf', ['buildid-list', '--with-hits', '-i', join(dir, 'perf.data')]);
+    assert.match(list.stdout, /^[0-9a-f]{40} \S*node/m);
+  }
+  assert.equal((await stat(join(dir, 'perf.data.recovering')).catch(() => undefined)) ?? 'gone', 'gone');
+});
+
+/** A file-mode header as perf writes it when it starts: one attribute of 136 bytes, data at 360, no data size. */
+function header(overrides: { dataOffset?: bigint; attrSize?: bigint; magic?: string } = {}): Buffer {
+  const bytes = Buffer.alloc(360);
+  bytes.write(overrides.magic ?? 'PERFILE2', 0, 'latin1');
+  bytes.writeBigUInt64LE(104n, 8);
+  bytes.writeBigUInt64LE(overrides.attrSize ?? 152n, 16);
+  bytes.writeBigUInt64LE(208n, 24);
+  bytes.writeBigUInt64LE(152n, 32);
+  bytes.writeBigUInt64LE(overrides.dataOffset ?? 360n, 40);
+  bytes.writeBigUInt64LE(0n, 48);
+  bytes.fill(0xff, 72, 80); // feature bits perf would set once finished
+  return bytes;
+}
+
+function record(type: number, size: number): Buffer {
+  const bytes = Buffer.alloc(size);
+  bytes.writeUInt32LE(type, 0);
+  bytes.writeUInt16LE(size, 6);
+  return bytes;
+}
+
+test('a record cut short, zeros where perf stopped, or a bad size ends the data there', async (t) => {
+  const { dir, folder } = await folderFor(t);
+  const whole = [record(9, 48), record(3, 32), record(9, 48)];
+  const file = Buffer.concat([header(), ...whole, record(9, 48).subarray(0, 20)]);
+  await writeFile(join(dir, 'perf.data'), file);
+  const recovered = await recoverPerfData(folder, 'perf.data');
+  assert.deepEqual(recovered, { dataBytes: 128, samples: 2, cutBytes: 20 });
+  const bytes = await readFile(join(dir, 'perf.data'));
+  assert.equal(bytes.length, 360 + 128);
+  assert.equal(bytes.readBigUInt64LE(48), 128n);
+  assert.equal(bytes.readBigUInt64LE(72), 0n, 'no feature bit without its section');
+
+  await writeFile(join(dir, 'perf.data'), Buffer.concat([header(), record(9, 48), Buffer.alloc(4096)]));
+  assert.equal((await recoverPerfData(folder, 'perf.data')).samples, 1);
+  await writeFile(join(dir, 'perf.data'), Buffer.concat([header(), record(9, 48), record(9, 12), record(9, 48)]));
+  assert.equal((await recoverPerfData(folder, 'perf.data')).dataBytes, 48);
+});
+
+test('hostile headers are refused, not followed', async (t) => {
+  const { dir, folder } = await folderFor(t);
+  const cases: [string, Buffer, RegExp][] = [
+    ['no magic', Buffer.concat([Buffer.alloc(360), record(9, 48)]), /no PERFILE2 magic/],
+    ['big-endian', header({ magic: '2ELIFREP' }), /big-endian/],
+    ['data beyond 2^53', header({ dataOffset: 1n << 62n }), /data offset/],
+    ['attributes of 8 bytes', header({ attrSize: 8n }), /attributes of 8 bytes/],
+    ['data inside the header', header({ dataOffset: 64n }), /data offset/],
+  ];
+  for (const [name, bytes, message] of cases) {
+    await writeFile(join(dir, 'perf.data'), bytes);
+    assert.equal(await perfDataState(folder, 'perf.data'), 'unreadable', name);
+    await assert.rejects(recoverPerfData(folder, 'perf.data'), message, name);
+  }
+});
+
+test('the attacker’s case: 64 MiB of the smallest records is walked in bounded time and memory', async (t) => {
+  const { dir, folder } = await folderFor(t);
+  const records = Buffer.alloc(64 << 20);
+  for (let at = 0; at < records.length; at += 8) records.writeUInt16LE(8, at + 6);
+  await writeFile(join(dir, 'perf.data'), Buffer.concat([header(), records]));
+  const started = performance.now();
+  const recovered = await recoverPerfData(folder, 'perf.data');
+  assert.equal(recovered.dataBytes, 64 << 20);
+  // A deadline, not a timing assertion: a walk that hung or went quadratic would take minutes.
+  assert.ok(performance.now() - started < 60_000);
+});

@@ -1,0 +1,107 @@
+// Keeping the target's binaries in the output folder: only ELF files of the target with a build-id (the one perf
+// recorded, when given), within the size limits, never through a link out of the target, and not twice; and the
+// build-id view postprocess gives perf script, which finds them there without writing to this machine's cache.
+import assert from 'node:assert/strict';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { execa } from 'execa';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { parseBuildIdList } from '../../src/perf/buildid-cache.js';
+import { readElfFile } from '../../src/symbols/elf.js';
+import { OutputFolder } from '../../src/files/output-folder.js';
+import { buildIdView } from '../../src/postprocess/buildid-view.js';
+import { keepBinaries, readKeptIndex, type KeptBinary } from '../../src/symbols/kept-binaries.js';
+import { TargetFiles } from '../../src/target/target-files.js';
+import { FakeProc } from '../target/fake-proc.js';
+
+const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
+
+async function setup(t: import('node:test').TestContext) {
+  const proc = await FakeProc.create();
+  await proc.add({ pid: 77, nspid: 1, comm: 'app', cmdline: ['app'], maps: '' });
+  const root = join(proc.root, '77', 'root');
+  await mkdir(join(root, 'lib'), { recursive: true });
+  await copyFile(libc, join(root, 'lib', 'libc.so.6'));
+  // A link out of the target, to the same library on the host: must never be followed there.
+  await symlink(libc, join(root, 'lib', 'escape.so'));
+  const out = await mkdtemp(join(tmpdir(), 'profcpu-kept-'));
+  const folder = await OutputFolder.open(out);
+  const files = await TargetFiles.open(77, { procRoot: proc.root });
+  const buildId = (await readElfFile(libc)).buildId!;
+  t.after(async () => {
+    await files.close();
+    await folder.close();
+    await proc.dispose();
+    await rm(out, { recursive: true, force: true });
+  });
+  const keep = (wanted: { path: string; buildId?: string }[], options = {}) =>
+    keepBinaries(wanted, files, folder, new Map<string, KeptBinary>(), options);
+  return { files, out, folder, buildId, keep };
+}
+
+test('parseBuildIdList reads perf buildid-list lines', () => {
+  assert.deepEqual(parseBuildIdList('4a5a [kernel.kallsyms]\nzz not one\n93ac61ec /usr/lib/libc.so.6\n'), [
+    { buildId: '4a5a', path: '[kernel.kallsyms]' },
+    { buildId: '93ac61ec', path: '/usr/lib/libc.so.6' },
+  ]);
+});
+
+test('a library is kept under its build-id once, with an index; pseudo files are left alone', async (t) => {
+  const { files, folder, out, buildId } = await setup(t);
+  const wanted = [{ buildId: '4a5a9b0a', path: '[kernel.kallsyms]' }, { path: '/lib/libc.so.6' }];
+  const kept = new Map<string, KeptBinary>();
+  const first = await keepBinaries(wanted, files, folder, kept);
+  assert.deepEqual(
+    first.map((b) => [b.path, b.status, b.buildId]),
+    [['/lib/libc.so.6', 'kept', buildId]],
+  );
+  // Only what names frames is kept: the symbols read from the copy are the library's own, in fewer bytes on disk.
+  const copy = join(out, 'target', 'binaries', buildId);
+  const symbols = async (file: string) => (await execa('nm', ['-D', '--defined-only', file])).stdout;
+  assert.equal(await symbols(copy), await symbols(libc));
+  assert.equal((await stat(copy)).size, (await stat(libc)).size);
+  assert.ok(first[0]!.storedBytes! < (await stat(libc)).size / 2, `${first[0]!.storedBytes} bytes stored`);
+  assert.deepEqual([...(await readKeptIndex(folder)).keys()], [buildId]);
+  const second = await keepBinaries([{ buildId, path: '/lib/libc.so.6' }], files, folder, kept);
+  assert.equal(second[0]?.status, 'present');
+});
+
+test('limits, a changed build-id, a file without one and a link out of the target are refused', async (t) => {
+  const { buildId, keep } = await setup(t);
+  const [big] = await keep([{ buildId, path: '/lib/libc.so.6' }], { maxFileBytes: 1000 });
+  assert.equal(big?.status, 'skipped');
+  assert.match(big?.reason ?? '', /more than the 1000-byte limit/);
+  const [changed] = await keep([{ buildId: 'abcdef12', path: '/lib/libc.so.6' }]);
+  assert.equal(changed?.status, 'skipped');
+  assert.match(changed?.reason ?? '', /build-id is now/);
+  // /lib/escape.so -> /usr/lib/x86_64-linux-gnu/libc.so.6, which the fake target does not have.
+  const [escape] = await keep([{ buildId, path: '/lib/escape.so' }]);
+  assert.equal(escape?.status, 'missing');
+  const [climb] = await keep([{ buildId, path: '/lib/../../../../etc/passwd' }]);
+  assert.notEqual(climb?.status, 'kept');
+});
+
+test("the build-id view gives perf the kept binary and links this machine's entries, writing nothing there", async (t) => {
+  const { files, folder, buildId } = await setup(t);
+  await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
+  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
+  t.after(() => rm(machine, { recursive: true, force: true }));
+  // This machine's cache holds another entry (perf's layout: a relative link to the path-named folder).
+  await mkdir(join(machine, 'usr', 'bin', 'tool', 'aabbcc'), { recursive: true });
+  await writeFile(join(machine, 'usr', 'bin', 'tool', 'aabbcc', 'elf'), 'tool');
+  await mkdir(join(machine, '.build-id', 'aa'), { recursive: true });
+  await symlink('../../usr/bin/tool/aabbcc', join(machine, '.build-id', 'aa', 'bbcc'));
+  const view = await buildIdView(folder, machine, () => assert.fail('no warning expected'));
+  assert.ok(view);
+  try {
+    assert.equal(view.placed, 1);
+    const entry = join(view.dir, '.build-id', buildId.slice(0, 2), buildId.slice(2));
+    assert.equal((await readElfFile(join(entry, 'elf'))).buildId, buildId);
+    assert.equal(await readFile(join(view.dir, '.build-id', 'aa', 'bbcc', 'elf'), 'utf8'), 'tool');
+  } finally {
+    await view.remove();
+  }
+  assert.deepEqual(await readdir(machine), ['.build-id', 'usr'].sort());
+  assert.deepEqual(await readdir(join(machine, '.build-id')), ['aa']);
+});
