@@ -130,13 +130,50 @@ if [ -t 0 ] && [ -t 1 ]; then tty="-it"; fi
 owner="${SUDO_UID:-$(id -u)}:${SUDO_GID:-$(id -g)}"
 
 echo "$me: sidecar $image in the PID namespace of $target_name (${target_id%"${target_id#????????????}"}), results in $out_dir" >&2
+# The run folders there now: one the sidecar leaves unfinished is told apart by being new.
+before=$(ls -1 "$out_dir" 2>/dev/null || true)
+status=0
 # $privileges, $tty and PROFCPU_DOCKER_RUN_ARGS are lists of arguments: split on purpose.
 # shellcheck disable=SC2086
-exec "$docker" run --rm $tty $privileges ${PROFCPU_DOCKER_RUN_ARGS:-} \
+"$docker" run --rm $tty $privileges ${PROFCPU_DOCKER_RUN_ARGS:-} \
   --pid="container:$target_id" \
   --label profcpu.role=sidecar --label "profcpu.target=$target_name" \
   --env "PROFCPU_TARGET_CONTAINER=$target_name" \
   --env "PROFCPU_OUTPUT_OWNER=$owner" \
   --env "PROFCPU_HOST_OUTPUT=$out_dir=/workspace/profilings" \
   --volume "$out_dir:/workspace/profilings" \
-  "$image" "$@"
+  "$image" "$@" || status=$?
+
+# A target that stops (docker stop, or its app exiting) ends every process in its PID namespace, the sidecar
+# included: perf's file is left unfinished and nothing was drawn. Finish such folders in a fresh sidecar of its own.
+[ "$status" -ne 0 ] || exit 0
+running=$("$docker" inspect --type container --format '{{.State.Running}}' "$target_id" 2>/dev/null || echo false)
+[ "$running" != true ] || exit "$status"
+unfinished=""
+for run in $(ls -1 "$out_dir" 2>/dev/null); do
+  case "
+$before
+" in *"
+$run
+"*) continue ;; esac
+  [ -f "$out_dir/$run/perf.data" ] && [ ! -f "$out_dir/$run/manifest.json" ] && unfinished="$unfinished $run"
+done
+if [ -z "$unfinished" ]; then
+  echo "$me: the container $target_name stopped, and the sidecar with it (exit status $status); no recording was under way" >&2
+  exit "$status"
+fi
+echo "$me: the container $target_name stopped during the recording, and the sidecar with it: finishing what was recorded" >&2
+for run in $unfinished; do
+  # shellcheck disable=SC2086
+  if "$docker" run --rm $privileges ${PROFCPU_DOCKER_RUN_ARGS:-} --network none \
+    --label profcpu.role=sidecar \
+    --env "PROFCPU_OUTPUT_OWNER=$owner" \
+    --env "PROFCPU_HOST_OUTPUT=$out_dir=/workspace/profilings" \
+    --volume "$out_dir:/workspace/profilings" \
+    "$image" profcpu postprocess -dir "/workspace/profilings/$run"; then
+    echo "$me: the profile up to the container's stop is in $out_dir/$run" >&2
+  else
+    echo "$me: $out_dir/$run holds the raw recording; finish it with: $docker run --rm -v $out_dir:/workspace/profilings $image profcpu postprocess -dir /workspace/profilings/$run" >&2
+    exit 1
+  fi
+done

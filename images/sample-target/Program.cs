@@ -1,6 +1,7 @@
 // The sample target of the container walk-through: keeps two cores busy in methods whose names are easy to find in
 // a flame graph (a prime sieve, a Mandelbrot renderer, a string-hashing loop), prints "ready" once each has run,
-// and runs until stopped.
+// and runs until stopped, or with SAMPLE_TARGET_EXIT_AFTER=SECONDS exits by itself that long after "ready" (printing
+// the CLOCK_MONOTONIC time it exits at, which perf's timestamps use too).
 using System;
 using System.Collections.Generic;
 using System.Text;
@@ -18,7 +19,14 @@ public static class Program
         Start("hashing", () => Work.Forever(Hashing.HashWords, warmedUp));
         warmedUp.Wait();
         Console.WriteLine($"ready (pid {Environment.ProcessId})");
-        Thread.Sleep(Timeout.Infinite);
+        if (!int.TryParse(Environment.GetEnvironmentVariable("SAMPLE_TARGET_EXIT_AFTER"), out var seconds))
+        {
+            Thread.Sleep(Timeout.Infinite);
+        }
+        Thread.Sleep(TimeSpan.FromSeconds(seconds));
+        // Stopwatch reads CLOCK_MONOTONIC on Linux.
+        var monotonic = (double)System.Diagnostics.Stopwatch.GetTimestamp() / System.Diagnostics.Stopwatch.Frequency;
+        Console.WriteLine($"exiting at monotonic {monotonic:F6}");
     }
 
     private static void Start(string name, ThreadStart body) =>

@@ -67,7 +67,7 @@ export async function buildSidecar({ env, logDir, image = imageDefaults.sidecar,
     dockerfile: 'images/sidecar/Dockerfile',
     image,
     buildArgs,
-    logFile: path.join(logDir, 'build-sidecar.log'),
+    logFile: path.join(logDir, `build-sidecar${kernelVersion ? `-kernel-${kernelVersion}` : ''}.log`),
   });
 }
 

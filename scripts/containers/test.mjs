@@ -3,17 +3,20 @@
 // the base images (debootstrapped Debian, .NET stand-ins), builds the sidecar and the sample target from this working
 // tree, runs the target with a private /tmp, starts the sidecar with scripts/start-profiling-container.sh to run
 // `profcpu collect`, and checks the results on the host: JIT-compiled method names in the folded stacks and a
-// tarball that holds every file of the output folder. Then the same with --least-privilege. Prints the figures
+// tarball that holds every file of the output folder. Then the same with --least-privilege, then with the target
+// stopped mid-recording (docker stop, and its app exiting by itself), then the Kubernetes pod manifest played by
+// podman (scripts/containers/kube-play.mjs). Prints the figures
 // (build times, image sizes, launcher to flame graph) and exits non-zero on any failure; dockerd is stopped and its
 // containers removed whatever happens.
 //   node scripts/containers/test.mjs [--report FILE.json] [--keep-results] [--fresh]
-// Needs root and Debian's docker.io, debootstrap, jq, git, and the .NET SDK. The engine's images are kept in
+// Needs root and Debian's docker.io, podman, debootstrap, jq, git, and the .NET SDK. The engine's images are kept in
 // PROFCPU_IMAGE_CACHE (default /var/cache/profcpu-images) between runs as a build cache (PROFCPU_ENGINE_DIR moves
 // the engine elsewhere); --fresh starts empty.
 import { $, fs, path, sleep } from 'zx';
 import { baseDefaults, buildDotnetStandIns, ensureRootfsTarball, importDebianBase } from './base-images.mjs';
 import { buildSampleTarget, buildSidecar, formatBytes, imageDefaults, imageSize, repoRoot } from './build-images.mjs';
 import { startEngine, stopEngine } from './engine.mjs';
+import { profileKubernetesPod } from './kube-play.mjs';
 
 const targetName = 'profcpu-ct-target';
 const launcher = path.join(repoRoot, 'scripts/start-profiling-container.sh');
@@ -44,6 +47,7 @@ async function checkPrerequisites() {
     ['jq', 'jq'],
     ['git', 'git'],
     ['dotnet', 'the .NET SDK'],
+    ['podman', 'podman'],
   ])
     if ((await $({ nothrow: true, quiet: true })`command -v ${tool}`).exitCode !== 0) missing.push(`${tool} (${pkg})`);
   if (missing.length) throw new Error(`missing: ${missing.join(', ')}`);
@@ -160,6 +164,75 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
   return { figures, problems: problems.map((p) => `${label}: ${p}`), folder, results, output };
 }
 
+/** The newest sample's time in a perf script text (CLOCK_MONOTONIC seconds), or NaN when it has none. */
+function lastSampleTime(text) {
+  let last = NaN;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || /^\s/.test(line)) continue;
+    const time = Number(/ (\d+\.\d+): /.exec(line)?.[1]);
+    if (Number.isFinite(time) && !(time <= last)) last = time;
+  }
+  return last;
+}
+
+/**
+ * The target stops in the middle of a recording, by `docker stop` or by its app exiting: every process of its PID
+ * namespace dies, the sidecar too. The launcher must finish what was recorded in a fresh sidecar and print the
+ * folder's host path; at most the last two seconds of samples may be lost (perf's timestamps and this process's
+ * hrtime are both CLOCK_MONOTONIC of the one kernel).
+ */
+async function profileThroughStop({ env, layout, how, label }) {
+  const name = `profcpu-ct-${how === 'exit' ? 'exits' : 'stopped'}`;
+  await $({ env, quiet: true })`docker rm -f ${name}`.nothrow();
+  const exitAfter = how === 'exit' ? ['--env', 'SAMPLE_TARGET_EXIT_AFTER=10'] : [];
+  await $({ env, quiet: true })`docker run -d --name ${name} --tmpfs /tmp ${exitAfter} ${imageDefaults.sampleTarget}`;
+  const results = await fs.mkdtemp('/tmp/profcpu-ct-results-');
+  const problems = [];
+  try {
+    await waitForLog(env, name, /^ready/m, 120_000);
+    const launch = $({
+      env,
+      nothrow: true,
+      quiet: true,
+    })`sh ${launcher} -c ${name} -o ${results} -- profcpu collect -duration 30`;
+    let stoppedAt;
+    if (how === 'docker stop') {
+      await sleep(8000);
+      stoppedAt = Number(process.hrtime.bigint()) / 1e9;
+      await $({ env, quiet: true })`docker stop -t 2 ${name}`;
+    }
+    const run = await launch;
+    const output = run.stdout + run.stderr;
+    if (how === 'exit') {
+      const logs = await $({ env, quiet: true })`docker logs ${name}`;
+      stoppedAt = Number(/exiting at monotonic ([\d.]+)/.exec(logs.stdout)?.[1]);
+    }
+    if (run.exitCode !== 0) throw new Error(`${label}: launcher exited with ${run.exitCode}:\n${output}`);
+    if (!/stopped during the recording/.test(output)) problems.push('the launcher did not say the target stopped');
+    const folders = (await fs.readdir(results)).filter((n) => fs.statSync(path.join(results, n)).isDirectory());
+    if (folders.length !== 1) throw new Error(`${label}: expected one output folder, found ${folders}:\n${output}`);
+    const folder = path.join(results, folders[0]);
+    if (!output.includes(folder)) problems.push(`the launcher did not print the host path ${folder}`);
+    for (const file of [layout.flamegraphSvg, layout.flamegraphHtml, layout.speedscope, layout.tarball])
+      if (!fs.existsSync(path.join(folder, file))) problems.push(`no ${file} in ${folder}`);
+    const manifest = JSON.parse(await fs.readFile(path.join(folder, layout.manifest), 'utf8'));
+    // perf sometimes finishes its file in the moment between the target's end and the kill; otherwise it was recovered.
+    const recovered = manifest.postprocess.recovered;
+    const folded = await fs.readFile(path.join(folder, layout.foldedStacks), 'utf8');
+    const absent = jitNames.filter((n) => !folded.includes(n));
+    if (absent.length) problems.push(`JIT names missing: ${absent.join(', ')}`);
+    const script = await fs.readFile(path.join(folder, layout.perfScript), 'utf8');
+    const lostSeconds = stoppedAt - lastSampleTime(script);
+    if (!(lostSeconds <= 2)) problems.push(`the last sample is ${lostSeconds.toFixed(2)} s before the target stopped`);
+    const { uid } = await fs.lstat(path.join(folder, layout.perfData));
+    if (uid !== Number(env.SUDO_UID)) problems.push(`perf.data belongs to ${uid}, not ${env.SUDO_UID}`);
+    const figures = { label, samples: manifest.samples.parsed, recovered: Boolean(recovered), lostSeconds, stop: true };
+    return { figures, problems: problems.map((p) => `${label}: ${p}`), folder, results, output };
+  } finally {
+    await $({ env, quiet: true })`docker rm -f ${name}`.nothrow();
+  }
+}
+
 async function main(argv) {
   const options = parseArgs(argv);
   const started = Date.now();
@@ -203,12 +276,24 @@ async function main(argv) {
     runs.push(
       await profileOnce({ env, layout, extraArgs: ['--least-privilege'], duration: 5, label: 'least privilege' }),
     );
+    runs.push(await profileThroughStop({ env, layout, how: 'docker stop', label: 'docker stop mid-recording' }));
+    runs.push(await profileThroughStop({ env, layout, how: 'exit', label: 'app exits mid-recording' }));
+    await $({ env, quiet: true })`docker rm -f ${targetName}`.nothrow();
+    runs.push(
+      await profileKubernetesPod({
+        dockerEnv: env,
+        images: [imageDefaults.sidecar, imageDefaults.sampleTarget],
+        cacheDir: baseDefaults.cacheDir,
+        jitNames,
+      }),
+    );
     figures.runs = runs.map((r) => r.figures);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await stopEngine({ dir: engineDir, keepData: true });
-    if (!options.keepResults) for (const r of runs) await fs.rm(r.results, { recursive: true, force: true });
+    if (!options.keepResults)
+      for (const r of runs.filter((x) => x.results)) await fs.rm(r.results, { recursive: true, force: true });
   }
   figures.totalSeconds = (Date.now() - started) / 1000;
 
@@ -223,12 +308,20 @@ async function main(argv) {
   console.log(
     `  (local stand-ins: debian:trixie-slim ${formatBytes(figures.sizes.debianBase)}, .NET runtime ${formatBytes(figures.sizes.runtimeStandIn)})`,
   );
-  for (const r of figures.runs)
+  for (const r of figures.runs.filter((x) => x.stop))
+    console.log(
+      `  ${r.label}: ${r.samples} samples (perf.data ${r.recovered ? 'recovered' : 'finished by perf'}), the last ${r.lostSeconds.toFixed(2)} s before the target stopped`,
+    );
+  for (const r of figures.runs.filter((x) => x.pod))
+    console.log(
+      `  ${r.label}: podman ${r.podman} kube play, images loaded in ${r.loadSeconds.toFixed(0)} s, ${r.samples} samples from the sidecar, JIT names checked`,
+    );
+  for (const r of figures.runs.filter((x) => !x.stop && !x.pod))
     console.log(
       `  ${r.label}: launcher to flame graph ${r.toFlameGraph.toFixed(1)} s, ${r.samples} samples (${r.sampleTarget} with SampleTarget.* frames), ${r.unknownKernel} with an unnamed kernel frame, ${r.files} files in the tarball, perf ${r.perfVersion} used ${(r.perfCpuShare * 100).toFixed(1)} % of a core`,
     );
   console.log(`  total ${figures.totalSeconds.toFixed(0)} s; build logs in ${logDir}`);
-  if (options.keepResults) for (const r of runs) console.log(`  results: ${r.folder}`);
+  if (options.keepResults) for (const r of runs.filter((x) => x.folder)) console.log(`  results: ${r.folder}`);
   if (options.report) await fs.writeFile(options.report, `${JSON.stringify({ ...figures, problems }, null, 2)}\n`);
   if (problems.length) {
     for (const r of runs.filter((x) => x.problems.length))
