@@ -19,6 +19,8 @@ import { startEngine, stopEngine } from './engine.mjs';
 import { profileKubernetesPod } from './kube-play.mjs';
 
 const targetName = 'profcpu-ct-target';
+/** The kernel release whose Debian sources (linux-source-<version>, in the image's trixie) perf is built from. */
+const kernelVersion = '6.12';
 const launcher = path.join(repoRoot, 'scripts/start-profiling-container.sh');
 /** Methods of images/sample-target/Program.cs: only JIT-compiled code gets these names. */
 const jitNames = [
@@ -89,7 +91,7 @@ async function filesUnder(dir, prefix = '') {
  * Runs the launcher with `collect`, then checks the output folder it leaves in a fresh results folder. Failures that
  * leave figures to report (missing names, an incomplete tarball) are returned in `problems`; others throw.
  */
-async function profileOnce({ env, layout, extraArgs, duration, label }) {
+async function profileOnce({ env, layout, extraArgs, duration, label, perfVersion }) {
   const results = await fs.mkdtemp('/tmp/profcpu-ct-results-');
   const started = Date.now();
   const run = await $({
@@ -127,7 +129,12 @@ async function profileOnce({ env, layout, extraArgs, duration, label }) {
   const { record, cpuMs } = manifest.collect;
   figures.perfVersion = manifest.host.perfVersion;
   figures.perfCpuShare = (cpuMs.perf ?? NaN) / (record.seconds * 1000);
-  if (record.perfSpinsOnThreadExit) problems.push(`the image's perf ${figures.perfVersion} spins on exited threads`);
+  if (perfVersion !== undefined) {
+    // A perf built from a kernel release's sources: the one asked for, chosen over the distribution's.
+    if (!figures.perfVersion.startsWith(perfVersion))
+      problems.push(`perf ${figures.perfVersion} ran, not the perf ${perfVersion} built from the kernel's sources`);
+  } else if (record.perfSpinsOnThreadExit)
+    problems.push(`the image's perf ${figures.perfVersion} spins on exited threads`);
   // The results belong to the user who ran the launcher (through sudo here), and the summary gives host paths.
   for (const file of [folder, ...(await filesUnder(folder)).keys()].map((f) => path.resolve(folder, f))) {
     const { uid, gid } = await fs.lstat(file);
@@ -260,6 +267,10 @@ async function main(argv) {
     figures.builds.bases = base.seconds;
     const sidecar = await buildSidecar({ env, logDir });
     const target = await buildSampleTarget({ env, logDir });
+    // perf built from Debian's linux-source-6.12 (the kernel-matched perf recipe of images/README.md).
+    const kernelPerf = await buildSidecar({ env, logDir, image: `profcpu:kernel-${kernelVersion}`, kernelVersion });
+    figures.builds.kernelPerf = kernelPerf.seconds;
+    figures.sizes.kernelPerf = kernelPerf.bytes;
     figures.builds.sidecar = sidecar.seconds;
     figures.builds.sampleTarget = target.seconds;
     figures.sizes.sidecar = sidecar.bytes;
@@ -275,6 +286,16 @@ async function main(argv) {
     runs.push(await profileOnce({ env, layout, extraArgs: [], duration: 10, label: 'privileged' }));
     runs.push(
       await profileOnce({ env, layout, extraArgs: ['--least-privilege'], duration: 5, label: 'least privilege' }),
+    );
+    runs.push(
+      await profileOnce({
+        env,
+        layout,
+        extraArgs: ['-k', kernelVersion],
+        duration: 5,
+        label: `perf built from linux-source-${kernelVersion}`,
+        perfVersion: kernelVersion,
+      }),
     );
     runs.push(await profileThroughStop({ env, layout, how: 'docker stop', label: 'docker stop mid-recording' }));
     runs.push(await profileThroughStop({ env, layout, how: 'exit', label: 'app exits mid-recording' }));
@@ -302,6 +323,9 @@ async function main(argv) {
   console.log(problems.length ? 'container test FAILED' : 'container test passed');
   console.log(`  base images (debootstrap cache, .NET stand-ins): ${b.bases.toFixed(0)} s`);
   console.log(`  sidecar image: built in ${b.sidecar.toFixed(0)} s, ${formatBytes(figures.sizes.sidecar)}`);
+  console.log(
+    `  sidecar with perf from linux-source-${kernelVersion}: built in ${b.kernelPerf.toFixed(0)} s, ${formatBytes(figures.sizes.kernelPerf)}`,
+  );
   console.log(
     `  sample target image: built in ${b.sampleTarget.toFixed(0)} s, ${formatBytes(figures.sizes.sampleTarget)}`,
   );
