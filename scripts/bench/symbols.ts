@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { placeDebugFile } from '../../src/perf/buildid-cache.js';
+import { placeDebugFile } from '../../src/symbols/debug-placement.js';
 import { readElfFile } from '../../src/symbols/elf.js';
 import { SymbolFetcher } from '../../src/symbols/symbol-server-fetch.js';
 import { ssqpDebugKey } from '../../src/symbols/symbol-server.js';

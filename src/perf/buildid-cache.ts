@@ -1,17 +1,15 @@
-// A verified debug file and the build-id it belongs to in; that file placed in perf's build-id cache out, where
-// `perf script` run here (in the sidecar) finds it. perf looks every other debug path up inside the target's mount
-// namespace, so this cache is the one place profcpu can add symbols without touching the target (FACTS.md §3).
+// perf's build-id cache: where it is (perfBuildIdDir), its entries (buildIdEntry, made the way perf makes them), and
+// which files a recording sampled (sampledFiles, through `perf buildid-list`). Putting a debug file into an entry is
+// src/symbols/debug-placement.ts's job; kept binaries reach perf script through src/postprocess/buildid-view.ts.
 //
 // perf 6.1 layout: `<dir>/.build-id/<xx>/<rest>` is a symlink to `<dir>/<dso path>/<build-id>/`, which holds `elf`
-// (the binary, copied by `perf record`) and, when present, `debug`, which perf prefers for symbols. `perf
-// buildid-cache --add FILE.dbg` does not help once `perf record` has made the entry (checked), so profcpu writes
-// `debug` into the entry itself, making the entry first when it does not exist yet (perf record then keeps it).
-import { copyFile, link, lstat, mkdir, readlink, realpath, rename, rm, stat, symlink } from 'node:fs/promises';
+// (the binary) and, when present, `debug`, which perf prefers for symbols. `perf buildid-cache --add FILE.dbg` does
+// not help once `perf record` has made the entry (checked), so profcpu writes `debug` into the entry itself, making
+// the entry first when it does not exist yet (perf record then keeps it).
+import { lstat, mkdir, readlink, realpath, rm, stat, symlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, normalize, relative } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { ProfcpuError } from '../error.js';
-import { readElfFile } from '../symbols/elf.js';
 import { runPerf, type PerfExecOptions } from './exec.js';
 
 /** The value of `key` in `perf config` output (`key=value` lines), if set. */
@@ -47,63 +45,6 @@ export async function perfBuildIdDir(options: PerfBuildIdDirOptions = {}): Promi
     if (error instanceof ProfcpuError && error.code === 'ABORTED') throw error;
   }
   return join(home, '.debug');
-}
-
-export interface PlaceDebugFileOptions {
-  /** perf's build-id cache folder (see perfBuildIdDir). */
-  buildIdDir: string;
-  /** Lower-case hex. */
-  buildId: string;
-  /** The verified debug file (its build-id is checked again here). */
-  debugFile: string;
-  /** The binary's path as the target sees it (`/usr/share/dotnet/.../libcoreclr.so`): names a new cache entry. */
-  dsoPath: string;
-}
-
-export interface PlacedDebugFile {
-  /** The `debug` file perf will read. */
-  path: string;
-  /** linked: hard link to profcpu's cache; copied: another filesystem; present: the same file was already there. */
-  how: 'linked' | 'copied' | 'present';
-}
-
-/** Puts `debugFile` into perf's build-id cache as the debug file of `buildId`. */
-export async function placeDebugFile(options: PlaceDebugFileOptions): Promise<PlacedDebugFile> {
-  const { buildIdDir, buildId, debugFile, dsoPath } = options;
-  if (!/^[0-9a-f]{4,128}$/.test(buildId)) throw new ProfcpuError('BAD_INPUT', `${buildId} is not a build-id`);
-  const failure = (what: string, cause: unknown) =>
-    new ProfcpuError('IO', `cannot add the debug file of ${buildId} to perf's build-id cache: ${what}`, {
-      remedy: `Check that ${buildIdDir} is writable (it is perf's build-id cache: \`perf --buildid-dir\`, buildid.dir).`,
-      cause,
-    });
-  const entryDir = await buildIdEntry(buildIdDir, buildId, dsoPath).catch((error: unknown) => {
-    if (error instanceof ProfcpuError) throw error;
-    throw failure((error as Error).message, error);
-  });
-
-  const target = join(entryDir, 'debug');
-  try {
-    if ((await readElfFile(target)).buildId === buildId) return { path: target, how: 'present' };
-  } catch {
-    // Missing or unusable: replaced below.
-  }
-  const temp = join(entryDir, `.debug.${randomBytes(6).toString('hex')}`);
-  try {
-    let how: PlacedDebugFile['how'] = 'linked';
-    try {
-      await link(debugFile, temp);
-    } catch {
-      // Another filesystem, or links not allowed: a copy costs disk space but works everywhere.
-      await copyFile(debugFile, temp);
-      how = 'copied';
-    }
-    await rename(temp, target);
-    return { path: target, how };
-  } catch (cause) {
-    throw failure((cause as Error).message, cause);
-  } finally {
-    await rm(temp, { force: true });
-  }
 }
 
 /**

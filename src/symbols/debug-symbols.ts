@@ -5,7 +5,7 @@
 import { basename, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
-import { placeDebugFile } from '../perf/buildid-cache.js';
+import { placeDebugFile } from './debug-placement.js';
 import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
 import { TargetFiles } from '../target/target-files.js';

@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
-import { parsePerfConfigValue, perfBuildIdDir, placeDebugFile } from '../../src/perf/buildid-cache.js';
+import { parsePerfConfigValue, perfBuildIdDir } from '../../src/perf/buildid-cache.js';
+import { placeDebugFile } from '../../src/symbols/debug-placement.js';
 import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { have, needCommand, needRoot } from '../support/requirements.js';
 
