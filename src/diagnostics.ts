@@ -23,6 +23,13 @@ export class SkipCounter {
   }
 
   toJSON(): Record<string, number> {
-    return Object.fromEntries([...this.counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    return sumCounts([this.counts]);
   }
+}
+
+/** Counts by kind summed over `sources`, kinds sorted: the one shape skip counts take in results and manifests. */
+export function sumCounts(sources: Iterable<Iterable<readonly [string, number]>>): Record<string, number> {
+  const sum = new Map<string, number>();
+  for (const source of sources) for (const [kind, n] of source) sum.set(kind, (sum.get(kind) ?? 0) + n);
+  return Object.fromEntries([...sum].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }

@@ -1,16 +1,15 @@
-// The fold stage's one file-reading shell: takes a path to `perf script` text, gives the FoldResult foldStream
-// would. A large file (and no resolver, which cannot cross threads) is cut at sample boundaries (blank lines)
+// The fold stage's file shell: takes a path to `perf script` text, gives the FoldResult foldStream would. A large file (and no resolver, which cannot cross threads) is cut at sample boundaries (blank lines)
 // into one range per worker thread; each folds its range and the results are merged, in file order, so the
 // output is the same as folding on one thread. Workers run the built fold-worker.js (not the .ts source).
 import { availableParallelism } from 'node:os';
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
-import { addStack } from './folded.js';
-import { frameKinds, type FrameKind } from './frame-kind.js';
+import { readRange, readWindow } from './file-range.js';
 import {
   foldStream,
+  mergeFoldResults,
   otherEventMessage,
   StackFolder,
   type FoldOptions,
@@ -18,7 +17,6 @@ import {
   type FrameResolver,
 } from './fold.js';
 import type { FoldWorkerInput, FoldWorkerOutput } from './fold-worker.js';
-import type { NamingQuality } from './stack-table.js';
 
 export interface FoldFileOptions {
   /**
@@ -39,7 +37,6 @@ export const defaultFoldFileOptions: Readonly<FoldFileOptions> = Object.freeze({
   signal: undefined,
 });
 
-const CHUNK = 1 << 20;
 /** How far past a cut point a blank line is looked for; perf samples are far shorter. */
 const BOUNDARY_WINDOW = 1 << 20;
 
@@ -86,7 +83,7 @@ async function foldFileIn(
       .slice(0, -1)
       .map((start, i) => runWorker({ path, start, end: cuts[i + 1]!, options: { ...options, eventFilter } }, signal)),
   );
-  const merged = merge(outputs.map((o) => o.result));
+  const merged = mergeFoldResults(outputs.map((o) => o.result));
   const warned = new Set<string>();
   for (const { warnings } of outputs) {
     for (const [kind, message] of warnings) {
@@ -98,42 +95,6 @@ async function foldFileIn(
     warn(otherEventMessage(eventFilter, merged.events.find((e) => e !== eventFilter) ?? 'another'));
   }
   return merged;
-}
-
-/**
- * Bytes [start, end) of a file in chunks read into one reused buffer: a chunk is valid until the next is asked
- * for (the folder copies what it keeps), so memory stays flat however large the file.
- */
-export async function* readRange(
-  path: string,
-  start: number,
-  end: number,
-  signal?: AbortSignal,
-): AsyncGenerator<Buffer, void, undefined> {
-  const file = await open(path, 'r');
-  try {
-    const buf = Buffer.allocUnsafe(CHUNK);
-    for (let position = start; position < end;) {
-      signal?.throwIfAborted();
-      const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - position), position);
-      if (bytesRead === 0) break;
-      position += bytesRead;
-      yield buf.subarray(0, bytesRead);
-    }
-  } finally {
-    await file.close();
-  }
-}
-
-async function readWindow(path: string, position: number, length: number): Promise<Buffer> {
-  const file = await open(path, 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    const { bytesRead } = await file.read(buf, 0, length, position);
-    return buf.subarray(0, bytesRead);
-  } finally {
-    await file.close();
-  }
 }
 
 /** The first event the file names, found by folding its first MiB, or undefined. */
@@ -185,43 +146,4 @@ function runWorker(input: FoldWorkerInput, signal: AbortSignal | undefined): Pro
       reject(cause);
     });
   });
-}
-
-/** Merges results of consecutive ranges of one input, in order. */
-function merge(results: FoldResult[]): FoldResult {
-  const merged: FoldResult = {
-    stacks: new Map(),
-    samples: 0,
-    keptSamples: 0,
-    weight: 0,
-    events: [],
-    skipped: {},
-    quality: emptyQuality(),
-  };
-  for (const r of results) {
-    for (const [stack, weight] of r.stacks) addStack(merged.stacks, stack, weight);
-    merged.samples += r.samples;
-    merged.keptSamples += r.keptSamples;
-    merged.weight += r.weight;
-    for (const event of r.events) if (!merged.events.includes(event)) merged.events.push(event);
-    for (const [kind, n] of Object.entries(r.skipped)) merged.skipped[kind] = (merged.skipped[kind] ?? 0) + n;
-    addQuality(merged.quality, r.quality);
-  }
-  merged.skipped = Object.fromEntries(Object.entries(merged.skipped).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  return merged;
-}
-
-function emptyQuality(): NamingQuality {
-  const zero = () => Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
-  return { samples: 0, fullyNamed: 0, fullyNamedExceptCoreclr: 0, framesByKind: zero(), samplesByLeafKind: zero() };
-}
-
-function addQuality(into: NamingQuality, q: NamingQuality): void {
-  into.samples += q.samples;
-  into.fullyNamed += q.fullyNamed;
-  into.fullyNamedExceptCoreclr += q.fullyNamedExceptCoreclr;
-  for (const kind of frameKinds) {
-    into.framesByKind[kind] += q.framesByKind[kind];
-    into.samplesByLeafKind[kind] += q.samplesByLeafKind[kind];
-  }
 }

@@ -2,7 +2,7 @@
 // sample boundaries, and posts the result and its warnings back. Runs only as a worker.
 import { parentPort, workerData } from 'node:worker_threads';
 import { StackFolder, type FoldOptions, type FoldResult } from './fold.js';
-import { readRange } from './fold-file.js';
+import { readRange } from './file-range.js';
 
 export interface FoldWorkerInput {
   path: string;

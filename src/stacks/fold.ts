@@ -5,10 +5,10 @@
 // Per line the work is byte scanning: a frame line is looked up by the bytes of its `symbol (dso)` text in a cache
 // of frame ids, so naming rules (frame-name.ts) run once per distinct frame, and a sample is an array of ids until
 // its stack is first seen (stack-table.ts).
-import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
+import { ignoreWarnings, SkipCounter, sumCounts, type Warn } from '../diagnostics.js';
 import { BytesMap } from './bytes-map.js';
 import { nameFrameLine, type FrameNamingOptions, type FrameResolver } from './frame-name.js';
-import type { FoldedStacks } from './folded.js';
+import { addStack, type FoldedStacks } from './folded.js';
 import {
   isSpace,
   matchEvent,
@@ -20,7 +20,7 @@ import {
   type FrameFields,
   type HeaderFields,
 } from './perf-script-line.js';
-import { FrameTable, StackTable, type NamingQuality } from './stack-table.js';
+import { addNamingQuality, emptyNamingQuality, FrameTable, StackTable, type NamingQuality } from './stack-table.js';
 
 export type { FrameResolver } from './frame-name.js';
 export type { NamingQuality } from './stack-table.js';
@@ -208,7 +208,7 @@ export class StackFolder {
       keptSamples: this.kept,
       weight: this.totalWeight,
       events: [...this.events],
-      skipped: mergeCounts(this.skips, this.expectedSkips),
+      skipped: sumCounts([this.skips.counts, this.expectedSkips.counts]),
       quality: this.stacks.quality(this.frames),
     };
   }
@@ -431,11 +431,22 @@ export function otherEventMessage(kept: string, other: string): string {
   return `keeping only samples of event '${kept}' (the first seen); samples of '${other}' and other events are skipped`;
 }
 
-function mergeCounts(a: SkipCounter, b: SkipCounter): Record<string, number> {
-  const merged = new SkipCounter();
-  for (const counter of [a, b])
-    for (const [kind, n] of counter.counts) merged.counts.set(kind, (merged.counts.get(kind) ?? 0) + n);
-  return merged.toJSON();
+/** Merges the results of consecutive parts of one input, in order: what folding the whole input would give. */
+export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
+  const stacks: FoldedStacks = new Map();
+  const events: string[] = [];
+  const quality = emptyNamingQuality();
+  let [samples, keptSamples, weight] = [0, 0, 0];
+  for (const r of results) {
+    for (const [stack, w] of r.stacks) addStack(stacks, stack, w);
+    samples += r.samples;
+    keptSamples += r.keptSamples;
+    weight += r.weight;
+    for (const event of r.events) if (!events.includes(event)) events.push(event);
+    addNamingQuality(quality, r.quality);
+  }
+  const skipped = sumCounts(results.map((r) => Object.entries(r.skipped)));
+  return { stacks, samples, keptSamples, weight, events, skipped, quality };
 }
 
 function parseDigits(buf: Buffer, start: number, end: number): number {

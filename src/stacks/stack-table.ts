@@ -18,6 +18,23 @@ export interface NamingQuality {
   samplesByLeafKind: Record<FrameKind, number>;
 }
 
+/** Naming figures with every count zero. */
+export function emptyNamingQuality(): NamingQuality {
+  const zero = () => Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
+  return { samples: 0, fullyNamed: 0, fullyNamedExceptCoreclr: 0, framesByKind: zero(), samplesByLeafKind: zero() };
+}
+
+/** Adds `q`'s counts to `into`'s. */
+export function addNamingQuality(into: NamingQuality, q: NamingQuality): void {
+  into.samples += q.samples;
+  into.fullyNamed += q.fullyNamed;
+  into.fullyNamedExceptCoreclr += q.fullyNamedExceptCoreclr;
+  for (const kind of frameKinds) {
+    into.framesByKind[kind] += q.framesByKind[kind];
+    into.samplesByLeafKind[kind] += q.samplesByLeafKind[kind];
+  }
+}
+
 /** Frames by id: their folded name, and kind (undefined for root frames, the process names). */
 export class FrameTable {
   readonly names: string[] = [];
