@@ -1,4 +1,5 @@
-// The list of commands, and the long option names that may also be written with one dash (seed spelling).
+// The list of commands, and the long option names that may also be written with one dash, as the original shell
+// tool took them (`-pid 1`).
 import type { CommandModule } from 'yargs';
 import collect from './collect.js';
 import demo from './demo.js';
@@ -13,7 +14,7 @@ import symbols from './symbols.js';
 export const commands: CommandModule<any, any>[] = [collect, postprocess, demo, doctor, ps, symbols, fold, render];
 
 /** Long options accepted with a single dash, as the original shell tool spelled them. */
-export const seedLongOptions: ReadonlySet<string> = new Set([
+export const singleDashOptions: ReadonlySet<string> = new Set([
   'pid',
   'duration',
   'dir',

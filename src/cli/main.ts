@@ -5,11 +5,11 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { reporterLine } from './reporter.js';
-import { normalizeSeedSpelling } from './seed-spelling.js';
-import { commands, seedLongOptions } from './commands.js';
+import { singleDashToDouble } from './single-dash-options.js';
+import { commands, singleDashOptions } from './commands.js';
 
 export async function main(argv: readonly string[]): Promise<void> {
-  const args = normalizeSeedSpelling(argv, seedLongOptions);
+  const args = singleDashToDouble(argv, singleDashOptions);
   let parser = yargs(args)
     .scriptName('profcpu')
     .usage('$0 <command> [options]\n\nCPU profiler for .NET (and other perf-map) processes in Linux containers.')

@@ -79,7 +79,10 @@ const command: CommandModule<object, PostprocessArgs> = {
         describe: `Write ${layout.tarball} (--no-tarball to skip)`,
       })
       .option('quiet', { type: 'boolean', default: false, alias: 'q', describe: 'No progress lines' })
-      .example('$0 postprocess -dir profilings/15-02-11_2026-11-22', 'Re-render a recording (seed spelling)')
+      .example(
+        '$0 postprocess -dir profilings/15-02-11_2026-11-22',
+        'Re-render a recording (the original tool’s single-dash options)',
+      )
       .epilogue(
         `Writes into the folder: ${layout.flamegraphSvg} (open in a browser), ${layout.flamegraphHtml} (offline ` +
           `d3-flame-graph), ${layout.speedscope} (speedscope.app), ${layout.foldedStacks} (flamegraph.pl/inferno ` +

@@ -33,7 +33,7 @@ function canRecord(t: TestContext): boolean {
   return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
 }
 
-test('collect with the seed spelling names the JIT frames, and writes a complete tarball and manifest', async (t) => {
+test('collect with the original tool’s single-dash options names the JIT frames, and writes a complete tarball and manifest', async (t) => {
   if (!canRecord(t)) return;
   const work = await workDir(t);
   const target = await startNodeBurn(60);

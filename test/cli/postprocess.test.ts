@@ -30,7 +30,7 @@ async function folder(t: TestContext): Promise<string | undefined> {
   return dir;
 }
 
-test('`postprocess -dir D` (seed spelling) writes every output and lists it; progress on stderr', async (t) => {
+test('`postprocess -dir D` (the original tool’s single-dash options) writes every output and lists it; progress on stderr', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
   const run = await runCli(['postprocess', '-dir', dir, '--title', 'cli test', '--keep-args', '--colors', 'hot']);

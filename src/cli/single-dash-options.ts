@@ -2,7 +2,7 @@
 // yargs would read `-pid` as the flags -p -i -d, so such words are rewritten to `--pid` before parsing, but only
 // for the long option names a command declares; anything after `--` is left alone.
 
-export function normalizeSeedSpelling(argv: readonly string[], longOptions: ReadonlySet<string>): string[] {
+export function singleDashToDouble(argv: readonly string[], longOptions: ReadonlySet<string>): string[] {
   const out: string[] = [];
   let passthrough = false;
   for (const arg of argv) {

@@ -1,22 +1,22 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { normalizeSeedSpelling } from '../../src/cli/seed-spelling.js';
+import { singleDashToDouble } from '../../src/cli/single-dash-options.js';
 
 const longs = new Set(['pid', 'duration', 'dir']);
 
 test('one-dash long options of the original tool become two-dash', () => {
-  assert.deepEqual(normalizeSeedSpelling(['collect', '-pid', '1', '-duration', '10'], longs), [
+  assert.deepEqual(singleDashToDouble(['collect', '-pid', '1', '-duration', '10'], longs), [
     'collect',
     '--pid',
     '1',
     '--duration',
     '10',
   ]);
-  assert.deepEqual(normalizeSeedSpelling(['postprocess', '-dir=out'], longs), ['postprocess', '--dir=out']);
+  assert.deepEqual(singleDashToDouble(['postprocess', '-dir=out'], longs), ['postprocess', '--dir=out']);
 });
 
 test('short flags, unknown words and everything after -- are left alone', () => {
-  assert.deepEqual(normalizeSeedSpelling(['-q', '-xyz', '--pid', '2', '--', '-pid'], longs), [
+  assert.deepEqual(singleDashToDouble(['-q', '-xyz', '--pid', '2', '--', '-pid'], longs), [
     '-q',
     '-xyz',
     '--pid',
