@@ -6,13 +6,13 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { ssqpDebugKey } from '../../src/symbols/symbol-server.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
 import { serveDebugFile } from '../support/debuginfod.js';
 import { runCliInSidecar, startInSidecar, startNamespacedTarget } from '../support/namespaces.js';
-import { have, needCommand, needRoot } from '../support/requirements.js';
+import { needCommand, needRoot } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
 let work: string;
@@ -22,8 +22,8 @@ let store: StaticServer;
 before(async () => {
   // Not under /tmp: the namespaces of the sidecar test mount their own /tmp.
   work = mkdtempSync('/var/tmp/profcpu-symbols-cli-');
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) {
-    lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
+  if (lib) {
     const key = join(work, 'store', ssqpDebugKey(lib.buildId));
     mkdirSync(dirname(key), { recursive: true });
     copyFileSync(lib.debug, key);
@@ -35,13 +35,8 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
-
 test('in a sidecar: frames of a stripped library are unnamed, then named after `profcpu symbols --pid`', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
   const home = join(work, 'sidecar-home');
   mkdirSync(home, { recursive: true });
@@ -95,7 +90,7 @@ test('in a sidecar: frames of a stripped library are unnamed, then named after `
 });
 
 test('--file against a real debuginfod server; --offline with an empty cache fails with the reason', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l || !needCommand(t, 'debuginfod', 'debuginfod')) return;
   const server = await serveDebugFile(l.debug, l.buildId, work);
   t.after(() => server.close());

@@ -9,7 +9,7 @@ import { inspectProcess } from '../../src/target/inspect.js';
 import { TargetSnapshotter } from '../../src/collect/snapshot.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { TargetFiles } from '../../src/target/target-files.js';
-import { coreclrMaps, FakeProc } from '../target/fake-proc.js';
+import { coreclrMaps, FakeProc } from '../support/fake-proc.js';
 
 async function setup() {
   const proc = await FakeProc.create();

@@ -10,7 +10,7 @@ import { parseJitDump } from '../../src/symbols/jitdump.js';
 import { hasReadyToRunTag } from '../../src/symbols/resolver.js';
 import { startDotnetApp, type DotnetAppOptions } from '../support/dotnet-app.js';
 import { needCommand } from '../support/requirements.js';
-import { makeFakeProc } from './fake-proc.js';
+import { fakeProcessView } from '../support/fake-proc.js';
 import { errorReply, okReply, startFakeIpcServer } from './ipc-bytes.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -121,7 +121,12 @@ describe('preparePerfMap against the real runtime', () => {
 
 describe('preparePerfMap on a fake /proc with a fake runtime', () => {
   async function fakeTarget(t: TestContext, reply: Buffer, fd?: string, environment?: Record<string, string>) {
-    const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55, ...(environment && { environment }) });
+    const fake = await fakeProcessView({
+      pid: 900,
+      nspid: 1,
+      startTicks: 55,
+      ...(environment && { env: environment }),
+    });
     t.after(() => fake.cleanup());
     if (fd) await fake.openFd(3, fd);
     const server = await startFakeIpcServer(

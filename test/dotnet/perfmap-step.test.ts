@@ -8,7 +8,7 @@ import { perfMapStep } from '../../src/dotnet/perfmap-step.js';
 import { inspectProcess, type TargetInfo } from '../../src/target/inspect.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { needCommand } from '../support/requirements.js';
-import { makeFakeProc } from './fake-proc.js';
+import { fakeProcessView } from '../support/fake-proc.js';
 import { okReply, startFakeIpcServer } from './ipc-bytes.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -32,7 +32,7 @@ async function stepContext(pid: number, signal: AbortSignal) {
  * the step context records warnings and progress lines apart.
  */
 async function fakeDotnetTarget(t: TestContext, environment?: Record<string, string>) {
-  const fake = await makeFakeProc({ pid: 900, nspid: 1, startTicks: 55, ...(environment && { environment }) });
+  const fake = await fakeProcessView({ pid: 900, nspid: 1, startTicks: 55, ...(environment && { env: environment }) });
   t.after(() => fake.cleanup());
   const server = await startFakeIpcServer(
     (_req, socket) => socket.end(okReply(Buffer.alloc(4))),

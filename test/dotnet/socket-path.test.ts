@@ -3,10 +3,10 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
 import { isProfcpuError } from '../../src/error.js';
-import { makeFakeProc, type FakeProcess } from './fake-proc.js';
+import { fakeProcessView, type FakeProcess } from '../support/fake-proc.js';
 
-async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof makeFakeProc>>) => Promise<T>) {
-  const fake = await makeFakeProc(p);
+async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof fakeProcessView>>) => Promise<T>) {
+  const fake = await fakeProcessView(p);
   try {
     return await body(fake);
   } finally {
@@ -39,7 +39,7 @@ describe('findDiagnosticSocket on a fake /proc', () => {
     }));
 
   it("looks in the target's $TMPDIR", (t) =>
-    withFake({ pid: 42, nspid: 42, startTicks: 5, environment: { TMPDIR: '/var/app-tmp' } }, async (fake) => {
+    withFake({ pid: 42, nspid: 42, startTicks: 5, env: { TMPDIR: '/var/app-tmp' } }, async (fake) => {
       await fake.socket('tmp/dotnet-diagnostic-42-5-socket');
       await fake.socket('var/app-tmp/dotnet-diagnostic-42-5-socket');
       const socket = await findDiagnosticSocket(42, { procRoot: fake.procRoot });
@@ -49,7 +49,7 @@ describe('findDiagnosticSocket on a fake /proc', () => {
     }));
 
   it('says why when diagnostics are switched off, or there is no socket', async () => {
-    await withFake({ pid: 42, nspid: 42, startTicks: 5, environment: { DOTNET_EnableDiagnostics: '0' } }, (fake) =>
+    await withFake({ pid: 42, nspid: 42, startTicks: 5, env: { DOTNET_EnableDiagnostics: '0' } }, (fake) =>
       assert.rejects(findDiagnosticSocket(42, { procRoot: fake.procRoot }), (error: unknown) => {
         assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
         assert.match(error.message, /DOTNET_EnableDiagnostics=0/);

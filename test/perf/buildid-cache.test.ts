@@ -15,26 +15,21 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { parsePerfConfigValue, perfBuildIdDir } from '../../src/perf/buildid-cache.js';
 import { placeDebugFile } from '../../src/symbols/debug-placement.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { have, needCommand, needRoot } from '../support/requirements.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { needCommand, needRoot } from '../support/requirements.js';
 
 let work: string;
 let lib: NativeLib | undefined;
 
 before(() => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-buildid-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
 });
 after(() => rmSync(work, { recursive: true, force: true }));
-
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
 
 test('perf config output: the value of one key', () => {
   assert.equal(parsePerfConfigValue('buildid.dir=/srv/debug\n', 'buildid.dir'), '/srv/debug');
@@ -56,7 +51,7 @@ test('the build-id folder perf uses: explicit, else its buildid.dir setting, els
 });
 
 test('into an empty cache: a new entry named after the target’s path, and .build-id pointing at it', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const dir = join(work, 'empty-cache');
   const placed = await placeDebugFile({
@@ -75,7 +70,7 @@ test('into an empty cache: a new entry named after the target’s path, and .bui
 });
 
 test('into an entry perf record made: `debug` next to its `elf`; a dangling link is remade', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const dir = join(work, 'perf-cache');
   const entry = join(dir, 'usr/lib/libhotlib.so', l.buildId);
@@ -100,7 +95,7 @@ test('into an entry perf record made: `debug` next to its `elf`; a dangling link
 });
 
 test('an entry in an old layout (link to a file) is an error with a remedy', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const dir = join(work, 'old-cache');
   const link = join(dir, '.build-id', l.buildId.slice(0, 2), l.buildId.slice(2));
@@ -114,7 +109,7 @@ test('an entry in an old layout (link to a file) is an error with a remedy', asy
 });
 
 test('perf script names the stripped library’s static functions once `debug` is placed', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
   const home = join(work, 'perf-home');
   mkdirSync(home, { recursive: true });
@@ -141,7 +136,7 @@ test('perf script names the stripped library’s static functions once `debug` i
 });
 
 test('placed before perf record made the entry: record keeps it and perf script names the functions', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
   const home = join(work, 'perf-home-first');
   const app = join(work, 'app-first');

@@ -1,8 +1,8 @@
-// Golden files for render tests: compares output with test/render/fixtures/<name>, or writes it there when
-// PROFCPU_BLESS=1.
-import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+// Render fixtures (test/render/fixtures/): inputs read by name, and golden outputs compared by name through
+// test/support/golden.ts (PROFCPU_BLESS=1 rewrites them).
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { assertGolden as assertGoldenAt } from '../support/golden.js';
 
 export const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
@@ -11,12 +11,5 @@ export function readFixture(name: string): string {
 }
 
 export function assertGolden(name: string, actual: string): void {
-  const path = `${fixtures}${name}`;
-  if (process.env['PROFCPU_BLESS'] === '1' || !existsSync(path)) {
-    if (process.env['PROFCPU_BLESS'] !== '1')
-      assert.fail(`golden file ${path} is missing: run the test with PROFCPU_BLESS=1 to write it, then review it`);
-    writeFileSync(path, actual);
-    return;
-  }
-  assert.equal(actual, readFileSync(path, 'utf8'), `output differs from ${path} (PROFCPU_BLESS=1 rewrites it)`);
+  assertGoldenAt(`${fixtures}${name}`, actual);
 }

@@ -3,13 +3,14 @@
 // `-collapsed` files are stackcollapse-perf.pl's own output (see the fixtures' README); `-folded` files are
 // profcpu's default mode, re-blessed from its own output with PROFCPU_BLESS=1.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { StackFolder, type FoldOptions, type FoldResult } from '../../src/stacks/fold.js';
 import { formatFolded } from '../../src/stacks/folded.js';
+import { assertGolden } from '../support/golden.js';
 
 const fixtures = new URL('../fixtures/perf-script/', import.meta.url);
-const bless = process.env['PROFCPU_BLESS'] === '1';
 
 /** stackcollapse-perf.pl's flags as FoldOptions. */
 const perlFlags: Record<string, Partial<FoldOptions>> = {
@@ -110,10 +111,8 @@ for (const [name, flags] of compatCases) {
 for (const [name, suffix, options] of defaultCases) {
   test(`default: ${name}${suffix}`, () => {
     const input = readFileSync(new URL(`${name}.txt`, fixtures));
-    const expectedUrl = new URL(`results/${name}-folded${suffix}.txt`, fixtures);
     const whole = text(fold(input, options, 'whole'));
-    if (bless) writeFileSync(expectedUrl, whole);
-    assert.equal(whole, readFileSync(expectedUrl, 'utf8'));
+    assertGolden(fileURLToPath(new URL(`results/${name}-folded${suffix}.txt`, fixtures)), whole);
     assert.equal(text(fold(input, options, 'bytes')), whole, '1-byte chunks');
     assert.equal(text(fold(input, options, 'random')), whole, 'random chunks');
   });

@@ -4,12 +4,11 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { fetchFileSymbols, fetchTargetSymbols } from '../../src/symbols/debug-symbols.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { have, needCommand } from '../support/requirements.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
 let work: string;
@@ -19,8 +18,8 @@ let servers: SymbolServer[];
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-debug-symbols-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) {
-    lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
+  if (lib) {
     const key = join(work, 'store', ssqpDebugKey(lib.buildId));
     mkdirSync(dirname(key), { recursive: true });
     copyFileSync(lib.debug, key);
@@ -32,11 +31,6 @@ after(async () => {
   await store.close();
   rmSync(work, { recursive: true, force: true });
 });
-
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
 
 /** A /proc with one process whose root is a folder holding the library at /opt/app/ and a PE-like .dll. */
 function fakeProc(l: NativeLib): string {
@@ -65,7 +59,7 @@ function fakeProc(l: NativeLib): string {
 }
 
 test('every mapped native library lacking symbols gets its debug file placed; others say why not', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const procRoot = fakeProc(l);
   const cacheDir = join(work, 'cache-all');
@@ -89,7 +83,7 @@ test('every mapped native library lacking symbols gets its debug file placed; ot
 });
 
 test('coreclr only, from the cache when offline, and a target that cannot be seen', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const procRoot = fakeProc(l);
   const cacheDir = join(work, 'cache-coreclr');
@@ -126,7 +120,7 @@ test('coreclr only, from the cache when offline, and a target that cannot be see
 });
 
 test('files named directly; unreadable and build-id-less files are reported, not thrown', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const noId = join(work, 'noid.so');
   const bytes = Buffer.from(readFileSync(l.stripped));

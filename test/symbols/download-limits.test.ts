@@ -6,12 +6,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { SymbolFetcher, type SymbolFetchOptions } from '../../src/symbols/symbol-server-fetch.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { startDownloadServer, type DownloadServer } from '../support/download-server.js';
-import { have, needCommand } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
 let work: string;
@@ -26,7 +25,7 @@ const hostile = { timeout: 15_000 };
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-download-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
   paced = await startDownloadServer();
   store = await startStaticServer(join(work, 'empty'));
 });
@@ -35,11 +34,6 @@ after(async () => {
   await store.close();
   rmSync(work, { recursive: true, force: true });
 });
-
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
 
 /** A fetcher with a cache of its own against `server`, the warnings it gave, and servers with no scripts left. */
 function fetcher(server: { url: string }, options: Partial<SymbolFetchOptions>) {
@@ -92,7 +86,7 @@ test(
 );
 
 test('a body that keeps above the rate arrives whole, under a deadline too long for one timer', hostile, async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const body = readFileSync(l.debug);
   const { f } = fetcher(paced, {

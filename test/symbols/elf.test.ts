@@ -18,32 +18,22 @@ import { after, before, test } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { isProfcpuError } from '../../src/error.js';
 import { bytesSource, elfReadLimits, isBuildId, readElf, readElfFile, type ByteSource } from '../../src/symbols/elf.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { have, need, needCommand } from '../support/requirements.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { need, needCommand } from '../support/requirements.js';
 
 let work: string;
 let lib: NativeLib | undefined;
 
 before(() => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-elf-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(work);
+  lib = buildNativeLibIfPossible(work);
 });
 after(() => rmSync(work, { recursive: true, force: true }));
-
-function needLib(t: import('node:test').TestContext): NativeLib | undefined {
-  for (const [command, pkg] of [
-    ['gcc', 'gcc'],
-    ['objcopy', 'binutils'],
-    ['readelf', 'binutils'],
-  ] as const)
-    if (!needCommand(t, command, pkg)) return undefined;
-  return lib;
-}
 
 const malformed = (error: unknown) => isProfcpuError(error, 'ELF_MALFORMED');
 
 test('a stripped library: build-id, debuglink with the debug file’s CRC, no symbols', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const info = await readElfFile(l.stripped);
   assert.equal(info.buildId, l.buildId);
@@ -56,7 +46,7 @@ test('a stripped library: build-id, debuglink with the debug file’s CRC, no sy
 });
 
 test('the library as linked has .symtab and DWARF; --only-keep-debug keeps them without code', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const full = await readElfFile(l.full);
   assert.deepEqual([full.buildId, full.hasSymtab, full.hasDebugInfo, full.hasCode], [l.buildId, true, true, true]);
@@ -66,7 +56,7 @@ test('the library as linked has .symtab and DWARF; --only-keep-debug keeps them 
 });
 
 test('an executable with 8-byte aligned notes (.note.gnu.property) before its build-id', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const expected = /Build ID: ([0-9a-f]+)/.exec(execFileSync('readelf', ['-n', l.program], { encoding: 'utf8' }))?.[1];
   const info = await readElfFile(l.program);
@@ -75,7 +65,7 @@ test('an executable with 8-byte aligned notes (.note.gnu.property) before its bu
 });
 
 test('strip --strip-debug keeps .symtab and drops DWARF', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const out = join(work, 'libhotlib.so.nodebug');
   execFileSync('strip', ['--strip-debug', '-o', out, l.full]);
@@ -84,7 +74,7 @@ test('strip --strip-debug keeps .symtab and drops DWARF', async (t) => {
 });
 
 test('without section headers the build-id still comes from the PT_NOTE segment', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const bytes = Buffer.from(readFileSync(l.stripped));
   bytes.writeBigUInt64LE(0n, 40); // e_shoff
@@ -109,7 +99,7 @@ test('the .NET SDK’s libcoreclr.so: stripped, build-id as readelf prints it, d
 });
 
 test('every truncation of a real library is an ELF_MALFORMED error, never a crash', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const bytes = readFileSync(l.stripped);
   // Section headers sit at the end of the file, so every cut below loses some of them.
@@ -123,7 +113,7 @@ test('every truncation of a real library is an ELF_MALFORMED error, never a cras
 });
 
 test('hostile headers cost bounded reads', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const original = readFileSync(l.stripped);
   const counting = (bytes: Uint8Array): ByteSource & { total: number } => {
@@ -196,7 +186,7 @@ test(
     const toFifo = join(work, 'link-to-fifo');
     symlinkSync(fifo, toFifo);
     await assert.rejects(readElfFile(toFifo), (e: unknown) => isProfcpuError(e, 'BAD_INPUT'));
-    const l = needLib(t);
+    const l = needNativeLib(t, lib);
     if (!l) return;
     const toLib = join(work, 'link-to-lib.so');
     symlinkSync(l.stripped, toLib);
@@ -205,7 +195,7 @@ test(
 );
 
 test('a debug file copied elsewhere keeps its build-id', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const copy = join(work, 'renamed.dbg');
   copyFileSync(l.debug, copy);

@@ -13,7 +13,7 @@ import { OutputFolder } from '../../src/files/output-folder.js';
 import { buildIdView } from '../../src/postprocess/buildid-view.js';
 import { keepBinaries, readKeptIndex, type KeptBinary } from '../../src/symbols/kept-binaries.js';
 import { TargetFiles } from '../../src/target/target-files.js';
-import { FakeProc } from '../target/fake-proc.js';
+import { FakeProc } from '../support/fake-proc.js';
 
 const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 

@@ -5,12 +5,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { redirectTarget, SymbolFetcher, type SymbolFetchOptions } from '../../src/symbols/symbol-server-fetch.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { startDownloadServer, type DownloadServer } from '../support/download-server.js';
-import { have, needCommand } from '../support/requirements.js';
 
 let work: string;
 let lib: NativeLib | undefined;
@@ -26,7 +25,7 @@ const bounded = { timeout: 10_000 };
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-redirect-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
   first = await startDownloadServer('127.0.0.2');
   second = await startDownloadServer('127.0.0.1');
 });
@@ -35,11 +34,6 @@ after(async () => {
   await second.close();
   rmSync(work, { recursive: true, force: true });
 });
-
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
 
 function fetcher(options: Partial<SymbolFetchOptions> = {}) {
   const warnings: string[] = [];
@@ -57,7 +51,7 @@ function fetcher(options: Partial<SymbolFetchOptions> = {}) {
 const body = (bytes: Uint8Array) => ({ kind: 'paced' as const, body: bytes, chunkBytes: bytes.length, everyMs: 1 });
 
 test('a redirect to another http host is followed', bounded, async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const { f, warnings } = fetcher();
   first.scripts.set(key(l.buildId), { kind: 'redirect', location: `${second.url}/blobs/1`, status: 307 });
@@ -71,7 +65,7 @@ test('a redirect to another http host is followed', bounded, async (t) => {
 });
 
 test('a relative Location is resolved against the URL that sent it', bounded, async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const { f } = fetcher();
   // key(id) is /_.debug/elf-buildid-sym-<id>/_.debug: `../moved/x` replaces its last two segments.

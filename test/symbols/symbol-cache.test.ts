@@ -14,15 +14,14 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { defaultSymbolCacheDir, SymbolCache, VerificationError } from '../../src/symbols/symbol-cache.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { have, needCommand } from '../support/requirements.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 
 let work: string;
 let lib: NativeLib | undefined;
 
 before(() => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-cache-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -34,7 +33,7 @@ test('the cache folder follows XDG_CACHE_HOME, else ~/.cache', () => {
 });
 
 test('commit verifies the build-id, renames into place, and never leaves the temporary file', async (t) => {
-  if (!needCommand(t, 'gcc', 'gcc') || !lib) return;
+  if (!needNativeLib(t, lib) || !lib) return;
   const cache = new SymbolCache(join(work, 'c1'));
   const temp = await cache.tempPath(lib.buildId);
   copyFileSync(lib.debug, temp);

@@ -15,13 +15,13 @@ import {
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { SymbolFetcher, type SymbolFetchOptions } from '../../src/symbols/symbol-server-fetch.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
-import { buildNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
+import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { serveDebugFile } from '../support/debuginfod.js';
-import { have, needCommand } from '../support/requirements.js';
+import { needCommand } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
 let work: string;
@@ -36,8 +36,8 @@ let closedPort: number;
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'profcpu-fetch-'));
-  if (have('gcc') && have('objcopy') && have('strip') && have('readelf')) {
-    lib = buildNativeLib(join(work, 'lib'));
+  lib = buildNativeLibIfPossible(join(work, 'lib'));
+  if (lib) {
     other = buildOther(join(work, 'other'));
     const key = join(work, 'store', ssqpDebugKey(lib.buildId));
     mkdirSync(dirname(key), { recursive: true });
@@ -70,11 +70,6 @@ function buildOther(dir: string) {
   return { debug: `${so}.debug`, buildId };
 }
 
-function needLib(t: TestContext): NativeLib | undefined {
-  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return undefined;
-  return lib;
-}
-
 /** A fetcher with a cache of its own, quick retries, and the warnings it gave. */
 function fetcher(servers: SymbolServer[], options: Partial<SymbolFetchOptions> = {}) {
   const warnings: string[] = [];
@@ -99,7 +94,7 @@ function assertNothingCached(cacheDir: string, buildId: string) {
 }
 
 test('from an SSQP store: downloaded, verified, cached; the next request is served by the cache', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const { f, cacheDir, warnings } = fetcher([ssqp]);
   const result = await f.fetch(l.buildId);
@@ -117,7 +112,7 @@ test('from an SSQP store: downloaded, verified, cached; the next request is serv
 });
 
 test('from a real debuginfod server, after a server that does not have it', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l || !needCommand(t, 'debuginfod', 'debuginfod')) return;
   const server = await serveDebugFile(l.debug, l.buildId, work);
   t.after(() => server.close());
@@ -142,7 +137,7 @@ test('from a real debuginfod server, after a server that does not have it', asyn
 });
 
 test('a server that gzips the body anyway: decoded, and its Content-Length not taken for the file size', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const { f, warnings } = fetcher([ssqp]);
   store.faults.set('*', { kind: 'gzip' });
@@ -153,7 +148,7 @@ test('a server that gzips the body anyway: decoded, and its Content-Length not t
 });
 
 test('concurrent requests for one build-id share one download', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const { f } = fetcher([ssqp]);
   const results = await Promise.all([f.fetch(l.buildId), f.fetch(l.buildId), f.fetch(l.buildId)]);
@@ -165,7 +160,7 @@ test('concurrent requests for one build-id share one download', async (t) => {
 });
 
 test('a 404: one warning per server, remembered for the miss TTL, then asked again', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const empty: SymbolServer = { kind: 'ssqp', url: `${store.url}/empty`, origin: 'test' };
   const { f, cacheDir, warnings } = fetcher([empty]);
@@ -184,7 +179,7 @@ test('a 404: one warning per server, remembered for the miss TTL, then asked aga
 });
 
 test('faults: each a warning with its reason and nothing half-written in the cache', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const key = `/${ssqpDebugKey(l.buildId)}`;
   const size = readFileSync(l.debug).length;
@@ -277,7 +272,7 @@ test('faults: each a warning with its reason and nothing half-written in the cac
 });
 
 test('an unreachable server is skipped for the rest of the run', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const dead: SymbolServer = { kind: 'ssqp', url: `http://127.0.0.1:${closedPort}`, origin: 'test' };
   const { f, warnings } = fetcher([dead, ssqp], { retries: 0 });
@@ -293,7 +288,7 @@ test('an unreachable server is skipped for the rest of the run', async (t) => {
 });
 
 test('progress is reported as a large body arrives', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const seen: number[] = [];
   const { f } = fetcher([ssqp], { progressEveryBytes: 1024, progress: (p) => seen.push(p.received) });
@@ -308,7 +303,7 @@ test('progress is reported as a large body arrives', async (t) => {
 });
 
 test('aborting interrupts a download that hangs', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const controller = new AbortController();
   const { f, cacheDir } = fetcher([ssqp], { signal: controller.signal });
@@ -320,7 +315,7 @@ test('aborting interrupts a download that hangs', async (t) => {
 });
 
 test('a cache that cannot be written is an IO error naming the folder and the remedy', async (t) => {
-  const l = needLib(t);
+  const l = needNativeLib(t, lib);
   if (!l) return;
   const notADir = join(work, 'a-file');
   writeFileSync(notADir, '');

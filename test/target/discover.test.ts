@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { chooseTarget, isWorthProfiling, listProcesses, processNames } from '../../src/target/discover.js';
-import { coreclrMaps, FakeProc } from './fake-proc.js';
+import { coreclrMaps, FakeProc } from '../support/fake-proc.js';
 
 async function machine(extra: { dotnet2?: boolean } = {}) {
   const proc = await FakeProc.create();

@@ -4,7 +4,7 @@ import { isProfcpuError } from '../../src/error.js';
 import { detectDotnet, inspectProcess } from '../../src/target/inspect.js';
 import { parseEnviron } from '../../src/target/procfs.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { coreclrMaps, FakeProc } from './fake-proc.js';
+import { coreclrMaps, FakeProc } from '../support/fake-proc.js';
 
 test('detectDotnet finds libcoreclr.so, its version, and the perf map and W^X settings', () => {
   const env = parseEnviron([
