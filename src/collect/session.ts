@@ -81,15 +81,39 @@ export interface CollectResult<R> {
   postprocess?: R;
 }
 
+/** What collect runs with, once the options are merged: the parts every phase below needs. */
+interface Session<R> {
+  options: CollectOptions;
+  context: CollectContext<R>;
+  signal: AbortSignal;
+  warn: Warn;
+  info: (message: string) => void;
+  procfs: { procRoot: string };
+}
+
+/** What preflight decided: the checks, and how perf records. */
+interface RecordPlan {
+  checks: Check[];
+  event: string;
+  scope: ScopeChoice;
+  buildIdMmap: boolean;
+}
+
 export async function collect<R>(
   partial: Partial<CollectOptions>,
   context: CollectContext<R> = {},
 ): Promise<CollectResult<R>> {
   const options: CollectOptions = { ...collectDefaults, ...partial };
   const signal = context.signal ?? new AbortController().signal;
-  const warn = context.warn ?? ignoreWarnings;
-  const info = context.info ?? (() => {});
-  const procfs = { procRoot: options.procRoot };
+  const session: Session<R> = {
+    options,
+    context,
+    signal,
+    warn: context.warn ?? ignoreWarnings,
+    info: context.info ?? (() => {}),
+    procfs: { procRoot: options.procRoot },
+  };
+  const { info, warn } = session;
   const phaseMs: CollectResult<R>['phaseMs'] = {};
   const phase = async <T>(name: CollectPhase, run: () => Promise<T>): Promise<T> => {
     throwIfAborted(signal);
@@ -102,46 +126,14 @@ export async function collect<R>(
     }
   };
 
-  const { target, reason } = await phase('target', () =>
-    chooseTarget(
-      {
-        ...(options.pid !== undefined && { pid: options.pid }),
-        ...(options.name !== undefined && { name: options.name }),
-      },
-      procfs,
-    ),
-  );
+  const { target, reason } = await phase('target', () => chooseTarget(targetQuery(options), session.procfs));
   info(`profiling process ${target.pid} (${target.cmdline.join(' ').slice(0, 100)}): ${reason}`);
   const dir = resolve(options.output ?? defaultOutputDir(context.cwd ?? '.', (context.now ?? (() => new Date()))()));
-
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
-  const { checks, event, scope, buildIdMmap } = await phase('preflight', async () => {
-    const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
-    const scope = await chooseScope(options.scope, facts.perfVersion, target.pid, procfs, facts.targetCgroup);
-    const buildIdMmap = buildIdMmapWorks(facts.perfVersion, facts.kernelRelease);
-    return { checks: judgeFacts(facts), event: options.event ?? defaultEvent(facts), scope, buildIdMmap };
-  });
-  if (scope.scope.kind === 'cgroup') info(scope.reason);
-  // The perf-spin check says what auto found; with --scope process, the user chose (the demo's workload keeps its
-  // threads).
-  const chosen = (c: Check) => c.id === 'perf-spin' && options.scope === 'process';
-  for (const check of checks.filter((c) => c.status === 'warn' && !chosen(c)))
-    warn(`${check.message}${check.remedy ? ` (fix: ${check.remedy})` : ''}`);
-  const fatal = checks.find((c) => c.status === 'fatal');
-  if (fatal)
-    throw new ProfcpuError('PREFLIGHT_FAILED', `cannot record: ${fatal.message}`, {
-      remedy: fatal.remedy ?? 'Run `profcpu doctor` for details.',
-    });
+  const plan = await phase('preflight', () => preflight(session, target, dir));
 
   const folder = await OutputFolder.open(dir, { create: true });
-  const targetFiles = await TargetFiles.open(target.pid, { ...procfs, uid: target.uid, signal }).catch(
-    (error: unknown) => {
-      throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
-        remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',
-        cause: error,
-      });
-    },
-  );
+  const targetFiles = await openTargetFiles(session, target);
   try {
     await (await folder.folder(layout.targetDir, { create: true, mode: outputModes.privateFolder })).close();
     const stepContext: StepContext = {
@@ -158,73 +150,31 @@ export async function collect<R>(
     const steps = [keptBinariesStep(), ...(context.steps ?? [])];
     const reports: Record<string, StepReport> = {};
     await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
-
-    // Written before recording, so an interrupted session still leaves a folder postprocess can finish.
-    const targetText = `${JSON.stringify(targetJson(target, reason, scope.scope), null, 2)}\n`;
-    await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
-    // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
-    await folder.remove(layout.perfData);
-    const snapshotter = new TargetSnapshotter(
-      folder,
-      targetFiles,
-      target,
-      { ...procfs, maxBytes: options.snapshotMaxBytes, signal },
-      warn,
-    );
-    info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${event}); Ctrl-C stops early`);
-    const recorded = await phase('recording', () =>
-      recordTarget({
-        options,
-        target,
-        dir: folder.path,
-        event,
-        scope: scope.scope,
-        buildIdMmap,
-        snapshotter,
-        signal,
-        ...(context.stop && { stop: context.stop }),
-        ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
-      }),
+    const { recorded, snapshots } = await phase('recording', () =>
+      record(session, folder, targetFiles, { target, reason }, plan),
     );
     throwIfAborted(signal);
     info(
       `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
     );
-
     await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
     const result: CollectResult<R> = {
       dir,
       target,
       reason,
-      event,
-      scope,
-      checks,
+      event: plan.event,
+      scope: plan.scope,
+      checks: plan.checks,
       record: recorded.outcome,
       recordedSeconds: recorded.seconds,
-      snapshots: snapshotter.report(),
+      snapshots,
       steps: reports,
       phaseMs,
       cpuMs: recorded.cpuMs,
     };
-    if (options.postprocess && context.postprocess) {
-      const run = context.postprocess;
-      result.postprocess = await phase('postprocess', () =>
-        run(
-          dir,
-          { perfPath: options.perfPath },
-          {
-            signal,
-            warn,
-            progress: info,
-            manifestExtra: { collect: manifestEntry(result, options) },
-          },
-        ).catch((error: unknown) => {
-          // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
-          if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
-          throw error;
-        }),
-      );
-    }
+    const run = context.postprocess;
+    if (options.postprocess && run)
+      result.postprocess = await phase('postprocess', () => postprocessFolder(session, run, result));
     return result;
   } finally {
     await targetFiles.close();
@@ -235,6 +185,99 @@ export async function collect<R>(
         .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
     await folder.close();
   }
+}
+
+function targetQuery(options: CollectOptions) {
+  return {
+    ...(options.pid !== undefined && { pid: options.pid }),
+    ...(options.name !== undefined && { name: options.name }),
+  };
+}
+
+/** The checks doctor runs, warned about or fatal, and how perf will record: event, scope, build-ids. */
+async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string): Promise<RecordPlan> {
+  const { options, procfs, signal, warn, info } = session;
+  const facts = await gatherFacts({ ...procfs, perfPath: options.perfPath, pid: target.pid, outputDir: dir, signal });
+  const scope = await chooseScope(options.scope, facts.perfVersion, target.pid, procfs, facts.targetCgroup);
+  const checks = judgeFacts(facts);
+  if (scope.scope.kind === 'cgroup') info(scope.reason);
+  // The perf-spin check says what auto found; with --scope process, the user chose (the demo's workload keeps its
+  // threads).
+  const chosen = (c: Check) => c.id === 'perf-spin' && options.scope === 'process';
+  for (const check of checks.filter((c) => c.status === 'warn' && !chosen(c)))
+    warn(`${check.message}${check.remedy ? ` (fix: ${check.remedy})` : ''}`);
+  const fatal = checks.find((c) => c.status === 'fatal');
+  if (fatal)
+    throw new ProfcpuError('PREFLIGHT_FAILED', `cannot record: ${fatal.message}`, {
+      remedy: fatal.remedy ?? 'Run `profcpu doctor` for details.',
+    });
+  return {
+    checks,
+    event: options.event ?? defaultEvent(facts),
+    scope,
+    buildIdMmap: buildIdMmapWorks(facts.perfVersion, facts.kernelRelease),
+  };
+}
+
+function openTargetFiles<R>(session: Session<R>, target: TargetInfo): Promise<TargetFiles> {
+  return TargetFiles.open(target.pid, { ...session.procfs, uid: target.uid, signal: session.signal }).catch(
+    (error: unknown) => {
+      throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
+        remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',
+        cause: error,
+      });
+    },
+  );
+}
+
+/** target.json first (an interrupted session still leaves a folder postprocess can finish), then perf record. */
+async function record<R>(
+  session: Session<R>,
+  folder: OutputFolder,
+  targetFiles: TargetFiles,
+  chosen: { target: TargetInfo; reason: string },
+  plan: RecordPlan,
+): Promise<{ recorded: RecordedTarget; snapshots: SnapshotReport }> {
+  const { options, context, procfs, signal, warn, info } = session;
+  const { target, reason } = chosen;
+  const targetText = `${JSON.stringify(targetJson(target, reason, plan.scope.scope), null, 2)}\n`;
+  await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
+  // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
+  await folder.remove(layout.perfData);
+  const snapshotter = new TargetSnapshotter(
+    folder,
+    targetFiles,
+    target,
+    { ...procfs, maxBytes: options.snapshotMaxBytes, signal },
+    warn,
+  );
+  info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}); Ctrl-C stops early`);
+  const recorded = await recordTarget({
+    options,
+    target,
+    dir: folder.path,
+    event: plan.event,
+    scope: plan.scope.scope,
+    buildIdMmap: plan.buildIdMmap,
+    snapshotter,
+    signal,
+    ...(context.stop && { stop: context.stop }),
+    ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
+  });
+  return { recorded, snapshots: snapshotter.report() };
+}
+
+async function postprocessFolder<R>(session: Session<R>, run: PostprocessRun<R>, result: CollectResult<R>) {
+  const { options, signal, warn, info } = session;
+  return run(
+    result.dir,
+    { perfPath: options.perfPath },
+    { signal, warn, progress: info, manifestExtra: { collect: manifestEntry(result, options) } },
+  ).catch((error: unknown) => {
+    // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
+    if (signal.aborted && !isProfcpuError(error, 'ABORTED')) throwIfAborted(signal);
+    throw error;
+  });
 }
 
 async function runSteps(
