@@ -49,13 +49,137 @@ export interface NamingAdvice {
   causes: NamingCause[];
 }
 
+/** What every rule below looks at, worked out once. */
+interface AdviceFacts {
+  figures: NamingFigures;
+  kinds: NamingFigures['framesByKind'];
+  context: NamingAdviceContext;
+  sources: NamingSources | undefined;
+  /** The target is a .NET process (or nothing says otherwise). */
+  dotnet: boolean;
+  /** A .NET target with neither perf map nor jitdump: every managed frame is unnamed, whatever else is wrong. */
+  noMaps: boolean;
+  /** Forgiving libcoreclr.so's unnamed frames alone would reach the target share. */
+  coreclrOnly: boolean;
+}
+
+/** A likely cause of unnamed frames, when the facts show it. */
+type NamingRule = (facts: AdviceFacts) => NamingCause | undefined;
+
+const noPerfMap: NamingRule = ({ noMaps }) =>
+  noMaps
+    ? {
+        cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
+        remedy:
+          'Let profcpu enable the perf map over the diagnostic socket (.NET 8 or later; profcpu must reach ' +
+          '/proc/<pid>/root/tmp/dotnet-diagnostic-*: share the PID namespace and run as root or as the app’s user), ' +
+          'or start the app with DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2.',
+      }
+    : undefined;
+
+const noReadyToRun: NamingRule = ({ noMaps, dotnet, sources, context }) => {
+  if (noMaps || !dotnet || !sources || (sources.jitDump && sources.jitDump.readyToRun > 0)) return undefined;
+  const abandoned = sources.jitDump?.truncated === true && context.perfMapEnabledBy !== 'ipc';
+  return {
+    cause: abandoned
+      ? 'the jitdump stops early (the runtime gives up on it when it cannot copy a stub block, which .NET 10 ' +
+        'does at startup when DOTNET_PerfMapEnabled is set in its environment), so ReadyToRun (precompiled ' +
+        'framework) methods have no names'
+      : 'no ReadyToRun (precompiled framework) method is named: they are logged only to the jitdump, which is ' +
+        (sources.jitDump ? 'empty of them' : 'missing'),
+    remedy: abandoned
+      ? `Add DOTNET_PerfMapStubGranularity=2 to the app’s environment (${stubGranularityWhy}); \`profcpu collect\` ` +
+        'also re-opens an abandoned jitdump over the diagnostic socket (.NET 8 or later).'
+      : 'Use DOTNET_PerfMapEnabled=1 (map and jitdump) rather than 3 (map only), or leave it unset and let ' +
+        'profcpu enable both over the diagnostic socket.',
+  };
+};
+
+const unloggedStubs: NamingRule = ({ noMaps, dotnet, context }) => {
+  const stubs = context.resolver?.unloggedStubs ?? 0;
+  if (noMaps || !dotnet || stubs === 0) return undefined;
+  return {
+    cause:
+      `${stubs} distinct frame addresses lie in .NET runtime stubs the runtime never logged (shown as ` +
+      `${unloggedStubName}): it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
+      'stubs and dynamic helpers created before the perf map was switched on have no name, and switching it on ' +
+      'over the diagnostic socket does not replay them',
+    remedy:
+      'Start the app with DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` ' +
+      're-opens the jitdump .NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ' +
+      `${stubGranularityWhy}); not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.`,
+  };
+};
+
+/** Addresses in no executable mapping: the unwinder followed a frame pointer into data or nowhere. */
+const brokenChains: NamingRule = ({ noMaps, dotnet, kinds, context }) => {
+  const broken = context.resolver ? context.resolver.noMapping : kinds.unknown;
+  if (noMaps || kinds.unknown === 0 || broken === 0) return undefined;
+  const chains =
+    'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
+    '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
+  return dotnet
+    ? {
+        cause: `frames outside any named code (${broken} distinct address${broken === 1 ? '' : 'es'}): mostly ${chains}`,
+        remedy:
+          'Nothing to set in the app for these; look for [unknown] frames under native callers in folded_stacks.out.',
+      }
+    : {
+        cause: `${kinds.unknown} frames lie in no file nor perf map: JIT code without a perf map, or ${chains}`,
+        remedy: 'Have the runtime write /tmp/perf-<pid>.map (Node: --perf-basic-prof; Java: perf-map-agent).',
+      };
+};
+
+const coreclrDebugFile: NamingRule = ({ kinds, figures, coreclrOnly }) =>
+  kinds['native-unnamed'] > 0 && figures.fullyNamedExceptCoreclr > figures.fullyNamed
+    ? {
+        cause: `frames inside libcoreclr.so (the runtime: GC, JIT helpers) have no names: its debug file is missing${
+          coreclrOnly ? ', and that alone keeps the share below target' : ''
+        }`,
+        remedy:
+          'Run `profcpu symbols --pid <pid> --libraries coreclr` while the app runs (fetches libcoreclr.so.dbg from ' +
+          'the Microsoft symbol server into perf’s build-id cache), then `profcpu postprocess` again.',
+      }
+    : undefined;
+
+/**
+ * Other native libraries without names. The resolver saw every frame perf left unnamed: it says which native files
+ * they were in (managed code in .dll and memfd mappings is covered by the rules above).
+ */
+const otherDebugFiles: NamingRule = ({ noMaps, kinds, coreclrOnly, context }) => {
+  const nativeFiles = context.resolver
+    ? Object.entries(context.resolver.unnamedByFile)
+        .filter(([file]) => isNativeFile(file))
+        .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
+        .map(([file]) => file)
+    : undefined;
+  if (noMaps || kinds['native-unnamed'] === 0 || coreclrOnly || nativeFiles?.length === 0) return undefined;
+  const which = nativeFiles
+    ? `${nativeFiles.slice(0, 5).join(', ')}${nativeFiles.length > 5 ? ` and ${nativeFiles.length - 5} more` : ''}`
+    : 'native libraries other than libcoreclr.so';
+  return {
+    cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames without names (stripped, no debug file)`,
+    remedy:
+      'Run `profcpu symbols --pid <pid>` (debuginfod and symbol servers), or install the distribution’s debug ' +
+      'packages for those libraries, then `profcpu postprocess` again.',
+  };
+};
+
+/** The rules, in the order their causes are listed: the weightiest first. */
+const namingRules: readonly NamingRule[] = [
+  noPerfMap,
+  noReadyToRun,
+  unloggedStubs,
+  brokenChains,
+  coreclrDebugFile,
+  otherDebugFiles,
+];
+
 /** Advice when fewer than 95% of samples are fully named; undefined when naming is good or there are no samples. */
 export function namingAdvice(figures: NamingFigures, context: NamingAdviceContext = {}): NamingAdvice | undefined {
   if (figures.samples <= 0) return undefined;
   const share = figures.fullyNamed / figures.samples;
   if (share >= namingShareTarget) return undefined;
-  const causes: NamingCause[] = [];
-  const kinds = figures.framesByKind;
   const sources = context.sources;
   const dotnet =
     context.dotnet ??
@@ -63,105 +187,21 @@ export function namingAdvice(figures: NamingFigures, context: NamingAdviceContex
       sources.runtime === 'dotnet' ||
       sources.perfMap !== undefined ||
       sources.jitDump !== undefined);
-
-  // Without any map every managed frame is unnamed, whatever else is wrong: that cause alone is worth reading.
-  const noMaps = dotnet && (!sources || (!sources.perfMap && !sources.jitDump));
-  if (noMaps) {
-    causes.push({
-      cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
-      remedy:
-        'Let profcpu enable the perf map over the diagnostic socket (.NET 8 or later; profcpu must reach ' +
-        '/proc/<pid>/root/tmp/dotnet-diagnostic-*: share the PID namespace and run as root or as the app’s user), ' +
-        'or start the app with DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2.',
-    });
-  } else if (dotnet && sources && (!sources.jitDump || sources.jitDump.readyToRun === 0)) {
-    const abandoned = sources.jitDump?.truncated === true && context.perfMapEnabledBy !== 'ipc';
-    causes.push({
-      cause: abandoned
-        ? 'the jitdump stops early (the runtime gives up on it when it cannot copy a stub block, which .NET 10 ' +
-          'does at startup when DOTNET_PerfMapEnabled is set in its environment), so ReadyToRun (precompiled ' +
-          'framework) methods have no names'
-        : 'no ReadyToRun (precompiled framework) method is named: they are logged only to the jitdump, which is ' +
-          (sources.jitDump ? 'empty of them' : 'missing'),
-      remedy: abandoned
-        ? `Add DOTNET_PerfMapStubGranularity=2 to the app’s environment (${stubGranularityWhy}); \`profcpu collect\` ` +
-          'also re-opens an abandoned jitdump over the diagnostic socket (.NET 8 or later).'
-        : 'Use DOTNET_PerfMapEnabled=1 (map and jitdump) rather than 3 (map only), or leave it unset and let ' +
-          'profcpu enable both over the diagnostic socket.',
-    });
-  }
-
-  const stubs = context.resolver?.unloggedStubs ?? 0;
-  if (!noMaps && dotnet && stubs > 0) {
-    causes.push({
-      cause:
-        `${stubs} distinct frame addresses lie in .NET runtime stubs the runtime never logged (shown as ` +
-        `${unloggedStubName}): it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
-        'stubs and dynamic helpers created before the perf map was switched on have no name, and switching it on ' +
-        'over the diagnostic socket does not replay them',
-      remedy:
-        'Start the app with DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` ' +
-        're-opens the jitdump .NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ' +
-        `${stubGranularityWhy}); not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.`,
-    });
-  }
-  // Addresses in no executable mapping: the unwinder followed a frame pointer into data or nowhere.
-  const broken = context.resolver ? context.resolver.noMapping : kinds.unknown;
-  if (!noMaps && kinds.unknown > 0 && broken > 0) {
-    const chains =
-      'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
-      '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
-    causes.push(
-      dotnet
-        ? {
-            cause: `frames outside any named code (${broken} distinct address${broken === 1 ? '' : 'es'}): mostly ${chains}`,
-            remedy:
-              'Nothing to set in the app for these; look for [unknown] frames under native callers in ' +
-              'folded_stacks.out.',
-          }
-        : {
-            cause: `${kinds.unknown} frames lie in no file nor perf map: JIT code without a perf map, or ${chains}`,
-            remedy: 'Have the runtime write /tmp/perf-<pid>.map (Node: --perf-basic-prof; Java: perf-map-agent).',
-          },
-    );
-  }
-
-  const coreclrOnly = figures.fullyNamedExceptCoreclr / figures.samples >= namingShareTarget;
-  if (kinds['native-unnamed'] > 0 && figures.fullyNamedExceptCoreclr > figures.fullyNamed) {
-    causes.push({
-      cause: `frames inside libcoreclr.so (the runtime: GC, JIT helpers) have no names: its debug file is missing${
-        coreclrOnly ? ', and that alone keeps the share below target' : ''
-      }`,
-      remedy:
-        'Run `profcpu symbols --pid <pid> --libraries coreclr` while the app runs (fetches libcoreclr.so.dbg from ' +
-        'the Microsoft symbol server into perf’s build-id cache), then `profcpu postprocess` again.',
-    });
-  }
-  // The resolver saw every frame perf left unnamed: it says which native files they were in (managed code in .dll
-  // and memfd mappings is covered by the causes above).
-  const nativeFiles = context.resolver
-    ? Object.entries(context.resolver.unnamedByFile)
-        .filter(([file]) => isNativeFile(file))
-        .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
-        .map(([file]) => file)
-    : undefined;
-  if (!noMaps && kinds['native-unnamed'] > 0 && !coreclrOnly && (nativeFiles === undefined || nativeFiles.length > 0)) {
-    const which = nativeFiles
-      ? `${nativeFiles.slice(0, 5).join(', ')}${nativeFiles.length > 5 ? ` and ${nativeFiles.length - 5} more` : ''}`
-      : 'native libraries other than libcoreclr.so';
-    causes.push({
-      cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames without names (stripped, no debug file)`,
-      remedy:
-        'Run `profcpu symbols --pid <pid>` (debuginfod and symbol servers), or install the distribution’s debug ' +
-        'packages for those libraries, then `profcpu postprocess` again.',
-    });
-  }
-  if (causes.length === 0) {
+  const facts: AdviceFacts = {
+    figures,
+    kinds: figures.framesByKind,
+    context,
+    sources,
+    dotnet,
+    noMaps: dotnet && (!sources || (!sources.perfMap && !sources.jitDump)),
+    coreclrOnly: figures.fullyNamedExceptCoreclr / figures.samples >= namingShareTarget,
+  };
+  const causes = namingRules.map((rule) => rule(facts)).filter((c): c is NamingCause => c !== undefined);
+  if (causes.length === 0)
     causes.push({
       cause: 'unnamed frames of no single kind',
       remedy: 'Look for `[dso]` frames in folded_stacks.out to see which mappings lack names.',
     });
-  }
   return { share, causes };
 }
 
