@@ -135,47 +135,7 @@ export async function collect<R>(
   const folder = await OutputFolder.open(dir, { create: true });
   const targetFiles = await openTargetFiles(session, target);
   try {
-    await (await folder.folder(layout.targetDir, { create: true, mode: outputModes.privateFolder })).close();
-    const stepContext: StepContext = {
-      target,
-      dir: folder.path,
-      perfPath: options.perfPath,
-      procRoot: options.procRoot,
-      files: targetFiles,
-      signal,
-      warn,
-      progress: info,
-    };
-    // perf records with -N: this step keeps the target's binaries in the folder instead, within limits.
-    const steps = [keptBinariesStep(), ...(context.steps ?? [])];
-    const reports: Record<string, StepReport> = {};
-    await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
-    const { recorded, snapshots } = await phase('recording', () =>
-      record(session, folder, targetFiles, { target, reason }, plan),
-    );
-    throwIfAborted(signal);
-    info(
-      `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
-    );
-    await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
-    const result: CollectResult<R> = {
-      dir,
-      target,
-      reason,
-      event: plan.event,
-      scope: plan.scope,
-      checks: plan.checks,
-      record: recorded.outcome,
-      recordedSeconds: recorded.seconds,
-      snapshots,
-      steps: reports,
-      phaseMs,
-      cpuMs: recorded.cpuMs,
-    };
-    const run = context.postprocess;
-    if (options.postprocess && run)
-      result.postprocess = await phase('postprocess', () => postprocessFolder(session, run, result));
-    return result;
+    return await recordAndFinish(session, phase, phaseMs, folder, targetFiles, { target, reason, dir }, plan);
   } finally {
     await targetFiles.close();
     // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
@@ -185,6 +145,63 @@ export async function collect<R>(
         .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
     await folder.close();
   }
+}
+
+type Phase = <T>(name: CollectPhase, run: () => Promise<T>) => Promise<T>;
+
+/** The phases from the steps before recording to postprocess, in a folder and with the target's files open. */
+async function recordAndFinish<R>(
+  session: Session<R>,
+  phase: Phase,
+  phaseMs: CollectResult<R>['phaseMs'],
+  folder: OutputFolder,
+  targetFiles: TargetFiles,
+  chosen: { target: TargetInfo; reason: string; dir: string },
+  plan: RecordPlan,
+): Promise<CollectResult<R>> {
+  const { options, context, signal, warn, info } = session;
+  const { target, reason, dir } = chosen;
+  await (await folder.folder(layout.targetDir, { create: true, mode: outputModes.privateFolder })).close();
+  const stepContext: StepContext = {
+    target,
+    dir: folder.path,
+    perfPath: options.perfPath,
+    procRoot: options.procRoot,
+    files: targetFiles,
+    signal,
+    warn,
+    progress: info,
+  };
+  // perf records with -N: this step keeps the target's binaries in the folder instead, within limits.
+  const steps = [keptBinariesStep(), ...(context.steps ?? [])];
+  const reports: Record<string, StepReport> = {};
+  await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
+  const { recorded, snapshots } = await phase('recording', () =>
+    record(session, folder, targetFiles, { target, reason }, plan),
+  );
+  throwIfAborted(signal);
+  info(
+    `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
+  );
+  await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
+  const result: CollectResult<R> = {
+    dir,
+    target,
+    reason,
+    event: plan.event,
+    scope: plan.scope,
+    checks: plan.checks,
+    record: recorded.outcome,
+    recordedSeconds: recorded.seconds,
+    snapshots,
+    steps: reports,
+    phaseMs,
+    cpuMs: recorded.cpuMs,
+  };
+  const run = context.postprocess;
+  if (options.postprocess && run)
+    result.postprocess = await phase('postprocess', () => postprocessFolder(session, run, result));
+  return result;
 }
 
 function targetQuery(options: CollectOptions) {
