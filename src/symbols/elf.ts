@@ -172,164 +172,235 @@ export function bytesSource(bytes: Uint8Array): ByteSource {
 
 /** Reads the ELF facts from `source`; `label` names it in errors. */
 export async function readElf(source: ByteSource, label: string): Promise<ElfInfo> {
-  const fail = (detail: string) => malformed(label, detail);
-  const readExact = async (offset: number, length: number, what: string): Promise<DataView> => {
-    if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > source.size)
-      throw fail(`${what} lies outside the file (offset ${offset}, ${length} bytes, file size ${source.size})`);
-    const bytes = await source.read(offset, length);
-    if (bytes.length < length) throw fail(`${what} is truncated`);
-    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  };
-
-  const ident = await readExact(0, Math.min(64, source.size), 'ELF header');
-  if (ident.byteLength < 4 || ident.getUint32(0) !== 0x7f454c46) throw fail('no ELF magic');
-  if (ident.byteLength < 52) throw fail('shorter than an ELF header');
-  const elfClass = ident.getUint8(4);
-  const dataEncoding = ident.getUint8(5);
-  if (elfClass !== 1 && elfClass !== 2) throw fail(`unknown ELF class ${elfClass}`);
-  if (dataEncoding !== 1 && dataEncoding !== 2) throw fail(`unknown data encoding ${dataEncoding}`);
-  const bits = elfClass === 2 ? 64 : 32;
-  const le = dataEncoding === 1;
-  if (bits === 64 && ident.byteLength < 64) throw fail('shorter than an ELF header');
-  const u16 = (v: DataView, at: number) => v.getUint16(at, le);
-  const u32 = (v: DataView, at: number) => v.getUint32(at, le);
-  const word = (v: DataView, at: number): number => {
-    if (bits === 32) return v.getUint32(at, le);
-    const value = v.getBigUint64(at, le);
-    if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw fail(`value ${value} out of range`);
-    return Number(value);
-  };
-
-  const h = ident;
-  const machine = u16(h, 18);
-  const phoff = word(h, bits === 64 ? 32 : 28);
-  const shoff = word(h, bits === 64 ? 40 : 32);
-  const phentsize = u16(h, bits === 64 ? 54 : 42);
-  const phnum = u16(h, bits === 64 ? 56 : 44);
-  const shentsize = u16(h, bits === 64 ? 58 : 46);
-  let shnum = u16(h, bits === 64 ? 60 : 48);
-  let shstrndx = u16(h, bits === 64 ? 62 : 50);
-
-  const sections: Section[] = [];
-  if (shoff !== 0) {
-    const minEntry = bits === 64 ? 64 : 40;
-    if (shentsize < minEntry) throw fail(`section header entries of ${shentsize} bytes`);
-    const readSection = async (index: number): Promise<Omit<Section, 'name'> & { nameOffset: number }> => {
-      const v = await readExact(shoff + index * shentsize, minEntry, `section header ${index}`);
-      return bits === 64
-        ? {
-            nameOffset: u32(v, 0),
-            type: u32(v, 4),
-            offset: word(v, 24),
-            size: word(v, 32),
-            align: word(v, 48),
-            entsize: word(v, 56),
-          }
-        : {
-            nameOffset: u32(v, 0),
-            type: u32(v, 4),
-            offset: u32(v, 16),
-            size: u32(v, 20),
-            align: u32(v, 32),
-            entsize: u32(v, 36),
-          };
-    };
-    // More than 0xff00 sections: the real count and name-table index live in section header 0 (ELF gABI).
-    if (shnum === 0 || shstrndx === 0xffff) {
-      const first = await readSection(0);
-      if (shnum === 0) shnum = first.size;
-      if (shstrndx === 0xffff) shstrndx = u32(await readExact(shoff + (bits === 64 ? 40 : 24), 4, 'sh_link'), 0);
-    }
-    if (shnum > elfReadLimits.maxSections) throw fail(`${shnum} sections, more than ${elfReadLimits.maxSections}`);
-    const raw = [];
-    for (let i = 0; i < shnum; i++) raw.push(await readSection(i));
-    const names = raw[shstrndx];
-    let table: Uint8Array = new Uint8Array();
-    if (names && names.type !== SHT_NOBITS) {
-      if (names.size > elfReadLimits.maxSectionNamesBytes) throw fail(`section-name table of ${names.size} bytes`);
-      const v = await readExact(names.offset, names.size, 'section-name table');
-      table = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-    }
-    // Names are cut at 64 bytes: the ones looked for are short, and a table without NULs must not make each of
-    // 65 536 names a megabyte long.
-    for (const s of raw) sections.push({ ...s, name: cString(table, s.nameOffset, sectionNameBytes) });
-  }
-
+  const file = await ElfFile.open(source, label);
+  const header = await readHeader(file);
+  const sections = await readSections(file, header);
   const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0;
-  let buildId: string | undefined;
-  for (const s of sections) {
-    if (s.type !== SHT_NOTE || !present(s) || buildId) continue;
-    buildId = await findBuildId(s.offset, s.size, s.align, `note section ${s.name || '?'}`);
-  }
-  // No section headers (or no note sections among them): the loader's view, PT_NOTE segments.
-  if (!buildId && phoff !== 0 && phnum > 0) {
-    const entry = bits === 64 ? 56 : 32;
-    if (phentsize < entry) throw fail(`program header entries of ${phentsize} bytes`);
-    for (let i = 0; i < phnum && !buildId; i++) {
-      const v = await readExact(phoff + i * phentsize, entry, `program header ${i}`);
-      if (u32(v, 0) !== PT_NOTE) continue;
-      const offset = word(v, bits === 64 ? 8 : 4);
-      const size = word(v, bits === 64 ? 32 : 16);
-      const align = word(v, bits === 64 ? 48 : 28);
-      buildId = await findBuildId(offset, size, align, `note segment ${i}`);
-    }
-  }
-
-  async function findBuildId(offset: number, size: number, align: number, what: string): Promise<string | undefined> {
-    if (size > elfReadLimits.maxNoteBytes) throw fail(`${what} of ${size} bytes`);
-    const v = await readExact(offset, size, what);
-    // 8-byte aligned notes (.note.gnu.property) align the descriptor and the next note, not the name's size.
-    const step = align === 8 ? 8 : 4;
-    const pad = (n: number) => Math.ceil(n / step) * step;
-    for (let at = 0; at + 12 <= size;) {
-      const namesz = u32(v, at);
-      const descsz = u32(v, at + 4);
-      const type = u32(v, at + 8);
-      const nameAt = at + 12;
-      const descAt = pad(nameAt + namesz);
-      if (descAt + descsz > size) throw fail(`${what} has a note running past its end`);
-      const name = new Uint8Array(v.buffer, v.byteOffset + nameAt, namesz);
-      if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0, 4) === 'GNU') {
-        if (descsz === 0) throw fail('empty build-id note');
-        return Buffer.from(v.buffer, v.byteOffset + descAt, descsz).toString('hex');
-      }
-      at = pad(descAt + descsz);
-    }
-    return undefined;
-  }
-
-  let debugLink: ElfInfo['debugLink'];
-  const link = sections.find((s) => s.name === '.gnu_debuglink' && present(s));
-  if (link) {
-    if (link.size > elfReadLimits.maxDebugLinkBytes) throw fail(`.gnu_debuglink of ${link.size} bytes`);
-    const v = await readExact(link.offset, link.size, '.gnu_debuglink');
-    const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-    const end = bytes.indexOf(0);
-    const crcAt = Math.ceil((end + 1) / 4) * 4;
-    if (end <= 0 || crcAt + 4 > link.size) throw fail('.gnu_debuglink without a file name and CRC');
-    debugLink = { file: Buffer.from(bytes.subarray(0, end)).toString('utf8'), crc32: u32(v, crcAt) };
-  }
-
-  const ranges: [number, number][] = [[0, bits === 64 ? 64 : 52]];
-  if (phoff !== 0 && phnum > 0) ranges.push([phoff, phoff + phnum * phentsize]);
-  if (shoff !== 0 && shnum > 0) ranges.push([shoff, shoff + shnum * shentsize]);
-  for (const s of sections)
-    if (present(s) && (namingSectionTypes.has(s.type) || namingSectionNames.has(s.name)))
-      ranges.push([s.offset, Math.min(s.offset + s.size, source.size)]);
-
   const symtab = sections.find((s) => s.type === SHT_SYMTAB && present(s));
   return {
-    bits,
-    littleEndian: le,
-    machine,
-    buildId,
-    debugLink,
+    bits: file.bits,
+    littleEndian: file.le,
+    machine: header.machine,
+    buildId: await findBuildId(file, header, sections),
+    debugLink: await readDebugLink(file, sections),
     // The first symbol of every table is the null symbol: a table of one entry names nothing.
     hasSymtab: symtab !== undefined && symtab.size > Math.max(symtab.entsize, 1),
     hasDebugInfo: sections.some((s) => (s.name === '.debug_info' || s.name === '.zdebug_info') && present(s)),
     hasCode: sections.some((s) => s.name === '.text' && present(s)),
-    namingRanges: mergeRanges(ranges.filter(([from, to]) => from < to && from < source.size)),
+    namingRanges: namingRanges(file, header, sections),
   };
+}
+
+/** An ELF file being read: its class and byte order, bounded reads, and errors that name it. */
+class ElfFile {
+  private constructor(
+    private readonly source: ByteSource,
+    private readonly label: string,
+    readonly bits: 32 | 64,
+    readonly le: boolean,
+  ) {}
+
+  /** Checks the identification bytes and learns the class and byte order. */
+  static async open(source: ByteSource, label: string): Promise<ElfFile> {
+    const probe = new ElfFile(source, label, 64, true);
+    const ident = await probe.read(0, Math.min(64, source.size), 'ELF header');
+    if (ident.byteLength < 4 || ident.getUint32(0) !== 0x7f454c46) throw probe.fail('no ELF magic');
+    if (ident.byteLength < 52) throw probe.fail('shorter than an ELF header');
+    const elfClass = ident.getUint8(4);
+    const dataEncoding = ident.getUint8(5);
+    if (elfClass !== 1 && elfClass !== 2) throw probe.fail(`unknown ELF class ${elfClass}`);
+    if (dataEncoding !== 1 && dataEncoding !== 2) throw probe.fail(`unknown data encoding ${dataEncoding}`);
+    if (elfClass === 2 && ident.byteLength < 64) throw probe.fail('shorter than an ELF header');
+    return new ElfFile(source, label, elfClass === 2 ? 64 : 32, dataEncoding === 1);
+  }
+
+  get size(): number {
+    return this.source.size;
+  }
+
+  fail(detail: string): ProfcpuError {
+    return malformed(this.label, detail);
+  }
+
+  /** Exactly `length` bytes at `offset`, which must lie inside the file. */
+  async read(offset: number, length: number, what: string): Promise<DataView> {
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > this.source.size)
+      throw this.fail(
+        `${what} lies outside the file (offset ${offset}, ${length} bytes, file size ${this.source.size})`,
+      );
+    const bytes = await this.source.read(offset, length);
+    if (bytes.length < length) throw this.fail(`${what} is truncated`);
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  u16(v: DataView, at: number): number {
+    return v.getUint16(at, this.le);
+  }
+
+  u32(v: DataView, at: number): number {
+    return v.getUint32(at, this.le);
+  }
+
+  /** A 32- or 64-bit word by the file's class; a 64-bit value past 2^53 is refused. */
+  word(v: DataView, at: number): number {
+    if (this.bits === 32) return v.getUint32(at, this.le);
+    const value = v.getBigUint64(at, this.le);
+    if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail(`value ${value} out of range`);
+    return Number(value);
+  }
+}
+
+interface ElfHeader {
+  machine: number;
+  phoff: number;
+  phentsize: number;
+  phnum: number;
+  shoff: number;
+  shentsize: number;
+  shnum: number;
+  shstrndx: number;
+}
+
+async function readHeader(f: ElfFile): Promise<ElfHeader> {
+  const is64 = f.bits === 64;
+  const h = await f.read(0, is64 ? 64 : 52, 'ELF header');
+  return {
+    machine: f.u16(h, 18),
+    phoff: f.word(h, is64 ? 32 : 28),
+    shoff: f.word(h, is64 ? 40 : 32),
+    phentsize: f.u16(h, is64 ? 54 : 42),
+    phnum: f.u16(h, is64 ? 56 : 44),
+    shentsize: f.u16(h, is64 ? 58 : 46),
+    shnum: f.u16(h, is64 ? 60 : 48),
+    shstrndx: f.u16(h, is64 ? 62 : 50),
+  };
+}
+
+/** The section headers with their names; none when the file has no section header table. */
+async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
+  const { shoff, shentsize } = header;
+  if (shoff === 0) return [];
+  const is64 = f.bits === 64;
+  const minEntry = is64 ? 64 : 40;
+  if (shentsize < minEntry) throw f.fail(`section header entries of ${shentsize} bytes`);
+  const readSection = async (index: number): Promise<Omit<Section, 'name'> & { nameOffset: number }> => {
+    const v = await f.read(shoff + index * shentsize, minEntry, `section header ${index}`);
+    return is64
+      ? {
+          nameOffset: f.u32(v, 0),
+          type: f.u32(v, 4),
+          offset: f.word(v, 24),
+          size: f.word(v, 32),
+          align: f.word(v, 48),
+          entsize: f.word(v, 56),
+        }
+      : {
+          nameOffset: f.u32(v, 0),
+          type: f.u32(v, 4),
+          offset: f.u32(v, 16),
+          size: f.u32(v, 20),
+          align: f.u32(v, 32),
+          entsize: f.u32(v, 36),
+        };
+  };
+  let { shnum, shstrndx } = header;
+  // More than 0xff00 sections: the real count and name-table index live in section header 0 (ELF gABI).
+  if (shnum === 0 || shstrndx === 0xffff) {
+    const first = await readSection(0);
+    if (shnum === 0) shnum = first.size;
+    if (shstrndx === 0xffff) shstrndx = f.u32(await f.read(shoff + (is64 ? 40 : 24), 4, 'sh_link'), 0);
+  }
+  if (shnum > elfReadLimits.maxSections) throw f.fail(`${shnum} sections, more than ${elfReadLimits.maxSections}`);
+  const raw = [];
+  for (let i = 0; i < shnum; i++) raw.push(await readSection(i));
+  const names = raw[shstrndx];
+  let table: Uint8Array = new Uint8Array();
+  if (names && names.type !== SHT_NOBITS) {
+    if (names.size > elfReadLimits.maxSectionNamesBytes) throw f.fail(`section-name table of ${names.size} bytes`);
+    const v = await f.read(names.offset, names.size, 'section-name table');
+    table = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  }
+  // Names are cut at 64 bytes: the ones looked for are short, and a table without NULs must not make each of
+  // 65 536 names a megabyte long.
+  return raw.map((s) => ({ ...s, name: cString(table, s.nameOffset, sectionNameBytes) }));
+}
+
+/** The build-id note, from the note sections, else (no section headers) from the PT_NOTE segments. */
+async function findBuildId(f: ElfFile, header: ElfHeader, sections: Section[]): Promise<string | undefined> {
+  for (const s of sections) {
+    if (s.type !== SHT_NOTE || s.size === 0) continue;
+    const found = await noteBuildId(f, s.offset, s.size, s.align, `note section ${s.name || '?'}`);
+    if (found) return found;
+  }
+  const { phoff, phnum, phentsize } = header;
+  if (phoff === 0 || phnum === 0) return undefined;
+  const is64 = f.bits === 64;
+  const entry = is64 ? 56 : 32;
+  if (phentsize < entry) throw f.fail(`program header entries of ${phentsize} bytes`);
+  for (let i = 0; i < phnum; i++) {
+    const v = await f.read(phoff + i * phentsize, entry, `program header ${i}`);
+    if (f.u32(v, 0) !== PT_NOTE) continue;
+    const offset = f.word(v, is64 ? 8 : 4);
+    const size = f.word(v, is64 ? 32 : 16);
+    const align = f.word(v, is64 ? 48 : 28);
+    const found = await noteBuildId(f, offset, size, align, `note segment ${i}`);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+async function noteBuildId(
+  f: ElfFile,
+  offset: number,
+  size: number,
+  align: number,
+  what: string,
+): Promise<string | undefined> {
+  if (size > elfReadLimits.maxNoteBytes) throw f.fail(`${what} of ${size} bytes`);
+  const v = await f.read(offset, size, what);
+  // 8-byte aligned notes (.note.gnu.property) align the descriptor and the next note, not the name's size.
+  const step = align === 8 ? 8 : 4;
+  const pad = (n: number) => Math.ceil(n / step) * step;
+  for (let at = 0; at + 12 <= size;) {
+    const namesz = f.u32(v, at);
+    const descsz = f.u32(v, at + 4);
+    const type = f.u32(v, at + 8);
+    const nameAt = at + 12;
+    const descAt = pad(nameAt + namesz);
+    if (descAt + descsz > size) throw f.fail(`${what} has a note running past its end`);
+    const name = new Uint8Array(v.buffer, v.byteOffset + nameAt, namesz);
+    if (type === NT_GNU_BUILD_ID && namesz === 4 && cString(name, 0, 4) === 'GNU') {
+      if (descsz === 0) throw f.fail('empty build-id note');
+      return Buffer.from(v.buffer, v.byteOffset + descAt, descsz).toString('hex');
+    }
+    at = pad(descAt + descsz);
+  }
+  return undefined;
+}
+
+/** The `.gnu_debuglink` section: the debug file's name and its CRC32. */
+async function readDebugLink(f: ElfFile, sections: Section[]): Promise<ElfInfo['debugLink']> {
+  const link = sections.find((s) => s.name === '.gnu_debuglink' && s.type !== SHT_NOBITS && s.size > 0);
+  if (!link) return undefined;
+  if (link.size > elfReadLimits.maxDebugLinkBytes) throw f.fail(`.gnu_debuglink of ${link.size} bytes`);
+  const v = await f.read(link.offset, link.size, '.gnu_debuglink');
+  const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  const end = bytes.indexOf(0);
+  const crcAt = Math.ceil((end + 1) / 4) * 4;
+  if (end <= 0 || crcAt + 4 > link.size) throw f.fail('.gnu_debuglink without a file name and CRC');
+  return { file: Buffer.from(bytes.subarray(0, end)).toString('utf8'), crc32: f.u32(v, crcAt) };
+}
+
+/** See ElfInfo.namingRanges. */
+function namingRanges(f: ElfFile, header: ElfHeader, sections: Section[]): [number, number][] {
+  const { phoff, phnum, phentsize, shoff, shentsize } = header;
+  const ranges: [number, number][] = [[0, f.bits === 64 ? 64 : 52]];
+  if (phoff !== 0 && phnum > 0) ranges.push([phoff, phoff + phnum * phentsize]);
+  if (shoff !== 0 && sections.length > 0) ranges.push([shoff, shoff + sections.length * shentsize]);
+  for (const s of sections)
+    if (s.type !== SHT_NOBITS && s.size > 0 && (namingSectionTypes.has(s.type) || namingSectionNames.has(s.name)))
+      ranges.push([s.offset, Math.min(s.offset + s.size, f.size)]);
+  return mergeRanges(ranges.filter(([from, to]) => from < to && from < f.size));
 }
 
 /**
