@@ -151,13 +151,27 @@ const installPerf =
 /** Judges the facts. Pure. */
 export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
   const checks: Check[] = [];
-  const add = (id: string, status: CheckStatus, message: string, remedy?: string) =>
+  const add: AddCheck = (id, status, message, remedy) =>
     checks.push(remedy === undefined || status === 'ok' ? { id, status, message } : { id, status, message, remedy });
   const privileged =
     facts.uid === 0 ||
     hasCapability(facts.capEff, capability.PERFMON) ||
     hasCapability(facts.capEff, capability.SYS_ADMIN);
+  judgePerf(facts, add);
+  judgePerfSpin(facts, add);
+  judgeParanoid(facts, add, privileged);
+  judgeCapabilities(facts, add, privileged);
+  judgePerfEventOpen(facts, add);
+  judgeKernelSymbols(facts, add);
+  if (facts.pid !== undefined) judgeTarget(facts, now, add);
+  judgeDisk(facts, add);
+  return checks;
+}
 
+type AddCheck = (id: string, status: CheckStatus, message: string, remedy?: string) => void;
+
+/** perf runs, and how its version compares with the kernel's. */
+function judgePerf(facts: MachineFacts, add: AddCheck): void {
   if (facts.perfVersion === undefined)
     add('perf', 'fatal', `perf cannot be run: ${facts.perfError ?? 'unknown'}`, installPerf);
   else {
@@ -168,7 +182,10 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       `perf ${facts.perfVersion} on kernel ${facts.kernelRelease}${skew ? ' (versions differ: usually harmless)' : ''}`,
     );
   }
+}
 
+/** perf before 7.2 spins on exited threads: what collect does about it. */
+function judgePerfSpin(facts: MachineFacts, add: AddCheck): void {
   if (facts.perfVersion !== undefined && spinsWhenThreadsExit(facts.perfVersion)) {
     const spin = `perf ${facts.perfVersion} spins once a thread it records with -p exits (a core or two while the target's threads come and go)`;
     const cgroup = facts.targetCgroup;
@@ -189,7 +206,10 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
         'Use perf 7.2 or later.',
       );
   }
+}
 
+/** kernel.perf_event_paranoid, which limits only an unprivileged perf. */
+function judgeParanoid(facts: MachineFacts, add: AddCheck, privileged: boolean): void {
   if (facts.paranoid === undefined)
     add('perf_event_paranoid', 'warn', 'kernel.perf_event_paranoid cannot be read', 'Check that /proc/sys is mounted.');
   else if (privileged)
@@ -202,7 +222,10 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       'Run as root or with CAP_PERFMON, or on the host: `sysctl kernel.perf_event_paranoid=1`.',
     );
   else add('perf_event_paranoid', 'ok', `kernel.perf_event_paranoid=${facts.paranoid}`);
+}
 
+/** Root, or the capabilities perf needs. */
+function judgeCapabilities(facts: MachineFacts, add: AddCheck, privileged: boolean): void {
   const caps = (['PERFMON', 'SYS_ADMIN', 'SYS_PTRACE'] as const).filter((c) =>
     hasCapability(facts.capEff, capability[c]),
   );
@@ -212,7 +235,10 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
     `uid ${facts.uid}, capabilities: ${caps.length ? caps.map((c) => `CAP_${c}`).join(', ') : 'none of CAP_PERFMON/SYS_ADMIN/SYS_PTRACE'}`,
     'Run as root, or give the container --cap-add PERFMON --cap-add SYS_PTRACE (or --privileged).',
   );
+}
 
+/** Whether perf could open an event here (a seccomp filter blocks it), and which. */
+function judgePerfEventOpen(facts: MachineFacts, add: AddCheck): void {
   if (facts.probeError !== undefined)
     add(
       'perf_event_open',
@@ -228,7 +254,10 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       'ok',
       `perf events open here${facts.seccomp === 2 ? ' (despite a seccomp filter)' : ''}; hardware cycles ${facts.cyclesSupported ? 'available' : 'unavailable, so cpu-clock is used'}`,
     );
+}
 
+/** Whether kernel frames can be named: /proc/kallsyms readable, kptr_restrict. */
+function judgeKernelSymbols(facts: MachineFacts, add: AddCheck): void {
   if (facts.kallsymsHidden)
     add(
       'kptr_restrict',
@@ -249,43 +278,38 @@ export function judgeFacts(facts: MachineFacts, now = Date.now()): Check[] {
       `kernel.kptr_restrict=${facts.kptrRestrict} hides kernel symbols: kernel frames will be unnamed`,
       'On the host: `sysctl kernel.kptr_restrict=0` (or run as root when it is 1).',
     );
-
-  if (facts.pid !== undefined) judgeTarget(facts, now, add);
-
-  if (facts.outputDir !== undefined) {
-    const free = facts.freeBytes;
-    const mb = (n: number) => `${Math.round(n / 1024 / 1024)} MB`;
-    if (free === undefined)
-      add(
-        'disk',
-        'warn',
-        `free space under ${facts.outputDir} cannot be read`,
-        'Check that the output folder is writable.',
-      );
-    else if (free < preflightDefaults.minDiskBytes)
-      add(
-        'disk',
-        'fatal',
-        `only ${mb(free)} free under ${facts.outputDir}`,
-        'Free some space or pass --output on another disk.',
-      );
-    else if (free < preflightDefaults.lowDiskBytes)
-      add(
-        'disk',
-        'warn',
-        `only ${mb(free)} free under ${facts.outputDir}`,
-        'Keep recordings short or pass --output on another disk.',
-      );
-    else add('disk', 'ok', `${mb(free)} free under ${facts.outputDir}`);
-  }
-  return checks;
 }
 
-function judgeTarget(
-  facts: MachineFacts,
-  now: number,
-  add: (id: string, status: CheckStatus, message: string, remedy?: string) => void,
-): void {
+/** Free space in the output folder. */
+function judgeDisk(facts: MachineFacts, add: AddCheck): void {
+  if (facts.outputDir === undefined) return;
+  const free = facts.freeBytes;
+  const mb = (n: number) => `${Math.round(n / 1024 / 1024)} MB`;
+  if (free === undefined)
+    add(
+      'disk',
+      'warn',
+      `free space under ${facts.outputDir} cannot be read`,
+      'Check that the output folder is writable.',
+    );
+  else if (free < preflightDefaults.minDiskBytes)
+    add(
+      'disk',
+      'fatal',
+      `only ${mb(free)} free under ${facts.outputDir}`,
+      'Free some space or pass --output on another disk.',
+    );
+  else if (free < preflightDefaults.lowDiskBytes)
+    add(
+      'disk',
+      'warn',
+      `only ${mb(free)} free under ${facts.outputDir}`,
+      'Keep recordings short or pass --output on another disk.',
+    );
+  else add('disk', 'ok', `${mb(free)} free under ${facts.outputDir}`);
+}
+
+function judgeTarget(facts: MachineFacts, now: number, add: AddCheck): void {
   const target = facts.target;
   if (!target) {
     add(
