@@ -113,7 +113,41 @@ export async function postprocess(
   context: PostprocessContext = {},
 ): Promise<PostprocessResult> {
   const dir = resolve(folder);
-  let opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
+  const opts: PostprocessOptions = { ...defaultPostprocessOptions, ...options };
+  try {
+    context.signal?.throwIfAborted();
+    const euid = effectiveUid();
+    const perfData = await checkPerfData(dir, { force: opts.force, euid });
+    const opened = await OutputFolder.open(dir);
+    try {
+      return await postprocessFolder(
+        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs },
+        opts,
+        context,
+      );
+    } finally {
+      await opened.close();
+    }
+  } catch (error) {
+    throw explainFailure(error, dir, context.signal);
+  }
+}
+
+/** The folder being post-processed: its path as given, the folder opened, who runs perf, perf.data's mtime. */
+interface Run {
+  dir: string;
+  folder: OutputFolder;
+  euid: number | undefined;
+  perfDataMtimeMs: number;
+}
+
+/** perf script and the fold, the renders, the manifest, the tarball: the stages postprocess() wraps. */
+async function postprocessFolder(
+  run: Run,
+  options: PostprocessOptions,
+  context: PostprocessContext,
+): Promise<PostprocessResult> {
+  const { dir, folder, euid } = run;
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
   const durationsMs: Record<string, number> = {};
   const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
@@ -124,99 +158,102 @@ export async function postprocess(
       durationsMs[phase] = Math.round(performance.now() - start);
     }
   };
-
+  const recovered = await finishPerfData(folder, warn, signal);
+  const opts = await withTargetFilter(folder, options);
+  const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
+  // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
+  const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
+  resolving.catch(() => {});
+  // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
+  const rawHashes = hashRawData(dir, signal);
+  rawHashes.catch(() => {});
+  const outputs = new PartialOutputs(folder);
   try {
-    signal?.throwIfAborted();
-    const euid = effectiveUid();
-    const perfData = await checkPerfData(dir, { force: opts.force, euid });
-    const folder = await OutputFolder.open(dir);
-    const recovered = await finishPerfData(folder, warn, signal);
-    // A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples.
-    const ids = await readTargetIds(folder);
-    if (ids?.recordedCgroup && !opts.perfScriptArgs.some((a) => a.startsWith('--pid')))
-      opts = { ...opts, perfScriptArgs: [...opts.perfScriptArgs, `--pid=${ids.pid}`] };
-    const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
-    // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
-    const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
-    resolving.catch(() => {});
-    // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
-    const rawHashes = hashRawData(dir, signal);
-    rawHashes.catch(() => {});
-    const outputs = new PartialOutputs(folder);
-    try {
-      // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
-      const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-      const { fold, resolver, header, scriptBytes, linesCut, isolated, perfMaps, keptBinaries } = await timed(
-        'perfScript',
-        () => runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
-      );
-      checkSamples(fold, dir);
-      const naming = namingReport(fold.quality, resolver);
-      if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
-      await timed('render', () => writeRenders(outputs, fold, opts, signal));
-      const files = await outputs.commit();
+    // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
+    const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+    const script = await timed('perfScript', () =>
+      runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
+    );
+    const { fold } = script;
+    checkSamples(fold, dir);
+    const naming = namingReport(fold.quality, script.resolver);
+    if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
+    await timed('render', () => writeRenders(outputs, fold, opts, signal));
+    const files = await outputs.commit();
 
-      // Phases after this point cannot time themselves into the manifest they write.
-      const manifest = await writeManifest(
-        dir,
-        outputs,
-        {
-          createdAt: new Date().toISOString(),
-          host: await hostFacts(perfVersionPromise),
-          recording: header,
-          postprocess: {
-            commands: [[opts.perfPath, 'version'], scriptCommand],
-            durationsMs,
-            perfScriptBytes: scriptBytes,
-            ...(linesCut > 0 && { linesCut }),
-            perfScriptIsolated: isolated,
-            perfMaps,
-            keptBinariesPlaced: keptBinaries,
-            ...(recovered && { recovered }),
-          },
-          samples: {
-            parsed: fold.samples,
-            kept: fold.keptSamples,
-            weight: fold.weight,
-            distinctStacks: fold.stacks.size,
-            events: fold.events,
-          },
-          skipped: fold.skipped,
-          naming,
+    // Phases after this point cannot time themselves into the manifest they write.
+    const manifest = await writeManifest(
+      dir,
+      outputs,
+      {
+        createdAt: new Date().toISOString(),
+        host: await hostFacts(perfVersionPromise),
+        recording: script.header,
+        postprocess: {
+          commands: [[opts.perfPath, 'version'], scriptCommand],
+          durationsMs,
+          perfScriptBytes: script.scriptBytes,
+          ...(script.linesCut > 0 && { linesCut: script.linesCut }),
+          perfScriptIsolated: script.isolated,
+          perfMaps: script.perfMaps,
+          keptBinariesPlaced: script.keptBinaries,
+          ...(recovered && { recovered }),
         },
-        { rawHashes, extra: context.manifestExtra, warn, signal },
-      );
-      Object.assign(files, await outputs.commit());
-
-      if (opts.tarball) {
-        signal?.throwIfAborted();
-        progress(`writing ${layout.tarball}`);
-        const mtime = new Date(Math.floor(perfData.stat.mtimeMs / 1000) * 1000);
-        const tarball = await writeTarball(folder.path, { folder, name: layout.tarball }, { mtime });
-        for (const path of tarball.skipped) warn(`${layout.tarball}: left out ${path} (not a regular file or folder)`);
-        files[layout.tarball] = tarball.path;
-      }
-      return { dir, files, fold, manifest };
-    } finally {
-      await outputs.discard();
-      await folder.close();
-    }
-  } catch (error) {
-    if (signal?.aborted && !isProfcpuError(error, 'ABORTED')) {
-      throw new ProfcpuError('ABORTED', `post-processing ${dir} was aborted`, {
-        remedy: `Run \`profcpu postprocess --dir ${dir}\` again when you like: its raw data was kept.`,
-        cause: error,
-      });
-    }
-    const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    if (!isProfcpuError(error) && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
-      throw new ProfcpuError('IO', `cannot write the outputs in ${dir}: ${(error as Error).message}`, {
-        remedy: 'Check the folder is writable and its disk has room, or copy the folder somewhere writable.',
-        cause: error,
-      });
-    }
-    throw error;
+        samples: {
+          parsed: fold.samples,
+          kept: fold.keptSamples,
+          weight: fold.weight,
+          distinctStacks: fold.stacks.size,
+          events: fold.events,
+        },
+        skipped: fold.skipped,
+        naming,
+      },
+      { rawHashes, extra: context.manifestExtra, warn, signal },
+    );
+    Object.assign(files, await outputs.commit());
+    if (opts.tarball) files[layout.tarball] = await writeTarballOf(run, { signal, warn, progress });
+    return { dir, files, fold, manifest };
+  } finally {
+    await outputs.discard();
   }
+}
+
+/** A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples. */
+async function withTargetFilter(folder: OutputFolder, opts: PostprocessOptions): Promise<PostprocessOptions> {
+  const ids = await readTargetIds(folder);
+  if (!ids?.recordedCgroup || opts.perfScriptArgs.some((a) => a.startsWith('--pid'))) return opts;
+  return { ...opts, perfScriptArgs: [...opts.perfScriptArgs, `--pid=${ids.pid}`] };
+}
+
+/** prof.tar.gz of the folder, dated like perf.data so the same folder gives the same tarball. */
+async function writeTarballOf(
+  run: Run,
+  context: Pick<PostprocessContext, 'signal'> & Required<Pick<PostprocessContext, 'warn' | 'progress'>>,
+): Promise<string> {
+  context.signal?.throwIfAborted();
+  context.progress(`writing ${layout.tarball}`);
+  const mtime = new Date(Math.floor(run.perfDataMtimeMs / 1000) * 1000);
+  const tarball = await writeTarball(run.folder.path, { folder: run.folder, name: layout.tarball }, { mtime });
+  for (const path of tarball.skipped)
+    context.warn(`${layout.tarball}: left out ${path} (not a regular file or folder)`);
+  return tarball.path;
+}
+
+/** An abort is ABORTED with how to resume; a system error writing outputs is IO with a remedy; others as they are. */
+function explainFailure(error: unknown, dir: string, signal: AbortSignal | undefined): unknown {
+  if (signal?.aborted && !isProfcpuError(error, 'ABORTED'))
+    return new ProfcpuError('ABORTED', `post-processing ${dir} was aborted`, {
+      remedy: `Run \`profcpu postprocess --dir ${dir}\` again when you like: its raw data was kept.`,
+      cause: error,
+    });
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (!isProfcpuError(error) && typeof code === 'string' && /^E[A-Z]+$/.test(code))
+    return new ProfcpuError('IO', `cannot write the outputs in ${dir}: ${(error as Error).message}`, {
+      remedy: 'Check the folder is writable and its disk has room, or copy the folder somewhere writable.',
+      cause: error,
+    });
+  return error;
 }
 
 /** The effective uid (libuv's passwd lookup uses geteuid), or undefined where the uid has no passwd entry. */
