@@ -116,12 +116,23 @@ function readableFrame(
     }
   }
   if (isManaged(kind)) name = formatManagedName(name, options.managed);
-  else if (kind === 'native' && !options.keepNativeArguments) name = withoutTrailingArguments(name);
+  else if (kind === 'native') {
+    name = withoutSymbolVersion(name);
+    if (!options.keepNativeArguments) name = withoutTrailingArguments(name);
+  }
   return { name: name.replaceAll(';', ':'), kind, coreclr: kind !== 'kernel' && isCoreclr(piece, line) };
 }
 
 function isZeroAddress(ip: string): boolean {
   return /^(0x)?0+$/.test(ip);
+}
+
+/**
+ * `pthread_cond_signal@@GLIBC_2.3.2` to `pthread_cond_signal`: the version perf appends to a versioned dynamic
+ * symbol says which ABI the library exports, not which function ran.
+ */
+function withoutSymbolVersion(name: string): string {
+  return name.replace(/@@?[A-Za-z][A-Za-z0-9_]*_[0-9][0-9.]*$/, '');
 }
 
 /** `ns::f(int) const` to `ns::f`; parentheses inside the name (`(anonymous namespace)`, Go's `(*T)`) stay. */

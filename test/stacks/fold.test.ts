@@ -179,3 +179,22 @@ test('a zero return address with no mapping ends the stack in the readable mode;
   const compat = foldText(text, { compat: true });
   assert.deepEqual([...compat.stacks], [['dotnet;[unknown];GCHeap::Alloc;memmove', 10101010]]);
 });
+
+test('symbol versions perf appends to dynamic symbols are dropped in the readable mode; compat keeps them', () => {
+  const text = [
+    'app 1 1.000000: 1 cpu-clock:',
+    '\t7f0000001000 pthread_cond_signal@@GLIBC_2.3.2+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+    '\t7f0000002000 std::__once_callable@GLIBCXX_3.4.11+0x1 (/usr/lib/libstdc++.so.6)',
+    '\t7f0000003000 not_a_version@host+0x1 (/usr/lib/libx.so)',
+    '',
+    '',
+  ].join('\n');
+  assert.deepEqual(
+    [...foldText(text).stacks.keys()],
+    ['app;not_a_version@host;std::__once_callable;pthread_cond_signal'],
+  );
+  assert.deepEqual(
+    [...foldText(text, { compat: true }).stacks.keys()],
+    ['app;not_a_version@host;std::__once_callable@GLIBCXX_3.4.11;pthread_cond_signal@@GLIBC_2.3.2'],
+  );
+});
