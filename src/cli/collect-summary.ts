@@ -13,7 +13,13 @@ export interface PostprocessFacts {
     samples: number;
     keptSamples: number;
     stacks: FoldedStacks;
-    quality: { samples: number; fullyNamed: number; fullyNamedExceptCoreclr?: number };
+    quality: {
+      samples: number;
+      fullyNamed: number;
+      fullyNamedExceptCoreclr?: number;
+      fullyNamedExceptLibraries?: number;
+      unnamedLibraries?: Record<string, number>;
+    };
   };
 }
 
@@ -21,6 +27,34 @@ export interface TopFrame {
   frame: string;
   /** Samples with this frame as the leaf. */
   self: number;
+}
+
+/**
+ * The naming headline: the share of samples whose app and framework frames are all named; then, when native libraries
+ * without debug files leave frames unnamed, which ones and the command that fetches their debug files.
+ */
+function namingLines(q: PostprocessFacts['fold']['quality'], pid: number): string[] {
+  const libraries = Object.entries(q.unnamedLibraries ?? {}).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1));
+  if (q.fullyNamedExceptLibraries === undefined || libraries.length === 0)
+    return [
+      `named       ${percent(q.fullyNamed, q.samples)} of samples have every frame named` +
+        (q.fullyNamedExceptCoreclr === undefined || q.fullyNamedExceptCoreclr === q.fullyNamed
+          ? ''
+          : ` (${percent(q.fullyNamedExceptCoreclr, q.samples)} not counting libcoreclr.so)`),
+    ];
+  const shown = libraries
+    .slice(0, 4)
+    .map(
+      ([file, n], i) =>
+        `${terminalText(file, { maxLength: 60 })} (${i === 0 ? 'unnamed frames in ' : ''}${percent(n, q.samples)}${i === 0 ? ' of samples' : ''})`,
+    )
+    .join(', ');
+  const more = libraries.length > 4 ? ` and ${libraries.length - 4} more` : '';
+  return [
+    `named       ${percent(q.fullyNamedExceptLibraries, q.samples)} of samples have every app and framework frame ` +
+      `named (every frame: ${percent(q.fullyNamed, q.samples)})`,
+    `libraries   no debug files for ${shown}${more}: \`profcpu symbols --pid ${pid}\` fetches them`,
+  ];
 }
 
 /** The frames most often on top of the stack, heaviest first (ties by name, so the order is stable). */
@@ -71,11 +105,7 @@ export function formatSummary(
     const { fold } = pp;
     lines.push(
       `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
-      `named       ${percent(fold.quality.fullyNamed, fold.quality.samples)} of samples have every frame named` +
-        (fold.quality.fullyNamedExceptCoreclr === undefined ||
-        fold.quality.fullyNamedExceptCoreclr === fold.quality.fullyNamed
-          ? ''
-          : ` (${percent(fold.quality.fullyNamedExceptCoreclr, fold.quality.samples)} not counting libcoreclr.so)`),
+      ...namingLines(fold.quality, result.target.pid),
     );
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {

@@ -41,6 +41,11 @@ export interface NamedFrame {
   kind: FrameKind;
   /** Unnamed code inside libcoreclr.so (the runtime itself: its debug file is usually missing). */
   coreclr: boolean;
+  /**
+   * For unnamed code inside a native library or executable (not a .NET image, a perf map or anonymous memory): the
+   * file's name. A debug file names these; the app's and the framework's own code does not depend on them.
+   */
+  library?: string;
 }
 
 const offsetSuffix = /\+0x[\da-f]+$/;
@@ -94,7 +99,8 @@ function compatFrame(piece: string, line: FrameLine, options: FrameNamingOptions
   if (!goMethod.test(name)) name = name.replace(argumentsAfterParen, '');
   name = name.replace(quotes, '');
   if (line.javaComm && name.includes('/')) name = name.replace(/^L/, '');
-  return { name, kind: classify(piece, line), coreclr: isCoreclr(piece, line) };
+  const kind = classify(piece, line);
+  return { name, kind, coreclr: isCoreclr(piece, line), ...libraryOf(kind, line) };
 }
 
 function readableFrame(
@@ -120,7 +126,8 @@ function readableFrame(
     name = withoutSymbolVersion(name);
     if (!options.keepNativeArguments) name = withoutTrailingArguments(name);
   }
-  return { name: name.replaceAll(';', ':'), kind, coreclr: kind !== 'kernel' && isCoreclr(piece, line) };
+  const coreclr = kind !== 'kernel' && isCoreclr(piece, line);
+  return { name: name.replaceAll(';', ':'), kind, coreclr, ...libraryOf(kind, line) };
 }
 
 function isZeroAddress(ip: string): boolean {
@@ -185,6 +192,14 @@ function isJitDso(dso: string): boolean {
 
 function isAnonymous(dso: string): boolean {
   return dso.startsWith('/memfd:') || dso.startsWith('[anon') || dso.startsWith('//anon') || dso === '[heap]';
+}
+
+/** `{ library }` for an unnamed frame inside a native library or executable; nothing otherwise. */
+function libraryOf(kind: FrameKind, line: FrameLine): { library?: string } {
+  if (kind !== 'native-unnamed' || line.dso === undefined || line.dso.startsWith('[')) return {};
+  const file = basename(line.dso);
+  if (/\.(dll|exe)$/i.test(file) || file.startsWith('memfd:') || perfMapDso.test(line.dso)) return {};
+  return { library: file };
 }
 
 function isCoreclr(piece: string, line: FrameLine): boolean {

@@ -2,6 +2,7 @@
 // ids (one sample at a time), gives folded stacks and the naming-quality figures. Memory grows with the number of
 // distinct frames and stacks, never with the number of samples: a stack is joined into a string only once, at
 // the end.
+import { sumCounts } from '../diagnostics.js';
 import { addStack, type FoldedStacks } from './folded.js';
 import { frameKinds, isNamed, type FrameKind } from './frame-kind.js';
 
@@ -12,6 +13,13 @@ export interface NamingQuality {
   fullyNamed: number;
   /** Same, ignoring unnamed frames inside libcoreclr.so (the runtime, whose debug file is often missing). */
   fullyNamedExceptCoreclr: number;
+  /**
+   * Same, ignoring unnamed frames inside any native library or executable (libcoreclr.so, libc...): the samples
+   * whose app and framework frames are all named. Debug files name the rest (`profcpu symbols`).
+   */
+  fullyNamedExceptLibraries: number;
+  /** Samples with unnamed frames inside each native library, by file name. */
+  unnamedLibraries: Record<string, number>;
   /** Frames of each kind, over all kept samples (a frame in 3 samples counts 3). */
   framesByKind: Record<FrameKind, number>;
   /** Samples by the kind of their leaf frame (unknown for a sample without frames). */
@@ -21,7 +29,15 @@ export interface NamingQuality {
 /** Naming figures with every count zero. */
 export function emptyNamingQuality(): NamingQuality {
   const zero = () => Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
-  return { samples: 0, fullyNamed: 0, fullyNamedExceptCoreclr: 0, framesByKind: zero(), samplesByLeafKind: zero() };
+  return {
+    samples: 0,
+    fullyNamed: 0,
+    fullyNamedExceptCoreclr: 0,
+    fullyNamedExceptLibraries: 0,
+    unnamedLibraries: {},
+    framesByKind: zero(),
+    samplesByLeafKind: zero(),
+  };
 }
 
 /** Adds `q`'s counts to `into`'s. */
@@ -29,6 +45,8 @@ export function addNamingQuality(into: NamingQuality, q: NamingQuality): void {
   into.samples += q.samples;
   into.fullyNamed += q.fullyNamed;
   into.fullyNamedExceptCoreclr += q.fullyNamedExceptCoreclr;
+  into.fullyNamedExceptLibraries += q.fullyNamedExceptLibraries;
+  into.unnamedLibraries = sumCounts([Object.entries(into.unnamedLibraries), Object.entries(q.unnamedLibraries)]);
   for (const kind of frameKinds) {
     into.framesByKind[kind] += q.framesByKind[kind];
     into.samplesByLeafKind[kind] += q.samplesByLeafKind[kind];
@@ -40,16 +58,18 @@ export class FrameTable {
   readonly names: string[] = [];
   readonly kinds: (FrameKind | undefined)[] = [];
   readonly coreclr: boolean[] = [];
+  readonly library: (string | undefined)[] = [];
   private readonly ids = new Map<string, number>();
 
-  intern(name: string, kind: FrameKind | undefined, coreclr: boolean): number {
-    const key = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${name}`;
+  intern(name: string, kind: FrameKind | undefined, coreclr: boolean, library?: string): number {
+    const key = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${library ?? ''}\0${name}`;
     let id = this.ids.get(key);
     if (id === undefined) {
       id = this.names.length;
       this.names.push(name);
       this.kinds.push(kind);
       this.coreclr.push(coreclr);
+      this.library.push(library);
       this.ids.set(key, id);
     }
     return id;
@@ -104,22 +124,22 @@ export class StackTable {
   }
 
   quality(frames: FrameTable): NamingQuality {
-    const quality: NamingQuality = {
-      samples: 0,
-      fullyNamed: 0,
-      fullyNamedExceptCoreclr: 0,
-      framesByKind: zeroByKind(),
-      samplesByLeafKind: zeroByKind(),
-    };
+    const quality = emptyNamingQuality();
+    const libraries = new Set<string>();
     for (const { ids, samples } of this.entries) {
       let named = true;
       let namedExceptCoreclr = true;
+      let namedExceptLibraries = true;
+      libraries.clear();
       for (let i = 1; i < ids.length; i++) {
         const kind = frames.kinds[ids[i]!] ?? 'unknown';
         quality.framesByKind[kind] += samples;
         if (!isNamed(kind)) {
           named = false;
           if (!frames.coreclr[ids[i]!]) namedExceptCoreclr = false;
+          const library = frames.library[ids[i]!];
+          if (library === undefined) namedExceptLibraries = false;
+          else libraries.add(library);
         }
       }
       const leaf = ids.length > 1 ? (frames.kinds[ids[ids.length - 1]!] ?? 'unknown') : 'unknown';
@@ -127,7 +147,11 @@ export class StackTable {
       quality.samples += samples;
       if (named) quality.fullyNamed += samples;
       if (namedExceptCoreclr) quality.fullyNamedExceptCoreclr += samples;
+      if (namedExceptLibraries) quality.fullyNamedExceptLibraries += samples;
+      for (const library of libraries)
+        quality.unnamedLibraries[library] = (quality.unnamedLibraries[library] ?? 0) + samples;
     }
+    quality.unnamedLibraries = sumCounts([Object.entries(quality.unnamedLibraries)]);
     return quality;
   }
 }
@@ -136,8 +160,4 @@ function sameStack(ids: Int32Array, root: number, leafFirst: Int32Array, n: numb
   if (ids.length !== n + 1 || ids[0] !== root) return false;
   for (let i = 0; i < n; i++) if (ids[i + 1] !== leafFirst[n - 1 - i]) return false;
   return true;
-}
-
-function zeroByKind(): Record<FrameKind, number> {
-  return Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
 }

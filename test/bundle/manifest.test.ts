@@ -33,6 +33,8 @@ const facts: ManifestFacts = {
   naming: {
     samples: 1,
     fullyNamed: 1,
+    fullyNamedExceptLibraries: 0,
+    unnamedLibraries: {},
     fullyNamedExceptCoreclr: 1,
     framesByKind: { jit: 1, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
     samplesByLeafKind: { jit: 1, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },

@@ -102,6 +102,31 @@ test('formatSummary adds the share not counting libcoreclr.so when it differs', 
   assert.ok(lines.includes('named       20.0% of samples have every frame named (90.0% not counting libcoreclr.so)'));
 });
 
+test('formatSummary heads with the app and framework share, and names the libraries that lack debug files', () => {
+  const lines = formatSummary(
+    result({
+      fold: {
+        samples: 10,
+        keptSamples: 10,
+        stacks: new Map([['dotnet;[libc.so.6];Main_[j]', 10]]),
+        quality: {
+          samples: 10,
+          fullyNamed: 0,
+          fullyNamedExceptCoreclr: 0,
+          fullyNamedExceptLibraries: 9,
+          unnamedLibraries: { 'libcoreclr.so': 3, 'libc.so.6': 10 },
+        },
+      },
+    }),
+    '/srv',
+  );
+  const at = lines.findIndex((line) => line.startsWith('named'));
+  assert.deepEqual(lines.slice(at, at + 2), [
+    'named       90.0% of samples have every app and framework frame named (every frame: 0.0%)',
+    `libraries   no debug files for libc.so.6 (unnamed frames in 100.0% of samples), libcoreclr.so (30.0%): \`profcpu symbols --pid ${target.pid}\` fetches them`,
+  ]);
+});
+
 test('formatSummary escapes a hostile command line and frame names, and cuts them', { timeout: 5_000 }, () => {
   const link = '\x1b]8;;https://evil.example/\x07Shop\x1b]8;;\x07';
   const hostile = {

@@ -48,6 +48,9 @@ test('unnamed frames go to the resolver once per process and address; its names 
     samples: 2,
     fullyNamed: 0,
     fullyNamedExceptCoreclr: 2,
+    // The unnamed frame is libcoreclr.so's: the app's and the framework's frames are all named.
+    fullyNamedExceptLibraries: 2,
+    unnamedLibraries: { 'libcoreclr.so': 2 },
     framesByKind: { jit: 2, readytorun: 2, native: 2, 'native-unnamed': 2, kernel: 0, unknown: 0 },
     samplesByLeafKind: { jit: 2, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
   });
@@ -61,6 +64,9 @@ test('without a resolver, unnamed frames are named after their file and count as
   );
   assert.equal(result.quality.fullyNamed, 0);
   assert.equal(result.quality.fullyNamedExceptCoreclr, 0);
+  // A .NET image and JIT memory without names are the app's and framework's own: not forgiven as a library.
+  assert.equal(result.quality.fullyNamedExceptLibraries, 0);
+  assert.deepEqual(result.quality.unnamedLibraries, { 'libcoreclr.so': 1 });
   assert.equal(result.quality.samplesByLeafKind.unknown, 1);
 });
 
