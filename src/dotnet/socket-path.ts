@@ -7,7 +7,16 @@
 // 108-byte sun_path limit never bites.
 import { ProfcpuError } from '../error.js';
 import { isMissing, RootedPathError } from '../files/rooted.js';
-import { parseEnviron, parseNulList, pathInTarget, readProcText, readStat, readStatus } from '../target/procfs.js';
+import {
+  clockTicksPerSecond,
+  parseEnviron,
+  parseNulList,
+  pathInTarget,
+  readBootTime,
+  readProcText,
+  readStat,
+  readStatus,
+} from '../target/procfs.js';
 import { TargetFiles } from '../target/target-files.js';
 
 export interface FindSocketOptions {
@@ -107,7 +116,16 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
     // The key is the start time, so an exact match is this process even when stale sockets of an earlier process with
     // the same namespace pid linger (PID 1 in every container); otherwise the newest one.
     const exact = candidates.find((n) => pattern.exec(n)?.[1] === String(procStat.startTicks));
-    const name = exact ?? (await newest(files, tmpDir, candidates));
+    // A socket older than the process is an earlier process's, left behind: never this one's.
+    const bootTime = await readBootTime(options);
+    const startedMs =
+      bootTime === undefined ? undefined : (bootTime + procStat.startTicks / clockTicksPerSecond) * 1000;
+    const name = exact ?? (await newest(files, tmpDir, candidates, startedMs));
+    if (name === undefined)
+      throw unreachable(
+        `process ${pid} has no diagnostic socket in ${dir}: the dotnet-diagnostic-${nspid}-*-socket there are older than the process (left by an earlier one)`,
+        notDotnetRemedy,
+      );
     const handle = await files.lookup(`${tmpDir}/${name}`, 'socket').catch((error: unknown) => {
       const why = error instanceof RootedPathError ? error.reason : String(error);
       throw unreachable(`${dir}/${name} cannot be used as a diagnostic socket: ${why}`, notDotnetRemedy, error);
@@ -130,7 +148,13 @@ const lookRemedy = 'Run profcpu as root or as the target’s user (reading /proc
 
 const notDotnetRemedy = `Is it a .NET (Core 3.0 or later) process? If it is, its diagnostics may be off (DOTNET_EnableDiagnostics=0) or its $TMPDIR differ; start it with ${perfMapVariable} so perf maps need no IPC.`;
 
-async function newest(files: TargetFiles, dir: string, names: readonly string[]): Promise<string> {
+/** The newest of `names`, not older than `notBeforeMs` (2 s of clock granularity allowed) when given. */
+async function newest(
+  files: TargetFiles,
+  dir: string,
+  names: readonly string[],
+  notBeforeMs?: number,
+): Promise<string | undefined> {
   const mtime = async (name: string) => {
     const handle = await files.lookup(`${dir}/${name}`, 'socket').catch(() => undefined);
     await handle?.close();
@@ -139,5 +163,6 @@ async function newest(files: TargetFiles, dir: string, names: readonly string[])
   // A handful in practice; a hostile folder full of candidates is looked at up to a point.
   const stamped = await Promise.all(names.slice(0, 64).map(async (name) => ({ name, mtime: await mtime(name) })));
   stamped.sort((a, b) => b.mtime - a.mtime || (a.name < b.name ? -1 : 1));
-  return stamped[0]!.name;
+  const recent = notBeforeMs === undefined ? stamped : stamped.filter((s) => s.mtime >= notBeforeMs - 2000);
+  return recent[0]?.name;
 }

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { lutimes, rm } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
 import { isProfcpuError } from '../../src/error.js';
-import { fakeProcessView, type FakeProcess } from '../support/fake-proc.js';
+import { fakeProcessView, makeSocketFile, type FakeProcess } from '../support/fake-proc.js';
 
 async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof fakeProcessView>>) => Promise<T>) {
   const fake = await fakeProcessView(p);
@@ -75,6 +76,22 @@ describe('findDiagnosticSocket on a fake /proc', () => {
 });
 
 describe('findDiagnosticSocket on this machine', () => {
+  it('a socket older than the process (an earlier process with its pid) is never taken for its own', async (t) => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    await new Promise((resolve) => child.once('spawn', resolve));
+    const stale = `/tmp/dotnet-diagnostic-${child.pid}-1-socket`;
+    await makeSocketFile(`/tmp/profcpu-scratch-${child.pid}`, stale);
+    t.after(() => rm(stale, { force: true }));
+    const hourAgo = Date.now() / 1000 - 3600;
+    await lutimes(stale, hourAgo, hourAgo);
+    await assert.rejects(findDiagnosticSocket(child.pid!), (error: unknown) => {
+      assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
+      assert.match(error.message, /older than the process \(left by an earlier one\)/);
+      return true;
+    });
+  });
+
   it('a process that is not .NET has no socket: IPC_UNREACHABLE with a remedy', async (t) => {
     const child = spawn('sleep', ['30'], { stdio: 'ignore' });
     t.after(() => child.kill('SIGKILL'));
