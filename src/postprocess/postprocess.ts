@@ -284,7 +284,12 @@ async function runScriptAndFold(
   const dir = folder.path;
   let stackFolder: StackFolder | undefined;
   // Until the first chunk arrives the resolver may still be loading; awaiting it there holds perf back meanwhile.
-  const startFold = async () => (stackFolder ??= new StackFolder(opts.fold, warn, await resolving));
+  const startFold = async () => {
+    if (stackFolder) return stackFolder;
+    const resolver = await resolving;
+    if (resolver) tee.nameFrames(resolver);
+    return (stackFolder ??= new StackFolder(opts.fold, warn, resolver));
+  };
   const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => stackFolder!.write(chunk));
   let lastProgress = performance.now();
   const report = () =>

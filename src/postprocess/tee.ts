@@ -1,13 +1,16 @@
 // The tee between perf script and the rest: each chunk of perf-script text goes to the FlameScope file and into the
 // fold as it arrives, and the `#` header lines are kept aside for the manifest. Takes chunks, gives a ChunkSink that
 // waits for the file when it falls behind (so perf is held back instead of memory growing), plus running counts for
-// progress lines. Lines longer than 16 KiB (a name the target chose) are cut first, for both (long-lines.ts).
+// progress lines. Lines longer than 16 KiB (a name the target chose) are cut first, for both (long-lines.ts). The
+// file gets the names profcpu resolved where perf wrote `[unknown]` (script-names.ts).
 import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type { ChunkSink } from '../perf/script.js';
+import type { FrameResolver } from '../stacks/frame-name.js';
 import { LongLineCutter } from './long-lines.js';
+import { ScriptNamer } from './script-names.js';
 
 /** How much of the start of the text may hold header lines; perf's header is a few KB. */
 const headerLimit = 256 * 1024;
@@ -26,6 +29,7 @@ export class PerfScriptTee {
   private headerDone = false;
   private lastByte = -1;
   private readonly cutter = new LongLineCutter();
+  private namer: ScriptNamer | undefined;
 
   /** `fold` receives every chunk in order; `file` (closed by finish or destroy) gets a byte-for-byte copy. */
   constructor(
@@ -42,6 +46,19 @@ export class PerfScriptTee {
     await this.pass(this.cutter.cut(raw));
   };
 
+  /**
+   * From now on the FlameScope file gets the names `resolver` gives to perf's `[unknown]` frames (script-names.ts).
+   * Call it before the first chunk.
+   */
+  nameFrames(resolver: FrameResolver): void {
+    if (this.counts.bytes === 0) this.namer = new ScriptNamer(resolver);
+  }
+
+  /** Frame lines of the FlameScope file that carry a name perf did not know. */
+  get framesNamed(): number {
+    return this.namer?.named ?? 0;
+  }
+
   /** Lines cut for being too long. */
   get linesCut(): number {
     return this.cutter.linesCut;
@@ -51,6 +68,8 @@ export class PerfScriptTee {
   async finish(): Promise<void> {
     const rest = this.cutter.end();
     if (rest.length > 0) await this.pass(rest);
+    const held = this.namer?.end();
+    if (held && held.length > 0 && !this.file.write(held)) await once(this.file, 'drain');
     this.file.end();
     await finished(this.file);
   }
@@ -60,7 +79,8 @@ export class PerfScriptTee {
     if (!this.headerDone) this.keepHeader(chunk);
     this.countSamples(chunk);
     this.fold(chunk);
-    if (!this.file.write(chunk)) await once(this.file, 'drain');
+    const text = this.namer ? this.namer.transform(chunk) : chunk;
+    if (text.length > 0 && !this.file.write(text)) await once(this.file, 'drain');
   }
 
   /** Closes the file without waiting for it (after a failure; the caller deletes it). */

@@ -188,6 +188,12 @@ test('a resolver factory gets the folder and names the frames perf left unnamed'
   const frames = [...result.fold.stacks.keys()].join(';');
   assert.match(frames, /resolvedByTest_\d+_\[j\]/);
   assert.ok(result.fold.quality.framesByKind.jit > 0);
+  // The FlameScope file carries the same names, in lines FlameScope's frame pattern still reads.
+  const script = (await readFile(join(dir, layout.perfScript), 'utf8')).split('\n');
+  const named = script.filter((line) => /^\t *[0-9a-f]+ resolvedByTest_\d+ \(/.test(line));
+  assert.ok(named.length > 0, 'resolved names in flamescope/perf_script.out');
+  for (const line of named) assert.match(line, flamescopeFrame);
+  assert.equal(script.filter((line) => / \[unknown\] \(/.test(line)).length, 0);
 });
 
 test('no perf.data: NO_PERF_DATA', async () => {
