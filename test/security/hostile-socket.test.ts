@@ -129,6 +129,12 @@ test(
       {
         env: { ...process.env, TMPDIR: '/../../../../tmp', DOTNET_PerfMapJitDumpPath: '/../../../../tmp/x' },
         exec: `LD_PRELOAD=${runtime}/libcoreclr.so exec /bin/sh -c 'while :; do :; done'`,
+        // Ready once the burn loop runs with the fake runtime loaded (before that, the setup shell is the target).
+        ready: ({ hostPid }) =>
+          readFile(`/proc/${hostPid}/maps`, 'utf8').then(
+            (maps) => maps.includes('Microsoft.NETCore.App/8.0.0/libcoreclr.so'),
+            () => false,
+          ),
       },
     );
     const maps = await readFile(`/proc/${target.hostPid}/maps`, 'utf8');
