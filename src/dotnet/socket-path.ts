@@ -8,11 +8,10 @@
 import { ProfcpuError } from '../error.js';
 import { isMissing, RootedPathError } from '../files/rooted.js';
 import {
-  clockTicksPerSecond,
   parseEnviron,
   parseNulList,
   pathInTarget,
-  readBootTime,
+  processStartMs,
   readProcText,
   readStat,
   readStatus,
@@ -117,10 +116,7 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
     // the same namespace pid linger (PID 1 in every container); otherwise the newest one.
     const exact = candidates.find((n) => pattern.exec(n)?.[1] === String(procStat.startTicks));
     // A socket older than the process is an earlier process's, left behind: never this one's.
-    const bootTime = await readBootTime(options);
-    const startedMs =
-      bootTime === undefined ? undefined : (bootTime + procStat.startTicks / clockTicksPerSecond) * 1000;
-    const name = exact ?? (await newest(files, tmpDir, candidates, startedMs));
+    const name = exact ?? (await newest(files, tmpDir, candidates, await processStartMs(procStat.startTicks, options)));
     if (name === undefined)
       throw unreachable(
         `process ${pid} has no diagnostic socket in ${dir}: the dotnet-diagnostic-${nspid}-*-socket there are older than the process (left by an earlier one)`,

@@ -7,14 +7,7 @@ import { release } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { isProfcpuError } from '../error.js';
 import { inspectProcess, type TargetInfo } from '../target/inspect.js';
-import {
-  capability,
-  clockTicksPerSecond,
-  hasCapability,
-  readBootTime,
-  readSelfStatus,
-  type ProcfsOptions,
-} from '../target/procfs.js';
+import { capability, hasCapability, processStartMs, readSelfStatus, type ProcfsOptions } from '../target/procfs.js';
 import { runPerf } from './exec.js';
 import { readPathCapped } from '../files/bounded-read.js';
 import { findTargetCgroup, spinsWhenThreadsExit, type TargetCgroup } from './record-scope.js';
@@ -119,8 +112,8 @@ export async function gatherFacts(options: PreflightOptions = {}): Promise<Machi
       facts.target = await inspectProcess(options.pid, options);
       if (facts.perfVersion !== undefined && spinsWhenThreadsExit(facts.perfVersion))
         facts.targetCgroup = await findTargetCgroup(options.pid, options);
-      const boot = await readBootTime(options);
-      if (boot !== undefined) facts.targetStartMs = (boot + facts.target.startTicks / clockTicksPerSecond) * 1000;
+      const started = await processStartMs(facts.target.startTicks, options);
+      if (started !== undefined) facts.targetStartMs = started;
     } catch (error) {
       if (!isProfcpuError(error)) throw error;
       facts.targetError = { message: error.message, ...(error.remedy ? { remedy: error.remedy } : {}) };

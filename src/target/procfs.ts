@@ -176,6 +176,15 @@ export async function readBootTime(options: ProcfsOptions = {}): Promise<number 
 /** Clock ticks per second in /proc/PID/stat (USER_HZ): 100 on every Linux architecture profcpu runs on. */
 export const clockTicksPerSecond = 100;
 
+/**
+ * When a process started, in ms since the epoch, from its start time in ticks after boot (/proc/PID/stat field 22);
+ * undefined when the boot time cannot be read.
+ */
+export async function processStartMs(startTicks: number, options: ProcfsOptions = {}): Promise<number | undefined> {
+  const boot = await readBootTime(options);
+  return boot === undefined ? undefined : (boot + startTicks / clockTicksPerSecond) * 1000;
+}
+
 /** Process IDs listed under the procfs root, ascending. */
 export async function listPids(options: ProcfsOptions = {}): Promise<number[]> {
   const names = await readdir(options.procRoot ?? procfsDefaults.procRoot);
