@@ -20,6 +20,13 @@ export const layout = Object.freeze({
   binaries: 'target/binaries',
   /** What is in target/binaries: `{ binaries: [{ path, buildId, bytes }] }`. */
   binariesIndex: 'target/binaries.json',
+  /**
+   * Names of the precompiled (ReadyToRun) code of the .NET assemblies the target mapped, one gzipped table per image
+   * by module version id (`target/readytorun/<mvid>.map.gz`), read from the images themselves.
+   */
+  readyToRunDir: 'target/readytorun',
+  /** What is in target/readytorun: `{ images: [{ path, assembly, mvid, file, methods, sections }] }`. */
+  readyToRunIndex: 'target/readytorun.json',
   /** What collect learnt about the target (TargetSnapshot as JSON). */
   targetInfo: 'target/target.json',
   /**

@@ -14,6 +14,7 @@ import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { keptBinariesStep } from '../symbols/kept-binaries.js';
+import { readyToRunStep } from '../symbols/readytorun-step.js';
 import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
@@ -172,8 +173,9 @@ async function recordAndFinish<R>(
     warn,
     progress: info,
   };
-  // perf records with -N: this step keeps the target's binaries in the folder instead, within limits.
-  const steps = [keptBinariesStep(), ...(context.steps ?? [])];
+  // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
+  // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
+  const steps = [keptBinariesStep(), readyToRunStep(), ...(context.steps ?? [])];
   const reports: Record<string, StepReport> = {};
   await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
   const { recorded, snapshots } = await phase('recording', () =>

@@ -14,6 +14,7 @@ import { parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
 import { SymbolTable } from './symbol-table.js';
 import { readJitDump } from './jitdump.js';
 import { readPerfMap } from './perfmap.js';
+import { loadImageNames } from './readytorun-store.js';
 import { createDotnetResolver, readyToRunTags, type DotnetResolver } from './resolver.js';
 
 /** What was read from the folder, for the naming report and the benchmark. */
@@ -22,6 +23,8 @@ export interface NamingSources {
   perfMap?: { file: string; symbols: number; skipped: number; truncated: boolean };
   /** Same for the jitdump; `readyToRun` counts entries tagged [PreJIT] or [PreJit-cold]. */
   jitDump?: { file: string; symbols: number; readyToRun: number; skipped: number; truncated: boolean };
+  /** Name tables of ReadyToRun images read from target/readytorun: images and code blocks. */
+  readyToRun?: { images: number; methods: number };
   /** Mappings read from target/maps. */
   procMaps?: { file: string; mappings: number; skipped: number };
   /** The target's pids from target.json (host pid, namespace pid). */
@@ -125,7 +128,14 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
     }
   }
 
-  if (!sources.perfMap && !sources.jitDump) {
+  const assemblies = await loadImageNames(folder, warn);
+  if (assemblies.length > 0)
+    sources.readyToRun = {
+      images: assemblies.length,
+      methods: assemblies.reduce((n, a) => n + a.entry.methods, 0),
+    };
+
+  if (!sources.perfMap && !sources.jitDump && assemblies.length === 0) {
     if (sources.runtime !== 'dotnet') return undefined;
     warn(
       `no perf map or jitdump in ${join(dir, layout.targetDir)}: .NET frames are left to perf, which cannot name ` +
@@ -150,7 +160,7 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
     sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
   }
 
-  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids }), { sources });
+  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids, assemblies }), { sources });
 }
 
 function pickCounts(parsed: { skipped: number; truncated: boolean }): { skipped: number; truncated: boolean } {

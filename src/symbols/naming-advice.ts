@@ -66,10 +66,13 @@ interface AdviceFacts {
 /** A likely cause of unnamed frames, when the facts show it. */
 type NamingRule = (facts: AdviceFacts) => NamingCause | undefined;
 
-const noPerfMap: NamingRule = ({ noMaps }) =>
+const noPerfMap: NamingRule = ({ noMaps, sources }) =>
   noMaps
     ? {
-        cause: 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
+        cause: sources?.readyToRun
+          ? 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled methods have no names (precompiled ' +
+            'ReadyToRun methods are named from their images)'
+          : 'the .NET runtime wrote no perf map nor jitdump, so JIT-compiled and ReadyToRun methods have no names',
         remedy:
           'Let profcpu enable the perf map over the diagnostic socket (.NET 8 or later; profcpu must reach ' +
           '/proc/<pid>/root/tmp/dotnet-diagnostic-*: share the PID namespace and run as root or as the app’s user), ' +
@@ -78,7 +81,8 @@ const noPerfMap: NamingRule = ({ noMaps }) =>
     : undefined;
 
 const noReadyToRun: NamingRule = ({ noMaps, dotnet, sources, context }) => {
-  if (noMaps || !dotnet || !sources || (sources.jitDump && sources.jitDump.readyToRun > 0)) return undefined;
+  if (noMaps || !dotnet || !sources || (sources.jitDump && sources.jitDump.readyToRun > 0) || sources.readyToRun)
+    return undefined;
   const abandoned = sources.jitDump?.truncated === true && context.perfMapEnabledBy !== 'ipc';
   return {
     cause: abandoned

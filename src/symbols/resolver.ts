@@ -9,7 +9,8 @@
 // - JIT code with W^X off is anonymous memory: perf prints the absolute address and names the mapping after the perf
 //   map it looked in (`/tmp/perf-<pid>.map`), or `//anon`; addresses in no mapping print as `[unknown]`, absolute.
 // The absolute address is then looked up in the target's perf map and jitdump (the jitdump alone names ReadyToRun
-// methods). A frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names
+// methods), and, for a frame in an assembly's mapping they do not name, in the names read from that ReadyToRun image
+// itself (readytorun.ts: the runtime logs precompiled code only while the jitdump is on, and some of it never). A frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names
 // is a runtime stub the runtime never logged (it logs stubs only as it creates them, and replays only methods when
 // the perf map is switched on later): it is labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps snapshot collect refreshes until perf stops: code heaps are
 // added as the process runs and rarely removed (only when collectible assemblies unload), so the last copy holds them.
@@ -19,6 +20,13 @@ import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../t
 import { CodeMap } from './code-map.js';
 import type { SymbolTable } from './symbol-table.js';
 import type { CodeSymbol } from './perfmap.js';
+
+/** Names of an assembly's precompiled code by file offset (readytorun-store.ts's ImageNames). */
+export interface AssemblyNames {
+  /** Where the target mapped the assembly. */
+  readonly entry: { readonly path: string };
+  lookupFileOffset(offset: bigint): string | undefined;
+}
 
 /** A frame perf printed without a name. */
 export interface UnnamedFrame {
@@ -58,12 +66,20 @@ export interface DotnetResolverInput {
    * Frames of other processes are left alone. Empty: every process is taken for the target.
    */
   pids?: readonly number[];
+  /**
+   * Names read from the ReadyToRun images themselves: asked for frames in an assembly's mapping that the perf map and
+   * jitdump do not name (they name ReadyToRun code only when the jitdump was on, and some such code never).
+   */
+  assemblies?: readonly AssemblyNames[];
 }
 
 /** How the resolver fared, by outcome: for the naming report and the benchmark. */
 export interface ResolverStats {
   jit: number;
+  /** ReadyToRun frames named, from the jitdump or from the image. */
   readytorun: number;
+  /** Of those, named from the image's own tables (the jitdump did not have them). */
+  readytorunFromImage: number;
   /**
    * Frames in the runtime's executable memory (memfd double mapping, anonymous) that no symbol covers, labelled
    * `unloggedStubName`: stubs created before the perf map was switched on. Only counted when some map was read.
@@ -102,6 +118,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
   const stats: ResolverStats = {
     jit: 0,
     readytorun: 0,
+    readytorunFromImage: 0,
     unloggedStubs: 0,
     noSymbol: 0,
     noMapping: 0,
@@ -123,9 +140,29 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     return undefined;
   };
 
+  const assemblyByPath = new Map<string, AssemblyNames>();
+  const assemblyByBaseName = new Map<string, AssemblyNames | null>();
+  for (const a of input.assemblies ?? []) {
+    assemblyByPath.set(a.entry.path, a);
+    const base = baseName(a.entry.path);
+    // Two assemblies of one name (two runtimes, say) cannot be told apart by it.
+    assemblyByBaseName.set(base, assemblyByBaseName.has(base) ? null : a);
+  }
+  const fromImage = (address: bigint, mapping: ProcMapping | undefined): string | undefined => {
+    if (mapping === undefined || assemblyByPath.size === 0) return undefined;
+    const names = assemblyByPath.get(mapping.path) ?? assemblyByBaseName.get(baseName(mapping.path)) ?? undefined;
+    return names?.lookupFileOffset(address - mapping.start + mapping.offset);
+  };
+
   const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
     const found = code.lookupName(address);
-    if (found === undefined) return undefined;
+    if (found === undefined) {
+      const precompiled = fromImage(address, fromFile);
+      if (precompiled === undefined) return undefined;
+      stats.readytorun++;
+      stats.readytorunFromImage++;
+      return { name: precompiled, kind: 'readytorun' };
+    }
     const kind: FrameKind = isReadyToRun(found, fromFile) ? 'readytorun' : 'jit';
     stats[kind]++;
     return { name: found, kind };

@@ -65,6 +65,7 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
     resolver: {
       jit: 10,
       readytorun: 5,
+      readytorunFromImage: 0,
       unloggedStubs: 6,
       noSymbol: 3,
       noMapping: 2,
@@ -99,7 +100,15 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
 });
 
 test('no stub cause when every frame in runtime memory was named', () => {
-  const resolver = { jit: 9, readytorun: 1, unloggedStubs: 0, noSymbol: 0, noMapping: 1, notManaged: 0 };
+  const resolver = {
+    jit: 9,
+    readytorun: 1,
+    readytorunFromImage: 0,
+    unloggedStubs: 0,
+    noSymbol: 0,
+    noMapping: 1,
+    notManaged: 0,
+  };
   const advice = namingAdvice(figures(50, 60, { unknown: 1, 'native-unnamed': 80 }), {
     sources: complete,
     resolver: { ...resolver, unnamedByFile: { '[unknown]': 1 } },

@@ -1,0 +1,90 @@
+// The names of the target's precompiled .NET code, as a collect step: every `.dll` or `.exe` the target maps
+// executable (ReadyToRun images are; IL-only ones are not read twice) is read through the target's root (TargetFiles:
+// capped, never a link out of the target), its names worked out (readytorun.ts) and written to the folder
+// (readytorun-store.ts). Before recording, so a recording cut short by the target's end still has them; after
+// recording, for assemblies loaded meanwhile. The report says how many images and methods, and what was skipped.
+
+import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
+import { OutputFolder } from '../files/output-folder.js';
+import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
+import { readProcText } from '../target/procfs.js';
+import { NotReadyToRunError, readReadyToRunNames } from './readytorun.js';
+import {
+  readReadyToRunIndex,
+  writeReadyToRunIndex,
+  writeReadyToRunTable,
+  type ReadyToRunImageEntry,
+} from './readytorun-store.js';
+
+export interface ReadyToRunStepOptions {
+  /** Largest image read. Default 512 MiB (System.Private.CoreLib.dll is about 15 MB). */
+  maxImageBytes: number;
+  /** Images read in one run at most. Default 1024. */
+  maxImages: number;
+}
+
+export const readyToRunStepDefaults: Readonly<ReadyToRunStepOptions> = Object.freeze({
+  maxImageBytes: 512 << 20,
+  maxImages: 1024,
+});
+
+const assemblyPattern = /\.(dll|exe)$/i;
+
+/** The collect step; see the top of this file. */
+export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): CollectStep {
+  const opts = { ...readyToRunStepDefaults, ...options };
+  // Paths looked at already (named, IL only or refused), so the second pass reads only what was loaded since.
+  const seen = new Set<string>();
+  // Both passes report into one manifest entry: the totals so far.
+  const totals = { images: 0, methods: 0, ilOnly: 0, skipped: [] as { path: string; reason: string }[] };
+  const run = async (context: StepContext): Promise<StepReport> => {
+    const files = context.files;
+    if (!files) throw new Error('the readytorun step needs the session’s view of the target');
+    const text = await readProcText(context.target.pid, 'maps', { procRoot: context.procRoot });
+    const paths = new Set<string>();
+    for (const m of parseProcMaps(text ?? '').mappings)
+      if (isExecutable(m) && m.path.startsWith('/') && assemblyPattern.test(m.path) && !seen.has(m.path))
+        paths.add(m.path);
+    const wanted = [...paths].sort().slice(0, Math.max(0, opts.maxImages - seen.size));
+    if (wanted.length === 0) return report(totals);
+    const folder = await OutputFolder.open(context.dir);
+    try {
+      const index = new Map((await readReadyToRunIndex(folder)).map((e) => [e.path, e] as const));
+      const added: ReadyToRunImageEntry[] = [];
+      const skipped: { path: string; reason: string }[] = [];
+      for (const path of wanted) {
+        seen.add(path);
+        if (context.signal.aborted) break;
+        try {
+          const read = await files.read(path, opts.maxImageBytes);
+          if (read.truncated) throw new Error(`larger than ${opts.maxImageBytes} bytes`);
+          const names = readReadyToRunNames(read.bytes);
+          const entry = await writeReadyToRunTable(folder, path, names);
+          index.set(path, entry);
+          added.push(entry);
+        } catch (error) {
+          if (error instanceof NotReadyToRunError) totals.ilOnly++;
+          else skipped.push({ path, reason: error instanceof Error ? error.message : String(error) });
+        }
+      }
+      if (added.length > 0) await writeReadyToRunIndex(folder, [...index.values()]);
+      for (const s of skipped) context.warn(`precompiled code of ${s.path} stays unnamed: ${s.reason}`);
+      if (added.length > 0)
+        context.progress(
+          `named the precompiled code of ${added.length} assemblies (${added.reduce((n, e) => n + e.methods, 0)} code blocks)`,
+        );
+      totals.images += added.length;
+      totals.methods += added.reduce((n, e) => n + e.methods, 0);
+      totals.skipped.push(...skipped);
+      return report(totals);
+    } finally {
+      await folder.close();
+    }
+  };
+  return { name: 'readytorun', beforeRecording: run, afterRecording: run };
+}
+
+function report(totals: { images: number; methods: number; ilOnly: number; skipped: unknown[] }): StepReport {
+  const { skipped, ...counts } = totals;
+  return { ...counts, ...(skipped.length > 0 && { skipped: [...skipped] }) };
+}

@@ -1,0 +1,152 @@
+// The ReadyToRun name tables of an output folder: what the readytorun step writes and the resolver reads, so that
+// postprocess names precompiled code after the target is gone, here or elsewhere.
+//   target/readytorun.json            { images: [{ path, assembly, mvid, file, methods, sections }] }
+//   target/readytorun/<mvid>.map.gz   gzip of perf-map lines `<rva hex> <size hex> <name>`, one per code block
+// A received folder is untrusted: the index and tables are read capped, decompression is capped, entries that are
+// not sane are dropped, and names cannot add lines (control characters were made `?` when written).
+
+import { promisify } from 'node:util';
+import { gunzip as gunzipCallback, gzip as gzipCallback } from 'node:zlib';
+import { layout } from '../bundle/layout.js';
+import type { Warn } from '../diagnostics.js';
+import { OutputFolder, outputModes } from '../files/output-folder.js';
+import { CodeMap } from './code-map.js';
+import { readPerfMap } from './perfmap.js';
+import type { ReadyToRunNames } from './readytorun.js';
+
+const gzip = promisify(gzipCallback);
+const gunzip = promisify(gunzipCallback);
+
+/** One image's entry in the index. */
+export interface ReadyToRunImageEntry {
+  /** Where the target mapped it (its /proc/PID/maps name). */
+  path: string;
+  assembly: string;
+  mvid: string;
+  /** The table's path in the folder. */
+  file: string;
+  methods: number;
+  /** [virtualAddress, virtualSize, rawOffset, rawSize] per section. */
+  sections: [number, number, number, number][];
+}
+
+export const readyToRunStoreLimits = Object.freeze({
+  /** The index, read whole. */
+  indexBytes: 16 << 20,
+  /** One compressed table. */
+  tableBytes: 64 << 20,
+  /** One table decompressed (CoreLib's is about 7 MB). */
+  tableTextBytes: 256 << 20,
+  images: 4096,
+  timeoutMs: 60_000,
+});
+
+const mvidPattern = /^[0-9a-f]{32}$/;
+
+export function tableFile(mvid: string): string {
+  return `${layout.readyToRunDir}/${mvid}.map.gz`;
+}
+
+/** Writes one image's table; the caller adds the returned entry to the index. */
+export async function writeReadyToRunTable(
+  folder: OutputFolder,
+  path: string,
+  names: ReadyToRunNames,
+): Promise<ReadyToRunImageEntry> {
+  const lines = names.methods.map(
+    (m) => `${m.start.toString(16)} ${(m.end - m.start).toString(16)} ${safeName(m.name)}\n`,
+  );
+  const file = tableFile(names.mvid);
+  await folder.folder(layout.readyToRunDir, { create: true, mode: outputModes.privateFolder }).then((f) => f.close());
+  await folder.writeFile(file, await gzip(lines.join('')), outputModes.privateFile);
+  return {
+    path,
+    assembly: safeName(names.assembly),
+    mvid: names.mvid,
+    file,
+    methods: names.methods.length,
+    sections: names.sections.map((s) => [s.virtualAddress, s.virtualSize, s.rawOffset, s.rawSize]),
+  };
+}
+
+function safeName(name: string): string {
+  return name.replace(/[\x00-\x1f\x7f]/g, '?');
+}
+
+export async function writeReadyToRunIndex(
+  folder: OutputFolder,
+  images: readonly ReadyToRunImageEntry[],
+): Promise<void> {
+  const sorted = [...images].sort((a, b) => a.path.localeCompare(b.path));
+  await folder.writeFile(
+    layout.readyToRunIndex,
+    `${JSON.stringify({ images: sorted }, null, 2)}\n`,
+    outputModes.privateFile,
+  );
+}
+
+/** The index's sane entries (empty when there is none). */
+export async function readReadyToRunIndex(folder: OutputFolder): Promise<ReadyToRunImageEntry[]> {
+  const read = await folder
+    .read(layout.readyToRunIndex, { maxBytes: readyToRunStoreLimits.indexBytes, timeoutMs: 10_000 })
+    .catch(() => undefined);
+  if (!read || read.truncated) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(read.bytes.toString('utf8'));
+  } catch {
+    return [];
+  }
+  const list = (parsed as { images?: unknown } | null)?.images;
+  if (!Array.isArray(list)) return [];
+  return (list.slice(0, readyToRunStoreLimits.images) as Partial<ReadyToRunImageEntry>[]).filter(
+    (e): e is ReadyToRunImageEntry =>
+      typeof e?.path === 'string' &&
+      e.path.length < 4096 &&
+      typeof e.mvid === 'string' &&
+      mvidPattern.test(e.mvid) &&
+      e.file === tableFile(e.mvid) &&
+      typeof e.assembly === 'string' &&
+      typeof e.methods === 'number' &&
+      Array.isArray(e.sections) &&
+      e.sections.length <= 96 &&
+      e.sections.every((s) => Array.isArray(s) && s.length === 4 && s.every((n) => Number.isSafeInteger(n) && n >= 0)),
+  );
+}
+
+/** An image's names, looked up by the file offset perf prints for a frame in its mapping. */
+export class ImageNames {
+  constructor(
+    readonly entry: ReadyToRunImageEntry,
+    private readonly code: CodeMap,
+  ) {}
+
+  /** The method at file offset `offset`, or undefined. */
+  lookupFileOffset(offset: bigint): string | undefined {
+    const o = Number(offset);
+    for (const [va, vsize, raw, rawSize] of this.entry.sections) {
+      if (o >= raw && o < raw + Math.min(rawSize, vsize || rawSize)) return this.code.lookupName(BigInt(o - raw + va));
+    }
+    return undefined;
+  }
+}
+
+/** Loads every table the index lists; a table that cannot be read is a warning and is left out. */
+export async function loadImageNames(folder: OutputFolder, warn: Warn): Promise<ImageNames[]> {
+  const loaded: ImageNames[] = [];
+  for (const entry of await readReadyToRunIndex(folder)) {
+    try {
+      const read = await folder.read(entry.file, {
+        maxBytes: readyToRunStoreLimits.tableBytes,
+        timeoutMs: readyToRunStoreLimits.timeoutMs,
+      });
+      if (read.truncated) throw new Error(`larger than ${readyToRunStoreLimits.tableBytes} bytes`);
+      const text = await gunzip(read.bytes, { maxOutputLength: readyToRunStoreLimits.tableTextBytes });
+      const parsed = readPerfMap(text);
+      loaded.push(new ImageNames(entry, new CodeMap(parsed.symbols)));
+    } catch (error) {
+      warn(`could not read ${entry.file} (${(error as Error).message}): ${entry.assembly} frames stay unnamed`);
+    }
+  }
+  return loaded;
+}
