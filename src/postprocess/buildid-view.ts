@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
-import { copyRange, openForReading } from '../files/bounded-read.js';
+import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { createExclusive, outputModes, type OutputFolder } from '../files/output-folder.js';
-import { readKeptIndex } from '../symbols/kept-binaries.js';
+import { keptBinariesDefaults, readKeptIndex } from '../symbols/kept-binaries.js';
 
 export interface BuildIdView {
   /** The view's folder, for PERF_BUILDID_DIR. */
@@ -28,11 +28,25 @@ export interface BuildIdView {
 /** Entries of this machine's cache linked at most (a cache is rarely past a few thousand). */
 const maxLinkedEntries = 100_000;
 
+/**
+ * What a received folder's kept binaries may cost the view: they are copied (holes read too), so a forged index of
+ * huge sparse files would otherwise hang postprocess and fill /tmp. The same bounds as collect's (kept-binaries.ts),
+ * on apparent sizes, and a deadline for all the copies.
+ */
+export const buildIdViewLimits = Object.freeze({
+  maxFileBytes: keptBinariesDefaults.maxFileBytes,
+  maxTotalBytes: keptBinariesDefaults.maxTotalBytes,
+  maxFiles: keptBinariesDefaults.maxFiles,
+  timeoutMs: 120_000,
+});
+
 /** The view for `folder`, or undefined when it keeps no binaries (perf script then reads this machine's cache). */
 export async function buildIdView(
   folder: OutputFolder,
   machineDir: string,
   warn: Warn,
+  signal?: AbortSignal,
+  limits: Readonly<typeof buildIdViewLimits> = buildIdViewLimits,
 ): Promise<BuildIdView | undefined> {
   const kept = await readKeptIndex(folder);
   if (kept.size === 0) return undefined;
@@ -54,16 +68,38 @@ export async function buildIdView(
       }
     }
     let placed = 0;
+    let copiedBytes = 0;
+    const deadline = Date.now() + limits.timeoutMs;
     for (const binary of kept.values()) {
       const link = join(dir, '.build-id', binary.buildId.slice(0, 2), binary.buildId.slice(2));
       const machineEntry = join(machineDir, '.build-id', binary.buildId.slice(0, 2), binary.buildId.slice(2));
       if (await exists(join(machineEntry, 'elf'))) continue;
+      const refuse = (reason: string) => warn(`${binary.path}: the folder's copy cannot be used (${reason})`);
+      if (placed >= limits.maxFiles) {
+        refuse(`more than ${limits.maxFiles} kept binaries`);
+        continue;
+      }
+      const timeoutMs = deadline - Date.now();
+      if (timeoutMs <= 0) {
+        refuse(`the ${limits.timeoutMs / 1000} s for copying kept binaries are over`);
+        continue;
+      }
       const entry = join(dir, '.kept', binary.buildId);
       await mkdir(entry, { recursive: true, mode: outputModes.privateFolder });
       try {
-        await copyKept(folder, binary.buildId, join(entry, 'elf'));
+        copiedBytes += await withDeadline({ timeoutMs, signal }, binary.path, (live) =>
+          copyKept(
+            folder,
+            binary.buildId,
+            join(entry, 'elf'),
+            limits.maxFileBytes,
+            limits.maxTotalBytes - copiedBytes,
+            live,
+          ),
+        );
       } catch (error) {
-        warn(`${binary.path}: the folder's copy cannot be used (${(error as Error).message})`);
+        if (signal?.aborted) throw error;
+        refuse((error as Error).message);
         continue;
       }
       if (await exists(join(machineEntry, 'debug'))) await symlink(join(machineEntry, 'debug'), join(entry, 'debug'));
@@ -79,15 +115,29 @@ export async function buildIdView(
   }
 }
 
-/** Copies target/binaries/<buildId> out of the folder (no links followed), never over anything. */
-async function copyKept(folder: OutputFolder, buildId: string, to: string): Promise<void> {
+/**
+ * Copies target/binaries/<buildId> out of the folder (no links followed), never over anything; refuses a file larger
+ * than `maxBytes` or than what is `left` of the run's allowance. Gives the bytes copied, holes included.
+ */
+async function copyKept(
+  folder: OutputFolder,
+  buildId: string,
+  to: string,
+  maxBytes: number,
+  left: number,
+  live: () => boolean,
+): Promise<number> {
   const handle = await folder.lookup(`${layout.binaries}/${buildId}`, 'file');
   try {
+    const size = handle.stat.size;
+    if (size > maxBytes) throw new Error(`${size} bytes, more than the ${maxBytes} a kept binary may have`);
+    if (size > left) throw new Error('the bytes allowed for the kept binaries of one folder are used up');
     const source = await openForReading(handle);
     const dest = await createExclusive(to, outputModes.privateFile);
     try {
-      const { bytes } = await copyRange(source, dest, 0, handle.stat.size);
+      const { bytes } = await copyRange(source, dest, 0, size, live);
       await dest.truncate(bytes);
+      return bytes;
     } finally {
       await dest.close();
       await source.close();

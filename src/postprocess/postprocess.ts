@@ -299,7 +299,7 @@ async function runScriptAndFold(
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
-    view = await buildIdView(folder, await perfBuildIdDir({ perfPath: opts.perfPath, signal }), warn);
+    view = await buildIdView(folder, await perfBuildIdDir({ perfPath: opts.perfPath, signal }), warn, signal);
     const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
     if (opts.isolate && !wrapper)
       warn(

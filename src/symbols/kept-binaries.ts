@@ -24,8 +24,13 @@ import { fileByteSource, readElf } from './elf.js';
 export interface KeptBinariesOptions {
   /** Largest binary kept. Default 256 MiB: libcoreclr.so is about 7 MB; a larger "library" is skipped. */
   maxFileBytes: number;
-  /** Bytes kept in one run at most. Default 1 GiB. */
+  /**
+   * Bytes kept in one run at most, counted as the files' apparent sizes (holes included: a tarball and a build-id
+   * view read them). Default 1 GiB.
+   */
   maxTotalBytes: number;
+  /** Binaries kept in one run at most. Default 512 (a large service maps a few hundred libraries). */
+  maxFiles: number;
   /** Time allowed for one copy, ms. Default 60 s. */
   copyTimeoutMs: number;
 }
@@ -33,6 +38,7 @@ export interface KeptBinariesOptions {
 export const keptBinariesDefaults: Readonly<KeptBinariesOptions> = Object.freeze({
   maxFileBytes: 256 << 20,
   maxTotalBytes: 1 << 30,
+  maxFiles: 512,
   copyTimeoutMs: 60_000,
 });
 
@@ -129,7 +135,7 @@ export async function keepBinaries(
 ): Promise<BinaryOutcome[]> {
   const opts = { ...keptBinariesDefaults, ...options };
   const outcomes: BinaryOutcome[] = [];
-  let total = [...kept.values()].reduce((sum, b) => sum + b.storedBytes, 0);
+  let total = [...kept.values()].reduce((sum, b) => sum + b.bytes, 0);
   const binaries = await folder.folder(layout.binaries, { create: true, mode: outputModes.privateFolder });
   try {
     for (const { path, buildId } of wanted.filter((w) => isTargetFile(w.path))) {
@@ -161,6 +167,10 @@ export async function keepBinaries(
           outcomes.push(skip(`the ${opts.maxTotalBytes}-byte limit for one run is reached`));
           continue;
         }
+        if (kept.size >= opts.maxFiles) {
+          outcomes.push(skip(`the limit of ${opts.maxFiles} binaries for one run is reached`));
+          continue;
+        }
         const outcome = await withDeadline({ timeoutMs: opts.copyTimeoutMs }, path, async (live) => {
           const source = await openForReading(handle);
           try {
@@ -189,7 +199,7 @@ export async function keepBinaries(
             await source.close();
           }
         });
-        if (outcome.status === 'kept') total += outcome.storedBytes ?? size;
+        if (outcome.status === 'kept') total += size;
         outcomes.push(outcome);
       } catch (error) {
         outcomes.push(skip(error instanceof Error ? error.message : String(error)));

@@ -17,15 +17,21 @@ import {
 } from './readytorun-store.js';
 
 export interface ReadyToRunStepOptions {
-  /** Largest image read. Default 512 MiB (System.Private.CoreLib.dll is about 15 MB). */
+  /** Largest image read. Default 256 MiB (System.Private.CoreLib.dll is about 15 MB). */
   maxImageBytes: number;
-  /** Images read in one run at most. Default 1024. */
+  /** Bytes read in one run at most, images' sizes added up. Default 2 GiB. */
+  maxTotalBytes: number;
+  /** Images read in one run at most. Default 1024 (an ASP.NET Core app maps about 60). */
   maxImages: number;
+  /** Time the step may take in one pass, ms; what is left is reported skipped. Default 60 s. */
+  timeoutMs: number;
 }
 
 export const readyToRunStepDefaults: Readonly<ReadyToRunStepOptions> = Object.freeze({
-  maxImageBytes: 512 << 20,
+  maxImageBytes: 256 << 20,
+  maxTotalBytes: 2 << 30,
   maxImages: 1024,
+  timeoutMs: 60_000,
 });
 
 const assemblyPattern = /\.(dll|exe)$/i;
@@ -37,6 +43,7 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
   const seen = new Set<string>();
   // Both passes report into one manifest entry: the totals so far.
   const totals = { images: 0, methods: 0, ilOnly: 0, skipped: [] as { path: string; reason: string }[] };
+  let bytesRead = 0;
   const run = async (context: StepContext): Promise<StepReport> => {
     const files = context.files;
     if (!files) throw new Error('the readytorun step needs the session’s view of the target');
@@ -52,11 +59,18 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
       const index = new Map((await readReadyToRunIndex(folder)).map((e) => [e.path, e] as const));
       const added: ReadyToRunImageEntry[] = [];
       const skipped: { path: string; reason: string }[] = [];
+      const deadline = Date.now() + opts.timeoutMs;
       for (const path of wanted) {
         seen.add(path);
         if (context.signal.aborted) break;
         try {
+          if (Date.now() > deadline) throw new Error(`the step's ${opts.timeoutMs / 1000} s are over`);
+          const size = (await files.describe(path)).size ?? 0;
+          if (size > opts.maxImageBytes) throw new Error(`larger than ${opts.maxImageBytes} bytes`);
+          if (bytesRead + size > opts.maxTotalBytes)
+            throw new Error(`the ${opts.maxTotalBytes} bytes for one run are read`);
           const read = await files.read(path, opts.maxImageBytes);
+          bytesRead += read.bytes.length;
           if (read.truncated) throw new Error(`larger than ${opts.maxImageBytes} bytes`);
           const names = readReadyToRunNames(read.bytes);
           const entry = await writeReadyToRunTable(folder, path, names);

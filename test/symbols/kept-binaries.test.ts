@@ -105,3 +105,39 @@ test("the build-id view gives perf the kept binary and links this machine's entr
   assert.deepEqual(await readdir(machine), ['.build-id', 'usr'].sort());
   assert.deepEqual(await readdir(join(machine, '.build-id')), ['aa']);
 });
+
+test('a received folder whose kept binaries are huge sparse files: refused by size, nothing copied, at once', async (t) => {
+  const { files, out, folder, buildId } = await setup(t);
+  await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
+  // The sender made the kept copy a 4 TiB sparse file: copying its holes would take hours and fill /tmp.
+  await execa('truncate', ['-s', '4T', join(out, 'target', 'binaries', buildId)]);
+  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
+  t.after(() => rm(machine, { recursive: true, force: true }));
+  const warnings: string[] = [];
+  const started = Date.now();
+  const view = await buildIdView(folder, machine, (w) => warnings.push(w));
+  try {
+    assert.ok(Date.now() - started < 30_000, 'done long before the holes could have been read');
+    assert.equal(view?.placed, 0);
+    assert.match(warnings.join('\n'), /more than the \d+ a kept binary may have/);
+  } finally {
+    await view?.remove();
+  }
+});
+
+test('the build-id view stops copying at its file-count and byte allowances', async (t) => {
+  const { files, folder } = await setup(t);
+  await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
+  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
+  t.after(() => rm(machine, { recursive: true, force: true }));
+  for (const limits of [
+    { maxFiles: 0, maxFileBytes: 1 << 30, maxTotalBytes: 1 << 30, timeoutMs: 60_000 },
+    { maxFiles: 10, maxFileBytes: 1 << 30, maxTotalBytes: 1000, timeoutMs: 60_000 },
+  ]) {
+    const warnings: string[] = [];
+    const view = await buildIdView(folder, machine, (w) => warnings.push(w), undefined, limits);
+    await view?.remove();
+    assert.equal(view?.placed, 0);
+    assert.match(warnings.join('\n'), /more than 0 kept binaries|allowed for the kept binaries of one folder/);
+  }
+});
