@@ -199,18 +199,33 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     return unnamed(inMapping);
   };
 
+  // The fold and the FlameScope file each ask once per distinct frame: answers are kept so that the stats count
+  // each distinct frame once, as the naming report says they do.
+  const answers = new Map<string, ResolvedFrame | undefined>();
   return {
     stats,
     resolve(frame) {
+      const key = `${frame.pid ?? ''}:${frame.ip}:${frame.dso}`;
+      if (answers.has(key)) return answers.get(key);
       const found = resolve(frame);
       if (!found) {
-        const file = baseName(frame.dso);
-        stats.unnamedByFile[file] = (stats.unnamedByFile[file] ?? 0) + 1;
+        countUnnamed(stats.unnamedByFile, baseName(frame.dso));
       }
+      if (answers.size < maxKeptAnswers) answers.set(key, found);
       return found;
     },
   };
 }
+
+/** Adds one to `file`'s count: an own property even for names such as `__proto__` or `constructor` (the target's). */
+function countUnnamed(counts: Record<string, number>, file: string): void {
+  if (!Object.hasOwn(counts, file))
+    Object.defineProperty(counts, file, { value: 0, writable: true, enumerable: true, configurable: true });
+  counts[file]!++;
+}
+
+/** Distinct frames whose answers are kept (about 100 bytes each). */
+const maxKeptAnswers = 1_000_000;
 
 type AddressForm = 'absolute' | 'relative' | 'other';
 

@@ -124,3 +124,15 @@ test('addressForm says how perf printed an address', () => {
   assert.equal(addressForm('/usr/lib/x86_64-linux-gnu/libc.so.6'), 'other');
   assert.equal(addressForm('[vdso]'), 'other');
 });
+
+test('a frame asked about twice (the fold, then the FlameScope file) is counted once', () => {
+  const r = resolver();
+  for (let i = 0; i < 2; i++) {
+    r.resolve({ pid: 8439, ip: 0x7fe1b89864b0n, dso: '[unknown]' });
+    r.resolve({ pid: 8439, ip: 0x10n, dso: '/lib/__proto__' });
+    r.resolve({ pid: 8439, ip: 0x10n, dso: '/lib/constructor' });
+  }
+  assert.equal(r.stats.readytorun, 1);
+  assert.equal(r.stats.notManaged, 2);
+  assert.equal(JSON.stringify(r.stats.unnamedByFile), '{"__proto__":1,"constructor":1}');
+});
