@@ -33,7 +33,14 @@ const maxLinkedEntries = 100_000;
  * huge sparse files would otherwise hang postprocess and fill /tmp. The same bounds as collect's (kept-binaries.ts),
  * on apparent sizes, and a deadline for all the copies.
  */
-export const buildIdViewLimits = Object.freeze({
+export interface BuildIdViewLimits {
+  maxFileBytes: number;
+  maxTotalBytes: number;
+  maxFiles: number;
+  timeoutMs: number;
+}
+
+export const buildIdViewLimits: Readonly<BuildIdViewLimits> = Object.freeze({
   maxFileBytes: keptBinariesDefaults.maxFileBytes,
   maxTotalBytes: keptBinariesDefaults.maxTotalBytes,
   maxFiles: keptBinariesDefaults.maxFiles,
@@ -46,7 +53,7 @@ export async function buildIdView(
   machineDir: string,
   warn: Warn,
   signal?: AbortSignal,
-  limits: Readonly<typeof buildIdViewLimits> = buildIdViewLimits,
+  limits: Readonly<BuildIdViewLimits> = buildIdViewLimits,
 ): Promise<BuildIdView | undefined> {
   const kept = await readKeptIndex(folder);
   if (kept.size === 0) return undefined;
