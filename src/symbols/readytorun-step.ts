@@ -44,7 +44,7 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
   // Both passes report into one manifest entry: the totals so far.
   const totals = { images: 0, methods: 0, ilOnly: 0, skipped: [] as { path: string; reason: string }[] };
   let bytesRead = 0;
-  const run = async (context: StepContext): Promise<StepReport> => {
+  const run = async (context: StepContext): Promise<StepReport | undefined> => {
     const files = context.files;
     if (!files) throw new Error('the readytorun step needs the session’s view of the target');
     const text = await readProcText(context.target.pid, 'maps', { procRoot: context.procRoot });
@@ -98,7 +98,14 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
   return { name: 'readytorun', beforeRecording: run, afterRecording: run };
 }
 
-function report(totals: { images: number; methods: number; ilOnly: number; skipped: unknown[] }): StepReport {
+/** The totals as the manifest shows them; nothing for a target that maps no assembly (not .NET). */
+function report(totals: {
+  images: number;
+  methods: number;
+  ilOnly: number;
+  skipped: unknown[];
+}): StepReport | undefined {
   const { skipped, ...counts } = totals;
+  if (counts.images === 0 && counts.ilOnly === 0 && skipped.length === 0) return undefined;
   return { ...counts, ...(skipped.length > 0 && { skipped: [...skipped] }) };
 }
