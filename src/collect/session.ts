@@ -19,7 +19,7 @@ import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
-import type { CollectStep, StepContext, StepReport } from './steps.js';
+import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from './steps.js';
 
 export type { RecordingProgress } from './recording.js';
 
@@ -173,6 +173,7 @@ async function recordAndFinish<R>(
     warn,
     progress: info,
   };
+  stepContext.sampledFiles = onceSampledFiles(stepContext);
   // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
   // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
   const steps = [keptBinariesStep(), readyToRunStep(), ...(context.steps ?? [])];

@@ -3,7 +3,10 @@
 // recording. A step gets the target and the output folder and returns a JSON-able report for the manifest. A step
 // that throws is reported as a warning and the profile goes on (a missing perf map or symbol server must not cost
 // the recording); only an abort stops the session.
+import { join } from 'node:path';
+import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
+import { sampledFiles, type SampledFile } from '../perf/buildid-cache.js';
 import type { TargetInfo } from '../target/inspect.js';
 import type { TargetFiles } from '../target/target-files.js';
 
@@ -20,6 +23,11 @@ export interface StepContext {
    * exited (its submounts are gone then). Undefined in tests that give no session.
    */
   files?: TargetFiles;
+  /**
+   * The files perf sampled, asked of perf once per session (`perf buildid-list` reads the whole perf.data) for the
+   * steps that need them after recording. Undefined in tests that give no session: sampledFilesOf asks perf then.
+   */
+  sampledFiles?: () => Promise<SampledFile[]>;
   signal: AbortSignal;
   warn: Warn;
   progress: (message: string) => void;
@@ -34,4 +42,20 @@ export interface CollectStep {
   beforeRecording?(context: StepContext): Promise<StepReport | undefined>;
   /** Runs after perf stopped, before postprocess, also when the recording was stopped early. */
   afterRecording?(context: StepContext): Promise<StepReport | undefined>;
+}
+
+/** The files perf sampled in the context's recording, asked of perf. */
+function askPerf(context: StepContext): Promise<SampledFile[]> {
+  return sampledFiles(join(context.dir, layout.perfData), { perfPath: context.perfPath, signal: context.signal });
+}
+
+/** The files perf sampled in the context's recording: the session's answer, else perf's. */
+export function sampledFilesOf(context: StepContext): Promise<SampledFile[]> {
+  return context.sampledFiles?.() ?? askPerf(context);
+}
+
+/** For a session's context: perf asked once, its first answer (or failure) every caller's. */
+export function onceSampledFiles(context: StepContext): () => Promise<SampledFile[]> {
+  let answer: Promise<SampledFile[]> | undefined;
+  return () => (answer ??= askPerf(context));
 }

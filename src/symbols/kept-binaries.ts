@@ -10,12 +10,11 @@
 // As a collect step: before recording, every executable file mapped then (so a recording cut short by a kill still
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was
 // not sampled is removed again, so the bundle carries what the flame graph needs and no more.
-import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
+import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../collect/steps.js';
 import { layout } from '../bundle/layout.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { isMissing, RootedPathError } from '../files/rooted.js';
-import { sampledFiles } from '../perf/buildid-cache.js';
 import { isAnonymous, isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
 import type { TargetFiles } from '../target/target-files.js';
@@ -274,8 +273,7 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
       }),
     afterRecording: (context) =>
       withFolder(context, async (folder, files): Promise<StepReport> => {
-        const exec = { perfPath: context.perfPath, signal: context.signal };
-        const sampled = await sampledFiles(`${context.dir}/${layout.perfData}`, exec);
+        const sampled = await sampledFilesOf(context);
         const kept = await readKeptIndex(folder);
         const outcomes = await keepBinaries(sampled, files, folder, kept, options);
         for (const o of outcomes.filter((o) => o.status === 'skipped'))
