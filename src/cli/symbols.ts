@@ -102,7 +102,7 @@ async function handler(argv: ArgumentsCamelCase<SymbolsArgs>): Promise<void> {
         : await fetchFileSymbols(argv.file ?? [], options);
     process.stdout.write(argv.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     const needed = report.libraries.filter((l) => !['has-symbols', 'no-build-id'].includes(l.status));
-    if (needed.length > 0 && !needed.some((l) => l.status === 'placed')) {
+    if (needed.length > 0 && !needed.some((l) => l.status === 'placed' || l.status === 'present')) {
       reporter.warn('no debug file was found for any library that lacks symbols');
       process.exitCode = 1;
     }
@@ -116,7 +116,12 @@ export function formatReport(report: SymbolsReport): string {
   if (report.libraries.length === 0) return 'no native library found\n';
   return report.libraries
     .map((l) => {
-      const where = l.status === 'placed' ? `from ${l.source} -> ${l.placedAt}` : (l.reason ?? '');
+      const where =
+        l.status === 'placed'
+          ? `from ${l.source} -> ${l.placedAt}`
+          : l.status === 'present'
+            ? `already in ${l.placedAt}`
+            : (l.reason ?? '');
       // Paths and reasons come from the target's maps and files: shown escaped.
       const line = `${l.status.padEnd(11)} ${(l.buildId ?? '-').padEnd(40)} ${l.path}${where ? `  ${where}` : ''}`;
       return `${terminalText(line)}\n`;

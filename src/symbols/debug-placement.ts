@@ -1,9 +1,10 @@
 // A verified debug file and the build-id it belongs to in; that file placed in perf's build-id cache out, where
 // `perf script` finds it (perf looks every other debug path up inside the target's mount namespace, so this cache is
 // the one place profcpu can add symbols without touching the target: FACTS.md §3). The cache's layout and entries
-// are src/perf/buildid-cache.ts's; this file only puts a `debug` file into an entry, never running perf.
+// are src/perf/buildid-cache.ts's; this file only puts a `debug` file into an entry (or finds one
+// there already), never running perf.
 import { randomBytes } from 'node:crypto';
-import { copyFile, link, rename, rm } from 'node:fs/promises';
+import { copyFile, link, realpath, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { buildIdEntry } from '../perf/buildid-cache.js';
@@ -63,5 +64,20 @@ export async function placeDebugFile(options: PlaceDebugFileOptions): Promise<Pl
     throw failure((cause as Error).message, cause);
   } finally {
     await rm(temp, { force: true });
+  }
+}
+
+/**
+ * The `debug` file perf's build-id cache holds for `buildId` already (placed by an earlier run, or by hand), when its
+ * build-id is that one; undefined otherwise. Lets a run skip what an earlier one fetched, without asking any server.
+ */
+export async function placedDebugFile(buildIdDir: string, buildId: string): Promise<string | undefined> {
+  if (!/^[0-9a-f]{4,128}$/.test(buildId)) return undefined;
+  const path = join(buildIdDir, '.build-id', buildId.slice(0, 2), buildId.slice(2), 'debug');
+  try {
+    // Named as placeDebugFile names it: inside the entry, not through the index's link.
+    return (await readElfFile(path)).buildId === buildId ? await realpath(path) : undefined;
+  } catch {
+    return undefined;
   }
 }

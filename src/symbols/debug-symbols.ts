@@ -1,15 +1,19 @@
 // A target process (or some ELF files) in; for each native library that lacks symbols, its debug file fetched by
 // build-id, verified, and placed in perf's build-id cache out, with a report of which build-id was found where
-// (for manifest.json). The target's files are read through /proc/PID/root, so nothing is added to the target and
-// nothing needs to run inside it. Server trouble never throws: it is a status and a reason per library.
-import { basename, resolve } from 'node:path';
+// (for manifest.json). Which libraries: library-selection.ts. The target's files are read through /proc/PID/root,
+// so nothing is added to the target and nothing needs to run inside it. A debug file perf's cache holds already is
+// not fetched again; past `maxLibraries` nothing is fetched. Server trouble never throws: it is a status and a reason
+// per library.
+import { resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
-import { placeDebugFile } from './debug-placement.js';
+import type { SampledFile } from '../perf/buildid-cache.js';
+import { placeDebugFile, placedDebugFile } from './debug-placement.js';
 import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
 import { TargetFiles } from '../target/target-files.js';
 import { readElfAt, readElfFile, type ElfInfo } from './elf.js';
+import { selectLibraries, type LibrarySelection } from './library-selection.js';
 import {
   SymbolFetcher,
   type SymbolFetchAttempt,
@@ -28,6 +32,10 @@ export type LibrarySymbolsStatus =
   | 'unreadable'
   /** The debug file is in perf's build-id cache. */
   | 'placed'
+  /** perf's build-id cache held the debug file already: nothing fetched. */
+  | 'present'
+  /** Not fetched: more libraries needed debug files than `maxLibraries`. */
+  | 'over-limit'
   | 'not-found'
   | 'failed'
   /** No server to ask and not in profcpu's cache. */
@@ -66,6 +74,8 @@ export interface DebugSymbolsOptions {
   fetch?: Partial<Omit<SymbolFetchOptions, 'servers' | 'cacheDir' | 'signal' | 'warn' | 'progress'>>;
   /** Libraries handled at once. Default 4. */
   concurrency?: number;
+  /** Libraries whose debug files are asked of the servers (or the cache) at most, in file order. Default: no limit. */
+  maxLibraries?: number;
   signal?: AbortSignal | undefined;
   warn?: Warn | undefined;
   progress?: ((p: SymbolFetchProgress) => void) | undefined;
@@ -76,8 +86,15 @@ export interface TargetSymbolsOptions extends DebugSymbolsOptions {
   pid: number;
   /** Where /proc is mounted. Default `/proc`. */
   procRoot?: string;
-  /** coreclr: libcoreclr.so only (what collect does by default); all: every mapped native library. */
-  libraries: 'coreclr' | 'all';
+  /** sampled: libcoreclr.so and the files perf sampled; coreclr: libcoreclr.so only; all: every mapped library. */
+  libraries: LibrarySelection;
+  /** With `sampled`: the files perf sampled (sampledFiles). */
+  sampled?: readonly SampledFile[];
+  /**
+   * The target's file system, opened already (collect's, which still reads it after the target exited); it stays
+   * open. Default: opened here, and closed after.
+   */
+  files?: TargetFiles;
 }
 
 /** Symbols for the native libraries mapped by a running process. */
@@ -89,23 +106,25 @@ export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise
       cause,
     });
   let mapsText: string | undefined;
+  let mapsError: unknown;
   try {
     mapsText = await readProcText(options.pid, 'maps', { procRoot });
   } catch (cause) {
-    throw notVisible(cause);
+    mapsError = cause;
   }
-  if (mapsText === undefined) throw notVisible();
-  const paths = new Set<string>();
-  for (const mapping of parseProcMaps(mapsText).mappings) {
-    const path = mapping.path;
-    if (!isExecutable(mapping) || !path.startsWith('/') || path.endsWith(' (deleted)')) continue;
-    if (options.libraries === 'coreclr' && basename(path) !== 'libcoreclr.so') continue;
-    paths.add(path);
-  }
+  // The files perf sampled are known without the maps (the target may have exited since): only libcoreclr.so is
+  // looked for there then.
+  if (mapsText === undefined && options.libraries !== 'sampled') throw notVisible(mapsError);
+  const mapped = parseProcMaps(mapsText ?? '')
+    .mappings.filter(isExecutable)
+    .map((m) => m.path);
+  const wanted = selectLibraries(options.libraries, { mapped, sampled: options.sampled ?? [] });
   // The libraries are read inside the target's root: a link in its file system never leads to one of ours.
-  const targetFiles = await TargetFiles.open(options.pid, { procRoot, signal: options.signal }).catch((cause) => {
-    throw notVisible(cause);
-  });
+  const targetFiles =
+    options.files ??
+    (await TargetFiles.open(options.pid, { procRoot, signal: options.signal }).catch((cause) => {
+      throw notVisible(cause);
+    }));
   const read = async (path: string) => {
     const handle = await targetFiles.lookup(path, 'file').catch((error: unknown) => {
       throw new ProfcpuError('IO', `cannot open ${path}: ${error instanceof Error ? error.message : String(error)}`);
@@ -116,8 +135,8 @@ export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise
       await handle.close();
     }
   };
-  const files = [...paths].sort().map((path) => ({ path, read: () => read(path) }));
-  const report = await symbolsFor(files, options).finally(() => targetFiles.close());
+  const files = wanted.map(({ path, buildId }) => ({ path, read: () => read(path), ...(buildId && { buildId }) }));
+  const report = await symbolsFor(files, options).finally(() => (options.files ? undefined : targetFiles.close()));
   // Executable mappings of files that are not ELF (.NET maps its PE assemblies executable) are no native library.
   report.libraries = report.libraries.filter((l) => !(l.status === 'unreadable' && l.reason?.includes('no ELF magic')));
   return report;
@@ -131,10 +150,11 @@ export async function fetchFileSymbols(files: readonly string[], options: DebugS
   );
 }
 
-/** A library: its path as reported, and how to read its ELF facts. */
+/** A library: its path as reported, how to read its ELF facts, and the build-id perf recorded for it if known. */
 interface LibraryFile {
   path: string;
   read: () => Promise<ElfInfo>;
+  buildId?: string;
 }
 
 async function symbolsFor(files: readonly LibraryFile[], options: DebugSymbolsOptions): Promise<SymbolsReport> {
@@ -148,14 +168,24 @@ async function symbolsFor(files: readonly LibraryFile[], options: DebugSymbolsOp
     warn,
     progress: options.progress,
   });
-  // Three passes, so the report does not depend on which download ends first: read every file, fetch each build-id
-  // once, then place in file order (libraries sharing a build-id share perf's entry, named after the first).
-  const examined = await mapLimit(files, limit, examine);
-  const wanted = [...new Set(examined.flatMap((e) => (e.status === undefined ? [e.buildId!] : [])))];
+  // Three passes, so the report does not depend on which download ends first: read every file (and look in perf's
+  // cache), fetch each build-id once, then place in file order (libraries sharing a build-id share perf's entry,
+  // named after the first).
+  const examined = await mapLimit(files, limit, (file) => examine(file, options.buildIdDir));
+  const needed = [...new Set(examined.flatMap((e) => (e.status === undefined ? [e.buildId!] : [])))];
+  const max = options.maxLibraries ?? Infinity;
+  const wanted = needed.slice(0, max);
   const fetched = new Map(await mapLimit(wanted, limit, async (id) => [id, await fetcher.fetch(id)] as const));
   const libraries: LibrarySymbols[] = [];
   for (const entry of examined) {
     if (entry.status !== undefined) libraries.push(entry as LibrarySymbols);
+    else if (!fetched.has(entry.buildId!))
+      libraries.push({
+        path: entry.path,
+        buildId: entry.buildId!,
+        status: 'over-limit',
+        reason: `${needed.length} libraries need debug files; only the first ${max} were looked for`,
+      });
     else libraries.push(await place(entry.path, fetched.get(entry.buildId!)!, options));
   }
   return {
@@ -177,7 +207,7 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, f: (item: T) =
 }
 
 /** The library's ELF facts; `status` stays unset when its debug file must be fetched. */
-async function examine(file: LibraryFile): Promise<Partial<LibrarySymbols> & { path: string }> {
+async function examine(file: LibraryFile, buildIdDir: string): Promise<Partial<LibrarySymbols> & { path: string }> {
   const { path } = file;
   let elf;
   try {
@@ -189,7 +219,12 @@ async function examine(file: LibraryFile): Promise<Partial<LibrarySymbols> & { p
   }
   const buildId = elf.buildId;
   if (!buildId) return { path, status: 'no-build-id' };
+  // The file changed since perf recorded it: its symbols would not be those of the samples.
+  if (file.buildId !== undefined && buildId !== file.buildId)
+    return { path, buildId, status: 'unreadable', reason: `its build-id is now ${buildId}, not ${file.buildId}` };
   if (elf.hasSymtab || elf.hasDebugInfo) return { path, buildId, status: 'has-symbols' };
+  const placedAt = await placedDebugFile(buildIdDir, buildId);
+  if (placedAt) return { path, buildId, status: 'present', placedAt };
   return { path, buildId };
 }
 

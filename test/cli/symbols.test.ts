@@ -108,6 +108,11 @@ test('--file against a real debuginfod server; --offline with an empty cache fai
   const entry = join(work, 'file-perf', l.stripped, l.buildId, 'debug');
   assert.equal(String(run.stdout), `placed      ${l.buildId} ${l.stripped}  from ${server.url} -> ${entry}`);
   assert.ok(existsSync(entry));
+
+  // Once placed, nothing is asked again: the debug file perf's cache holds is reported, and the run succeeds.
+  const again = await runCli(['symbols', '--file', l.stripped, '--offline', ...dirs], { env });
+  assert.equal(again.exitCode, 0, again.all);
+  assert.equal(String(again.stdout), `present     ${l.buildId} ${l.stripped}  already in ${entry}`);
 });
 
 test('usage: exactly one of --pid and --file; malformed server URLs are warnings', async () => {

@@ -1,12 +1,23 @@
 // fetchTargetSymbols over an injected /proc (a folder holding `<pid>/maps` and `<pid>/root`), and fetchFileSymbols,
 // against a static SSQP store on loopback.
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { fetchFileSymbols, fetchTargetSymbols } from '../../src/symbols/debug-symbols.js';
+import { readElfFile } from '../../src/symbols/elf.js';
+import { TargetFiles } from '../../src/target/target-files.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
@@ -69,14 +80,15 @@ test('every mapped native library lacking symbols gets its debug file placed; ot
   assert.deepEqual(
     report.libraries.map((x) => [x.path, x.status, x.source]),
     [
-      ['/opt/app/hotprog', 'has-symbols', undefined],
-      ['/opt/app/libhotlib.so', 'placed', store.url],
-      // The same build-id under another name: one download, placed once (the entry is keyed by build-id).
+      // libcoreclr.so first (it goes first under a limit), then by path.
       ['/usr/share/dotnet/libcoreclr.so', 'placed', store.url],
+      ['/opt/app/hotprog', 'has-symbols', undefined],
+      // The same build-id under another name: one download, placed once (the entry is keyed by build-id).
+      ['/opt/app/libhotlib.so', 'placed', store.url],
     ],
   );
-  const placed = report.libraries[1]!;
-  assert.equal(placed.placedAt, join(buildIdDir, 'opt/app/libhotlib.so', l.buildId, 'debug'));
+  const placed = report.libraries[0]!;
+  assert.equal(placed.placedAt, join(buildIdDir, 'usr/share/dotnet/libcoreclr.so', l.buildId, 'debug'));
   assert.deepEqual(readFileSync(placed.placedAt), readFileSync(l.debug));
   assert.equal(report.libraries[2]!.placedAt, placed.placedAt);
   assert.equal(store.requests.length, 1);
@@ -101,13 +113,21 @@ test('coreclr only, from the cache when offline, and a target that cannot be see
     [['/usr/share/dotnet/libcoreclr.so', 'offline']],
   );
   await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'coreclr', servers, cacheDir, buildIdDir });
+  // Placed already in perf's cache: nothing asked, not even profcpu's cache.
+  const requests = store.requests.length;
+  const present = await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'coreclr', servers, cacheDir, buildIdDir });
+  assert.deepEqual(
+    present.libraries.map((x) => [x.status, x.placedAt]),
+    [['present', join(buildIdDir, 'usr/share/dotnet/libcoreclr.so', l.buildId, 'debug')]],
+  );
+  assert.equal(store.requests.length, requests);
   const cached = await fetchTargetSymbols({
     pid: 42,
     procRoot,
     libraries: 'coreclr',
     servers: [],
     cacheDir,
-    buildIdDir,
+    buildIdDir: join(work, 'perf-coreclr-2'),
   });
   assert.deepEqual(
     cached.libraries.map((x) => [x.status, x.source]),
@@ -116,6 +136,89 @@ test('coreclr only, from the cache when offline, and a target that cannot be see
   await assert.rejects(
     fetchTargetSymbols({ pid: 43, procRoot, libraries: 'all', servers, cacheDir, buildIdDir }),
     (e: unknown) => isProfcpuError(e, 'TARGET_NOT_VISIBLE'),
+  );
+});
+
+/** A copy of the stripped library under another build-id (one byte of its note changed): no server has it. */
+function otherLibrary(l: NativeLib, to: string): string {
+  const bytes = Buffer.from(readFileSync(l.stripped));
+  const id = Buffer.from(l.buildId, 'hex');
+  const at = bytes.indexOf(id);
+  assert.ok(at > 0, 'the build-id note is in the file');
+  id[0] = id[0]! ^ 0xff;
+  id.copy(bytes, at);
+  writeFileSync(to, bytes);
+  return id.toString('hex');
+}
+
+test('sampled: libcoreclr.so and the sampled files lacking symbols, up to maxLibraries; no maps needed', async (t) => {
+  const l = needNativeLib(t, lib);
+  if (!l) return;
+  const procRoot = fakeProc(l);
+  const root = join(procRoot, '42', 'root');
+  const otherId = otherLibrary(l, join(root, 'opt/app/libother.so'));
+  const programId = (await readElfFile(l.program)).buildId!;
+  const sampled = [
+    { buildId: 'ab'.repeat(20), path: '[kernel.kallsyms]' },
+    { buildId: programId, path: '/opt/app/hotprog' },
+    { buildId: otherId, path: '/opt/app/libother.so' },
+    { buildId: l.buildId, path: '/opt/app/libhotlib.so' },
+    // Replaced since perf recorded it: its symbols would not be the samples'.
+    { buildId: 'cd'.repeat(20), path: '/opt/app/hotprog-old' },
+  ];
+  copyFileSync(l.program, join(root, 'opt/app/hotprog-old'));
+  const dirs = { cacheDir: join(work, 'cache-sampled'), buildIdDir: join(work, 'perf-sampled') };
+  const report = await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'sampled', sampled, servers, ...dirs });
+  assert.deepEqual(
+    report.libraries.map((x) => [x.path, x.status]),
+    [
+      // From the maps, though not sampled; first.
+      ['/usr/share/dotnet/libcoreclr.so', 'placed'],
+      ['/opt/app/hotprog', 'has-symbols'],
+      ['/opt/app/hotprog-old', 'unreadable'],
+      ['/opt/app/libhotlib.so', 'placed'],
+      ['/opt/app/libother.so', 'not-found'],
+    ],
+  );
+  assert.match(report.libraries[2]!.reason!, new RegExp(`build-id is now ${programId}, not ${'cd'.repeat(20)}`));
+
+  // One library's debug file looked for at most: libcoreclr.so's build-id (shared by libhotlib.so) is the one.
+  const capped = await fetchTargetSymbols({
+    pid: 42,
+    procRoot,
+    libraries: 'sampled',
+    sampled,
+    servers,
+    maxLibraries: 1,
+    cacheDir: dirs.cacheDir,
+    buildIdDir: join(work, 'perf-sampled-capped'),
+  });
+  assert.deepEqual(
+    capped.libraries.filter((x) => x.path.includes('lib')).map((x) => [x.path, x.status]),
+    [
+      ['/usr/share/dotnet/libcoreclr.so', 'placed'],
+      ['/opt/app/libhotlib.so', 'placed'],
+      ['/opt/app/libother.so', 'over-limit'],
+    ],
+  );
+  assert.match(capped.libraries.at(-1)!.reason!, /2 libraries need debug files; only the first 1 were looked for/);
+
+  // The target exited: no maps, its file system still open (collect's session holds it); what perf sampled is done.
+  unlinkSync(join(procRoot, '42', 'maps'));
+  const files = await TargetFiles.open(42, { procRoot });
+  t.after(() => files.close());
+  const gone = await fetchTargetSymbols({ pid: 42, procRoot, libraries: 'sampled', sampled, servers, files, ...dirs });
+  assert.deepEqual(
+    gone.libraries.map((x) => [x.path, x.status]),
+    [
+      ['/opt/app/hotprog', 'has-symbols'],
+      ['/opt/app/hotprog-old', 'unreadable'],
+      ['/opt/app/libhotlib.so', 'present'],
+      ['/opt/app/libother.so', 'not-found'],
+    ],
+  );
+  await assert.rejects(fetchTargetSymbols({ pid: 42, procRoot, libraries: 'all', servers, ...dirs }), (e: unknown) =>
+    isProfcpuError(e, 'TARGET_NOT_VISIBLE'),
   );
 });
 
