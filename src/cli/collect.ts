@@ -10,7 +10,7 @@ import { formatSummary } from './collect-summary.js';
 import { perfMapStep } from '../dotnet/perfmap-step.js';
 import type { PerfMapMode } from '../dotnet/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
-import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
+import { symbolsModes, symbolsStep, symbolsStepDefaults, type SymbolsMode } from '../symbols/symbols-step.js';
 import { choosePerf } from '../perf/select.js';
 import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
@@ -52,9 +52,12 @@ export function collectOptions<T>(yargs: Argv<T>) {
       describe: '.NET: switch the perf map on over the diagnostic socket while recording (auto: when it is off)',
     })
     .option('symbols', {
-      choices: ['coreclr', 'all', 'none'] as const,
-      default: 'coreclr' as const,
-      describe: 'Fetch debug files after recording: libcoreclr.so, every native library lacking symbols, or none',
+      choices: symbolsModes,
+      default: symbolsStepDefaults.mode,
+      describe:
+        'Fetch debug files by build-id after recording, for what lacks symbols: sampled: libcoreclr.so and every ' +
+        `native library perf sampled (libc, libstdc++, libclrjit...; ${symbolsStepDefaults.maxLibraries} at most); ` +
+        'coreclr: libcoreclr.so; all: every mapped native library; none',
     })
     .option('symbol-server', {
       type: 'string',

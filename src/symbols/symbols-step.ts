@@ -1,18 +1,28 @@
-// `collect --symbols coreclr|all|none` as a collect step: after recording, before postprocess, fetch the debug files
-// of the target's native libraries (libcoreclr.so by default) and place them in perf's build-id cache, so the
-// postprocess's `perf script` names their frames. The report goes to the manifest under `collect.steps.symbols`:
-// which build-id was found where. Never fails the profile over a server: that is a status per library.
-import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
+// `collect --symbols sampled|coreclr|all|none` as a collect step: after recording, before postprocess, fetch the
+// debug files of the target's native libraries and place them in perf's build-id cache, so the postprocess's
+// `perf script` names their frames. By default (sampled) libcoreclr.so and every native library perf sampled that
+// is stripped (libc, libstdc++, libclrjit...), up to a number of libraries. The report goes to the manifest under
+// `collect.steps.symbols`: which build-id was found where. Never fails the profile over a server: that is a status per
+// library.
+import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../collect/steps.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
-import { fetchTargetSymbols, type DebugSymbolsOptions } from './debug-symbols.js';
+import { fetchTargetSymbols, type DebugSymbolsOptions, type LibrarySymbols } from './debug-symbols.js';
+import type { LibrarySelection } from './library-selection.js';
 import { defaultSymbolCacheDir } from './symbol-cache.js';
 import type { SymbolServer } from './symbol-server.js';
 
-export type SymbolsMode = 'coreclr' | 'all' | 'none';
+export type SymbolsMode = LibrarySelection | 'none';
+
+export const symbolsModes: readonly SymbolsMode[] = Object.freeze(['sampled', 'coreclr', 'all', 'none']);
 
 export interface SymbolsStepOptions {
-  /** coreclr: libcoreclr.so of a .NET target; all: every mapped native library lacking symbols; none: skip. */
+  /**
+   * sampled: libcoreclr.so and every native library perf sampled, when lacking symbols (default); coreclr:
+   * libcoreclr.so of a .NET target; all: every mapped native library lacking symbols; none: skip.
+   */
   mode: SymbolsMode;
+  /** Libraries whose debug files are looked for in one run at most, libcoreclr.so first. Default 32. */
+  maxLibraries?: number;
   /** From symbolServerList (flags, PROFCPU_SYMBOL_SERVERS, DEBUGINFOD_URLS, Microsoft's); empty when offline. */
   servers: readonly SymbolServer[];
   /** Default defaultSymbolCacheDir(env). */
@@ -26,7 +36,12 @@ export interface SymbolsStepOptions {
   fetch?: DebugSymbolsOptions['fetch'];
 }
 
-export const symbolsStepDefaults = Object.freeze({ mode: 'coreclr' as SymbolsMode });
+export const symbolsStepDefaults = Object.freeze({
+  mode: 'sampled' as SymbolsMode,
+  // A .NET service samples a dozen native libraries or so (runtime, JIT, libc, libstdc++, ssl, z...): enough for
+  // those, and a bound on the downloads (each under symbolFetchDefaults' size cap and deadline) when far more show up.
+  maxLibraries: 32,
+});
 
 const mib = (n: number) => `${(n / (1 << 20)).toFixed(0)} MiB`;
 
@@ -38,10 +53,15 @@ export function symbolsStep(options: SymbolsStepOptions): CollectStep {
       if (mode === 'none') return { mode };
       if (mode === 'coreclr' && context.target.runtime !== 'dotnet') return { mode, state: 'not-dotnet' };
       const buildIdDir = options.buildIdDir ?? (await perfBuildIdDir({ signal: context.signal }));
+      const sampled = mode === 'sampled' ? await sampledFilesOf(context) : undefined;
+      const maxLibraries = options.maxLibraries ?? symbolsStepDefaults.maxLibraries;
       const report = await fetchTargetSymbols({
         pid: context.target.pid,
-        procRoot: options.procRoot ?? '/proc',
+        procRoot: options.procRoot ?? context.procRoot,
         libraries: mode,
+        ...(sampled && { sampled }),
+        ...(context.files && { files: context.files }),
+        maxLibraries,
         servers: options.servers,
         cacheDir: options.cacheDir ?? defaultSymbolCacheDir(options.env ?? {}),
         buildIdDir,
@@ -57,7 +77,19 @@ export function symbolsStep(options: SymbolsStepOptions): CollectStep {
         else if (library.status === 'not-found')
           context.progress(`no debug file for ${library.path} (build-id ${library.buildId}) on any symbol server`);
       }
-      return { mode, ...report };
+      const over = report.libraries.filter((l) => l.status === 'over-limit');
+      if (over.length > 0) context.warn(overLimitMessage(over, maxLibraries, context.target.pid));
+      return { mode, maxLibraries, ...report };
     },
   };
+}
+
+function overLimitMessage(over: readonly LibrarySymbols[], max: number, pid: number): string {
+  const names = over.slice(0, 3).map((l) => l.path);
+  const more = over.length > 3 ? ` and ${over.length - 3} more` : '';
+  return (
+    `debug files were looked for in the first ${max} libraries lacking symbols; not for ${names.join(', ')}${more} ` +
+    `(fix: \`profcpu symbols --pid ${pid}\` fetches every mapped library's while the target runs, then ` +
+    '`profcpu postprocess --dir <output folder>`)'
+  );
 }

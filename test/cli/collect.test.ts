@@ -154,6 +154,15 @@ test('--no-postprocess leaves only the raw data, which postprocess can finish la
   assert.equal(await exists(join(dir, layout.flamegraphSvg)), false);
 });
 
+test('--help: --symbols fetches for what perf sampled by default, and says so', async () => {
+  const help = await runCli(['collect', '--help']);
+  assert.equal(help.exitCode, 0, String(help.all));
+  const text = String(help.stdout).replace(/\s+/g, ' ');
+  assert.match(text, /--symbols Fetch debug files by build-id after recording, for what lacks symbols: sampled:/);
+  assert.match(text, /every native library perf sampled \(libc, libstdc\+\+, libclrjit\.\.\.; 32 at most\)/);
+  assert.match(text, /\[choices: "sampled", "coreclr", "all", "none"\] \[default: "sampled"\]/);
+});
+
 test('a PID that does not exist fails with a remedy', async () => {
   const gone = nonexistentPid();
   const run = await runCli(['collect', '--pid', String(gone), '--duration', '1', '--output', '/var/tmp/profcpu-never']);

@@ -4,7 +4,7 @@
 // perf cache entry) runs for real without Microsoft's server.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -94,4 +94,46 @@ test('none does nothing; coreclr on a process without .NET has nothing to fetch'
     mode: 'coreclr',
     state: 'not-dotnet',
   });
+});
+
+test('sampled: the files perf sampled lacking symbols, up to maxLibraries, with the fix past it', async () => {
+  const target = await inspectProcess(process.pid);
+  // This process's C library, as perf would have listed it; and the kernel, which is no file.
+  const libc = /\s(\/\S*\/libc\.so\.6)$/m.exec(readFileSync('/proc/self/maps', 'utf8'))?.[1];
+  assert.ok(libc, 'node maps libc.so.6');
+  const elf = await readElfFile(libc);
+  const sampled = [
+    { buildId: elf.buildId!, path: libc },
+    { buildId: 'ab'.repeat(20), path: '[kernel.kallsyms]' },
+  ];
+  const stripped = !elf.hasSymtab && !elf.hasDebugInfo;
+  const dirs = { cacheDir: join(work, 'sampled-cache'), buildIdDir: join(work, 'sampled-perf') };
+
+  const { ctx } = context(target);
+  let asked = 0;
+  ctx.sampledFiles = () => (asked++, Promise.resolve(sampled));
+  const report = await symbolsStep({ mode: 'sampled', servers: [], ...dirs }).afterRecording!(ctx);
+  assert.equal(asked, 1);
+  assert.equal(report?.['maxLibraries'], 32);
+  const libraries = report?.['libraries'] as { path: string; status: string }[];
+  assert.deepEqual(
+    libraries.map((l) => [l.path, l.status]),
+    [[libc, stripped ? 'offline' : 'has-symbols']],
+  );
+
+  if (!stripped) return;
+  const capped = context(target);
+  capped.ctx.sampledFiles = () => Promise.resolve(sampled);
+  const over = await symbolsStep({ mode: 'sampled', servers: [], maxLibraries: 0, ...dirs }).afterRecording!(
+    capped.ctx,
+  );
+  assert.deepEqual(
+    (over?.['libraries'] as { status: string }[]).map((l) => l.status),
+    ['over-limit'],
+  );
+  assert.equal(capped.lines.warn.length, 1);
+  assert.match(
+    capped.lines.warn[0]!,
+    new RegExp(`first 0 libraries lacking symbols; not for ${libc} \\(fix: \`profcpu symbols --pid ${process.pid}\``),
+  );
 });
