@@ -1,11 +1,12 @@
 // The one-screen summary collect prints at the end: a finished session (and its postprocess result, if any) in,
 // lines of text out, ready for a terminal: the target's command line and the frame names (from its perf map) are
 // escaped, so a hostile target cannot send escape sequences or forge lines. Pure.
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import { terminalText } from './terminal-text.js';
 import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from '../collect/session.js';
+import type { StepReport } from '../collect/steps.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
 export interface PostprocessFacts {
@@ -29,11 +30,43 @@ export interface TopFrame {
   self: number;
 }
 
+/** What the summary reads from the symbols step's report (src/symbols/symbols-step.ts). */
+interface SymbolsStepFacts {
+  mode?: string;
+  servers?: string[];
+  maxLibraries?: number;
+  libraries?: { path: string; status: string }[];
+}
+
+/**
+ * What fetches the debug files of the `unnamed` libraries (file names), given what collect's symbols step did: the
+ * `profcpu symbols` command when collect did not look for them or stopped at its limit, a server that has them when
+ * collect asked its servers in vain.
+ */
+export function librariesRemedy(symbols: StepReport | undefined, unnamed: readonly string[], pid: number): string {
+  const command = `\`profcpu symbols --pid ${pid}\` fetches them`;
+  const report: SymbolsStepFacts = (symbols as SymbolsStepFacts | undefined) ?? {};
+  const looked = (report.libraries ?? []).filter((l) => unnamed.includes(basename(l.path)));
+  if (looked.some((l) => l.status === 'over-limit'))
+    return `${command} (collect looked for ${report.maxLibraries ?? 'a limited number of'} libraries at most)`;
+  if (!looked.some((l) => ['not-found', 'failed', 'offline'].includes(l.status)))
+    return report.mode === 'none' || report.mode === 'coreclr'
+      ? `${command} (collect ran with --symbols ${report.mode})`
+      : command;
+  const servers = report.servers ?? [];
+  if (servers.length === 0) return `collect asked no symbol server (--offline): ${command}`;
+  const asked = servers.slice(0, 2).join(', ') + (servers.length > 2 ? ` and ${servers.length - 2} more` : '');
+  return (
+    `collect asked ${terminalText(asked, { maxLength: 120 })} in vain: \`profcpu symbols --pid ${pid} ` +
+    '--symbol-server URL` fetches them from a server that has them (the debuginfod of the target’s distribution)'
+  );
+}
+
 /**
  * The naming headline: the share of samples whose app and framework frames are all named; then, when native libraries
- * without debug files leave frames unnamed, which ones and the command that fetches their debug files.
+ * without debug files leave frames unnamed, which ones and what fetches their debug files.
  */
-function namingLines(q: PostprocessFacts['fold']['quality'], pid: number): string[] {
+function namingLines(q: PostprocessFacts['fold']['quality'], pid: number, symbols?: StepReport): string[] {
   const libraries = Object.entries(q.unnamedLibraries ?? {}).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1));
   if (q.fullyNamedExceptLibraries === undefined || libraries.length === 0)
     return [
@@ -50,10 +83,15 @@ function namingLines(q: PostprocessFacts['fold']['quality'], pid: number): strin
     )
     .join(', ');
   const more = libraries.length > 4 ? ` and ${libraries.length - 4} more` : '';
+  const remedy = librariesRemedy(
+    symbols,
+    libraries.map(([file]) => file),
+    pid,
+  );
   return [
     `named       ${percent(q.fullyNamedExceptLibraries, q.samples)} of samples have every app and framework frame ` +
       `named (every frame: ${percent(q.fullyNamed, q.samples)})`,
-    `libraries   no debug files for ${shown}${more}: \`profcpu symbols --pid ${pid}\` fetches them`,
+    `libraries   no debug files for ${shown}${more}: ${remedy}`,
   ];
 }
 
@@ -105,7 +143,7 @@ export function formatSummary(
     const { fold } = pp;
     lines.push(
       `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
-      ...namingLines(fold.quality, result.target.pid),
+      ...namingLines(fold.quality, result.target.pid, result.steps['symbols']),
     );
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {

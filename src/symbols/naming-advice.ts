@@ -163,9 +163,12 @@ const otherDebugFiles: NamingRule = ({ noMaps, kinds, coreclrOnly, context }) =>
     : 'native libraries other than libcoreclr.so';
   return {
     cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames without names (stripped, no debug file)`,
+    // Never "install the debug packages": in the target that changes the target, in the sidecar they rarely match the
+    // target's distribution; a debuginfod of that distribution serves exactly its build-ids.
     remedy:
-      'Run `profcpu symbols --pid <pid>` (debuginfod and symbol servers), or install the distribution’s debug ' +
-      'packages for those libraries, then `profcpu postprocess` again.',
+      'Run `profcpu symbols --pid <pid>` while the app runs, with a server that has them (`--symbol-server URL` or ' +
+      'DEBUGINFOD_URLS: the debuginfod of the target’s distribution), then `profcpu postprocess` again; ' +
+      '`profcpu collect` does this for the libraries it samples (--symbols sampled, the default).',
   };
 };
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { defaultOutputDir } from '../../src/collect/options.js';
 import type { CollectResult } from '../../src/collect/session.js';
-import { formatSummary, topFrames, type PostprocessFacts } from '../../src/cli/collect-summary.js';
+import { formatSummary, librariesRemedy, topFrames, type PostprocessFacts } from '../../src/cli/collect-summary.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
 import { assertNoTerminalControl } from './terminal-control.js';
 
@@ -125,6 +125,34 @@ test('formatSummary heads with the app and framework share, and names the librar
     'named       90.0% of samples have every app and framework frame named (every frame: 0.0%)',
     `libraries   no debug files for libc.so.6 (unnamed frames in 100.0% of samples), libcoreclr.so (30.0%): \`profcpu symbols --pid ${target.pid}\` fetches them`,
   ]);
+});
+
+test('the libraries line says what fetches their debug files, from what collect’s symbols step did', () => {
+  const unnamed = ['libc.so.6', 'libcoreclr.so'];
+  const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
+  const step = (status: string, rest: Record<string, unknown> = {}) => ({
+    mode: 'sampled',
+    maxLibraries: 32,
+    servers: ['debuginfod:http://127.0.0.1:8002', 'ssqp:https://msdl.microsoft.com/download/symbols'],
+    libraries: [{ path: libc, status }],
+    ...rest,
+  });
+  const command = '`profcpu symbols --pid 7` fetches them';
+  assert.equal(librariesRemedy(undefined, unnamed, 7), command);
+  assert.equal(librariesRemedy({ mode: 'none' }, unnamed, 7), `${command} (collect ran with --symbols none)`);
+  assert.equal(librariesRemedy(step('over-limit'), unnamed, 7), `${command} (collect looked for 32 libraries at most)`);
+  assert.equal(
+    librariesRemedy(step('not-found'), unnamed, 7),
+    'collect asked debuginfod:http://127.0.0.1:8002, ssqp:https://msdl.microsoft.com/download/symbols in vain: ' +
+      '`profcpu symbols --pid 7 --symbol-server URL` fetches them from a server that has them (the debuginfod of ' +
+      'the target’s distribution)',
+  );
+  assert.equal(
+    librariesRemedy(step('offline', { servers: [] }), unnamed, 7),
+    `collect asked no symbol server (--offline): ${command}`,
+  );
+  // A library collect did not look at (not sampled by then, or another one): the command.
+  assert.equal(librariesRemedy(step('not-found'), ['libssl.so.3'], 7), command);
 });
 
 test('formatSummary escapes a hostile command line and frame names, and cuts them', { timeout: 5_000 }, () => {
