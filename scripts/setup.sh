@@ -1,16 +1,18 @@
 #!/bin/sh
 # Installs what profcpu needs on a Debian/Ubuntu machine, then its npm packages, then builds it.
 #   scripts/setup.sh          perf and the build (enough for `npm run demo`)
-#   scripts/setup.sh --test   also what the tests and benchmarks use (gcc, binutils, elfutils, debuginfod, xmllint,
-#                             GNU time, wrk for the overhead benchmark, docker.io + debootstrap for the real-engine
-#                             container test, podman + catatonit for its Kubernetes pod)
+#   scripts/setup.sh --test   also what the tests and benchmarks use (gcc, binutils, elfutils, debuginfod, libc6-dbg
+#                             for the local debuginfod to serve, xmllint, GNU time, wrk for the overhead benchmark,
+#                             docker.io + debootstrap for the real-engine container test, podman + catatonit for its
+#                             Kubernetes pod)
 # Installs only the Debian packages that are missing, so a second run is quick. Needs root for apt-get.
 set -eu
 cd "$(dirname "$0")/.."
 
 packages="linux-perf procps"
 if [ "${1-}" = "--test" ]; then
-  packages="$packages gcc libc6-dev binutils elfutils debuginfod libxml2-utils perl util-linux iproute2 time git jq"
+  packages="$packages gcc libc6-dev libc6-dbg binutils elfutils debuginfod libxml2-utils perl util-linux iproute2 time"
+  packages="$packages git jq"
   packages="$packages wrk docker.io debootstrap podman catatonit"
 fi
 

@@ -1,10 +1,11 @@
 // A real elfutils debuginfod server (Debian package `debuginfod`) on a free loopback port, indexing a folder of
-// debug files. `startDebuginfod` returns once the server serves the build-id it was told to wait for, so a test
-// never races the initial scan.
-import { spawn, type ChildProcess } from 'node:child_process';
+// debug files: any folder, one debug file (serveDebugFile), or the files of an installed Debian debug package
+// (serveDebianDebugPackage, e.g. libc6-dbg). `startDebuginfod` returns once the server serves the build-id it was
+// told to wait for, so a test never races the initial scan.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -68,4 +69,21 @@ export async function serveDebugFile(debugFile: string, buildId: string, workDir
   mkdirSync(folder, { recursive: true });
   copyFileSync(debugFile, join(folder, basename(debugFile)));
   return startDebuginfod(folder, workDir, buildId);
+}
+
+/**
+ * Serves the build-id debug files (`/usr/lib/debug/.build-id/xx/rest.debug`) of an installed Debian package, as a
+ * distribution's debuginfod would: copied into `<workDir>/<package>-files` (a server over /usr/lib/debug itself would
+ * serve every other package's too). Waits until `readyBuildId` is served. Needs dpkg-query and the package.
+ */
+export async function serveDebianDebugPackage(pkg: string, workDir: string, readyBuildId: string): Promise<Debuginfod> {
+  const folder = join(workDir, `${pkg}-files`);
+  mkdirSync(folder, { recursive: true });
+  const listed = execFileSync('dpkg-query', ['-L', pkg], { encoding: 'utf8' }).split('\n');
+  for (const file of listed.filter((f) => /^\/usr\/lib\/debug\/\.build-id\/[0-9a-f]{2}\/[0-9a-f]+\.debug$/.test(f))) {
+    if (!statSync(file).isFile()) continue;
+    // xx/rest.debug → xxrest.debug: the whole build-id, so two files never share a name.
+    copyFileSync(file, join(folder, file.split('/').slice(-2).join('')));
+  }
+  return startDebuginfod(folder, workDir, readyBuildId);
 }
