@@ -21,7 +21,7 @@ import {
   type SymbolFetchResult,
   type SymbolFetchProgress,
 } from './symbol-server-fetch.js';
-import type { SymbolServer } from './symbol-server.js';
+import { microsoftSymbolServer, type SymbolServer } from './symbol-server.js';
 
 export type LibrarySymbolsStatus =
   /** The file has .symtab or DWARF already: nothing to fetch. */
@@ -150,6 +150,18 @@ export async function fetchFileSymbols(files: readonly string[], options: DebugS
   );
 }
 
+/** Libraries .NET ships (the runtime, the JIT, its native shims and hosts): Microsoft's server has their files. */
+export function isDotnetLibrary(path: string): boolean {
+  const name = path.slice(path.lastIndexOf('/') + 1);
+  return (
+    /^lib(coreclr|clrjit|clrgc|clrgcexp|mscordaccore|mscordbi|hostfxr|hostpolicy|coreclrtraceptprovider)\.so$/.test(
+      name,
+    ) ||
+    /^libSystem\.[A-Za-z.]+\.so$/.test(name) ||
+    path.includes('/Microsoft.NETCore.App/')
+  );
+}
+
 /** A library: its path as reported, how to read its ELF facts, and the build-id perf recorded for it if known. */
 interface LibraryFile {
   path: string;
@@ -160,14 +172,22 @@ interface LibraryFile {
 async function symbolsFor(files: readonly LibraryFile[], options: DebugSymbolsOptions): Promise<SymbolsReport> {
   const warn = options.warn ?? ignoreWarnings;
   const limit = Math.max(1, options.concurrency ?? 4);
-  const fetcher = new SymbolFetcher({
-    ...options.fetch,
-    servers: options.servers,
-    cacheDir: options.cacheDir,
-    signal: options.signal,
-    warn,
-    progress: options.progress,
-  });
+  const fetcherFor = (servers: readonly SymbolServer[]) =>
+    new SymbolFetcher({
+      ...options.fetch,
+      servers,
+      cacheDir: options.cacheDir,
+      signal: options.signal,
+      warn,
+      progress: options.progress,
+    });
+  const fetcher = fetcherFor(options.servers);
+  // Microsoft's symbol server holds the files .NET ships (libcoreclr.so, libclrjit.so...), not a distribution's libc:
+  // other libraries are asked of the other servers only (debuginfod, a symbol store of one's own), and when there is
+  // none, of nobody (no doomed request, no warning), which the report says with the fix.
+  const systemServers = options.servers.filter((s) => s.url !== microsoftSymbolServer);
+  const systemFetcher = fetcherFor(systemServers);
+  const shippedWithDotnet = new Set(files.filter((f) => isDotnetLibrary(f.path)).map((f) => f.path));
   // Three passes, so the report does not depend on which download ends first: read every file (and look in perf's
   // cache), fetch each build-id once, then place in file order (libraries sharing a build-id share perf's entry,
   // named after the first).
@@ -175,7 +195,21 @@ async function symbolsFor(files: readonly LibraryFile[], options: DebugSymbolsOp
   const needed = [...new Set(examined.flatMap((e) => (e.status === undefined ? [e.buildId!] : [])))];
   const max = options.maxLibraries ?? Infinity;
   const wanted = needed.slice(0, max);
-  const fetched = new Map(await mapLimit(wanted, limit, async (id) => [id, await fetcher.fetch(id)] as const));
+  const dotnetIds = new Set(examined.flatMap((e) => (shippedWithDotnet.has(e.path) && e.buildId ? [e.buildId] : [])));
+  const fetchOne = async (id: string): Promise<SymbolFetchResult> => {
+    if (dotnetIds.has(id) || systemServers.length === options.servers.length) return fetcher.fetch(id);
+    const result = await systemFetcher.fetch(id);
+    if (result.status !== 'offline' || options.servers.length === 0) return result;
+    const reason =
+      'not a .NET library and no debuginfod server is set (DEBUGINFOD_URLS, or --symbol-server debuginfod:URL ' +
+      'with the target distribution’s, e.g. https://debuginfod.debian.net)';
+    return {
+      ...result,
+      status: 'not-found',
+      attempts: [{ server: 'debuginfod', url: '', outcome: 'skipped', reason }],
+    };
+  };
+  const fetched = new Map(await mapLimit(wanted, limit, async (id) => [id, await fetchOne(id)] as const));
   const libraries: LibrarySymbols[] = [];
   for (const entry of examined) {
     if (entry.status !== undefined) libraries.push(entry as LibrarySymbols);

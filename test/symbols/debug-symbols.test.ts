@@ -15,10 +15,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
-import { fetchFileSymbols, fetchTargetSymbols } from '../../src/symbols/debug-symbols.js';
+import { fetchFileSymbols, fetchTargetSymbols, isDotnetLibrary } from '../../src/symbols/debug-symbols.js';
 import { readElfFile } from '../../src/symbols/elf.js';
 import { TargetFiles } from '../../src/target/target-files.js';
-import { ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
+import { microsoftSymbolServer, ssqpDebugKey, type SymbolServer } from '../../src/symbols/symbol-server.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
@@ -246,4 +246,26 @@ test('files named directly; unreadable and build-id-less files are reported, not
     ],
   );
   assert.match(report.libraries[2]!.reason ?? '', /cannot open/);
+});
+
+test('a system library is not asked of Microsoft’s server (it has .NET’s files only): no request, no warning, the fix said', async () => {
+  assert.ok(isDotnetLibrary('/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so'));
+  assert.ok(isDotnetLibrary('/app/libclrjit.so') && isDotnetLibrary('/app/libSystem.Native.so'));
+  assert.ok(!isDotnetLibrary('/usr/lib/x86_64-linux-gnu/libc.so.6'));
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-ms-only-'));
+  try {
+    const warnings: string[] = [];
+    const report = await fetchFileSymbols(['/usr/lib/x86_64-linux-gnu/libc.so.6'], {
+      servers: [{ kind: 'ssqp', url: microsoftSymbolServer, origin: 'default' }],
+      cacheDir: join(dir, 'cache'),
+      buildIdDir: join(dir, 'buildid'),
+      warn: (w) => warnings.push(w),
+    });
+    const [libc] = report.libraries;
+    assert.equal(libc?.status, 'not-found');
+    assert.match(libc?.reason ?? '', /no debuginfod server is set \(DEBUGINFOD_URLS/);
+    assert.deepEqual(warnings, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
