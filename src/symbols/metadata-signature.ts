@@ -45,6 +45,12 @@ const primitive: Record<number, [sig: string, full: string]> = {
   0x1c: ['object', 'System.Object'],
 };
 
+/** What a pointer, byref or array adds after its element type: `*`, `&`, `[]`, `[,]`; the same in both notations. */
+function suffixOf(node: Extract<TypeNode, { kind: 'pointer' | 'byref' | 'szarray' | 'array' }>): string {
+  if (node.kind === 'array') return `[${','.repeat(Math.max(0, node.rank - 1))}]`;
+  return node.kind === 'pointer' ? '*' : node.kind === 'byref' ? '&' : '[]';
+}
+
 /** Calling conventions of function pointers, as the runtime writes them (the default one is not written). */
 const callingConventions: Record<number, string> = {
   1: 'unmanaged cdecl',
@@ -244,13 +250,10 @@ export class TypeNames {
       case 'var':
         return `${node.method ? '!!' : '!'}${node.index}`;
       case 'pointer':
-        return `${this.signatureText(node.of, depth + 1)}*`;
       case 'byref':
-        return `${this.signatureText(node.of, depth + 1)}&`;
       case 'szarray':
-        return `${this.signatureText(node.of, depth + 1)}[]`;
       case 'array':
-        return `${this.signatureText(node.of, depth + 1)}[${','.repeat(Math.max(0, node.rank - 1))}]`;
+        return this.signatureText(node.of, depth + 1) + suffixOf(node);
       case 'generic':
         return `${this.signatureText(node.base, depth + 1)}<${node.args.map((a) => this.signatureText(a, depth + 1)).join(',')}>`;
       case 'named': {
@@ -288,13 +291,10 @@ export class TypeNames {
       case 'var':
         return `${node.method ? '!!' : '!'}${node.index}`;
       case 'pointer':
-        return `${this.fullText(node.of, depth + 1)}*`;
       case 'byref':
-        return `${this.fullText(node.of, depth + 1)}&`;
       case 'szarray':
-        return `${this.fullText(node.of, depth + 1)}[]`;
       case 'array':
-        return `${this.fullText(node.of, depth + 1)}[${','.repeat(Math.max(0, node.rank - 1))}]`;
+        return this.fullText(node.of, depth + 1) + suffixOf(node);
       case 'generic':
         return `${this.fullText(node.base, depth + 1)}[${node.args.map((a) => this.fullText(a, depth + 1)).join(',')}]`;
       case 'named':
