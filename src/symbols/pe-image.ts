@@ -135,6 +135,18 @@ export function rvaToOffset(image: PeImage, rva: number): number | undefined {
   return rva < first ? rva : undefined;
 }
 
+/**
+ * The RVA of file offset `offset` (what perf prints for a frame in an image's mapping), or undefined when no
+ * section's raw data that is also mapped (the shorter of raw and virtual size) holds it.
+ */
+export function fileOffsetToRva(sections: readonly PeSection[], offset: number): number | undefined {
+  for (const s of sections) {
+    if (offset >= s.rawOffset && offset < s.rawOffset + Math.min(s.rawSize, s.virtualSize || s.rawSize))
+      return offset - s.rawOffset + s.virtualAddress;
+  }
+  return undefined;
+}
+
 /** Bytes at an RVA, checked against both the section and the file. */
 export function bytesAtRva(image: PeImage, rva: number, size: number, what: string): Buffer {
   const offset = rvaToOffset(image, rva);

@@ -11,6 +11,7 @@ import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { CodeMap } from './code-map.js';
+import { fileOffsetToRva, type PeSection } from './pe-image.js';
 import { readPerfMap } from './perfmap.js';
 import type { ReadyToRunNames } from './readytorun.js';
 
@@ -57,7 +58,7 @@ export async function writeReadyToRunTable(
     (m) => `${m.start.toString(16)} ${(m.end - m.start).toString(16)} ${safeName(m.name)}\n`,
   );
   const file = tableFile(names.mvid);
-  await folder.folder(layout.readyToRunDir, { create: true, mode: outputModes.privateFolder }).then((f) => f.close());
+  // create() makes target/readytorun as needed, private like the file, never through a link.
   await folder.writeFile(file, await gzip(lines.join('')), outputModes.privateFile);
   return {
     path,
@@ -116,18 +117,25 @@ export async function readReadyToRunIndex(folder: OutputFolder): Promise<ReadyTo
 
 /** An image's names, looked up by the file offset perf prints for a frame in its mapping. */
 export class ImageNames {
+  private readonly sections: PeSection[];
+
   constructor(
     readonly entry: ReadyToRunImageEntry,
     private readonly code: CodeMap,
-  ) {}
+  ) {
+    this.sections = entry.sections.map(([virtualAddress, virtualSize, rawOffset, rawSize]) => ({
+      name: '',
+      virtualAddress,
+      virtualSize,
+      rawOffset,
+      rawSize,
+    }));
+  }
 
   /** The method at file offset `offset`, or undefined. */
   lookupFileOffset(offset: bigint): string | undefined {
-    const o = Number(offset);
-    for (const [va, vsize, raw, rawSize] of this.entry.sections) {
-      if (o >= raw && o < raw + Math.min(rawSize, vsize || rawSize)) return this.code.lookupName(BigInt(o - raw + va));
-    }
-    return undefined;
+    const rva = fileOffsetToRva(this.sections, Number(offset));
+    return rva === undefined ? undefined : this.code.lookupName(BigInt(rva));
   }
 }
 

@@ -8,15 +8,11 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { parseJitDump } from '../../src/symbols/jitdump.js';
+import { fileOffsetToRva } from '../../src/symbols/pe-image.js';
 import { NotReadyToRunError, readReadyToRunNames, type ReadyToRunNames } from '../../src/symbols/readytorun.js';
 import { parseProcMaps } from '../../src/target/proc-maps.js';
 import { buildDotnetApp, startDotnetApp } from '../support/dotnet-app.js';
 import { have, need } from '../support/requirements.js';
-
-function rvaOf(names: ReadyToRunNames, fileOffset: number): number | undefined {
-  const s = names.sections.find((x) => fileOffset >= x.rawOffset && fileOffset < x.rawOffset + x.rawSize);
-  return s && fileOffset - s.rawOffset + s.virtualAddress;
-}
 
 function lookup(names: ReadyToRunNames, rva: number) {
   let low = 0;
@@ -68,7 +64,7 @@ test('every precompiled method the runtime logs is named from its image, same na
     assert.ok(m, `${symbol.name} lies in an assembly's mapping`);
     let names = images.get(m.path);
     if (!names) images.set(m.path, (names = readReadyToRunNames(readFileSync(m.path))));
-    const rva = rvaOf(names, Number(symbol.start - m.start + m.offset));
+    const rva = fileOffsetToRva(names.sections, Number(symbol.start - m.start + m.offset));
     const found = rva === undefined ? undefined : lookup(names, rva);
     compared++;
     if (found?.name !== symbol.name || found.start !== rva)
