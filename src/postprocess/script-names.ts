@@ -3,7 +3,7 @@
 // this: it takes chunks of perf script text and gives them back with each `<ip> [unknown] (<dso>)` frame line that
 // the resolver names rewritten to `<ip> <name> (<dso>)`, in the readable form the flame graph uses. Only such lines
 // are touched, so the text stays in perf script's format for FlameScope and every other reader.
-import type { FrameResolver } from '../stacks/frame-name.js';
+import { oneLine, type FrameResolver } from '../stacks/frame-name.js';
 import { formatManagedName } from '../stacks/managed-name.js';
 
 /** Frame line: leading blanks, a hex address, `[unknown]`, then ` (dso)` to the end of the line. */
@@ -80,10 +80,7 @@ export class ScriptNamer {
     // One line per frame: a control character in a name the target wrote would break the format.
     const name = resolved
       ? Buffer.from(
-          formatManagedName(resolved.name, { keepModule: false, keepArguments: false, keepTier: false }).replace(
-            /[\x00-\x1f\x7f]/g,
-            '?',
-          ),
+          oneLine(formatManagedName(resolved.name, { keepModule: false, keepArguments: false, keepTier: false })),
           'utf8',
         ).toString('latin1')
       : undefined;

@@ -7,7 +7,7 @@
 // its stack is first seen (stack-table.ts).
 import { ignoreWarnings, SkipCounter, sumCounts, type Warn } from '../diagnostics.js';
 import { BytesMap } from './bytes-map.js';
-import { nameFrameLine, type FrameNamingOptions, type FrameResolver } from './frame-name.js';
+import { nameFrameLine, oneLine, type FrameNamingOptions, type FrameResolver } from './frame-name.js';
 import { addStack, type FoldedStacks } from './folded.js';
 import {
   isSpace,
@@ -406,10 +406,7 @@ export class StackFolder {
   }
 
   private unrecognized(buf: Buffer, start: number, end: number): void {
-    const text = buf
-      .toString('utf8', start, Math.min(end, start + 80))
-      .trim()
-      .replace(/[\x00-\x1f\x7f]/g, '?');
+    const text = oneLine(buf.toString('utf8', start, Math.min(end, start + 80)).trim());
     this.skip('unrecognized-line', `skipped lines that are neither sample headers nor frames, e.g. '${text}'`);
   }
 }

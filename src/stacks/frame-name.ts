@@ -6,6 +6,14 @@ import type { FrameKind } from './frame-kind.js';
 import { formatManagedName, matchingOpen, type ManagedNameOptions } from './managed-name.js';
 
 /**
+ * `text` with C0 control characters and DEL made `?`: a name or line that came from the target (or a received file)
+ * stays one line wherever it is written, and moves no cursor.
+ */
+export function oneLine(text: string): string {
+  return text.replace(/[\x00-\x1f\x7f]/g, '?');
+}
+
+/**
  * Names frames perf left unnamed (symbol `[unknown]`), e.g. .NET JIT code in memfd:doublemapper mappings or
  * ReadyToRun code in .dll mappings; implemented in src/symbols/. `ip` is the address as perf script printed it,
  * `dso` the text in its parentheses, `pid` the sample's pid when perf printed one (`pid/tid`; with the default

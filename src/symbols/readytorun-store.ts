@@ -10,6 +10,7 @@ import { gunzip as gunzipCallback, gzip as gzipCallback } from 'node:zlib';
 import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
+import { oneLine } from '../stacks/frame-name.js';
 import { CodeMap } from './code-map.js';
 import { fileOffsetToRva, type PeSection } from './pe-image.js';
 import { readPerfMap } from './perfmap.js';
@@ -55,23 +56,19 @@ export async function writeReadyToRunTable(
   names: ReadyToRunNames,
 ): Promise<ReadyToRunImageEntry> {
   const lines = names.methods.map(
-    (m) => `${m.start.toString(16)} ${(m.end - m.start).toString(16)} ${safeName(m.name)}\n`,
+    (m) => `${m.start.toString(16)} ${(m.end - m.start).toString(16)} ${oneLine(m.name)}\n`,
   );
   const file = tableFile(names.mvid);
   // create() makes target/readytorun as needed, private like the file, never through a link.
   await folder.writeFile(file, await gzip(lines.join('')), outputModes.privateFile);
   return {
     path,
-    assembly: safeName(names.assembly),
+    assembly: oneLine(names.assembly),
     mvid: names.mvid,
     file,
     methods: names.methods.length,
     sections: names.sections.map((s) => [s.virtualAddress, s.virtualSize, s.rawOffset, s.rawSize]),
   };
-}
-
-function safeName(name: string): string {
-  return name.replace(/[\x00-\x1f\x7f]/g, '?');
 }
 
 export async function writeReadyToRunIndex(
