@@ -35,7 +35,7 @@ interface SymbolsStepFacts {
   mode?: string;
   servers?: string[];
   maxLibraries?: number;
-  libraries?: { path: string; status: string }[];
+  libraries?: { path: string; status: string; attempts?: { outcome: string }[] }[];
 }
 
 /**
@@ -55,6 +55,16 @@ export function librariesRemedy(symbols: StepReport | undefined, unnamed: readon
       : command;
   const servers = report.servers ?? [];
   if (servers.length === 0) return `collect asked no symbol server (--offline): ${command}`;
+  // Libraries .NET does not ship are not asked of Microsoft's server (debug-symbols.ts): with no other server set,
+  // nobody was asked for them.
+  const askedFor = (l: NonNullable<SymbolsStepFacts['libraries']>[number]) =>
+    (l.attempts ?? []).some((a) => a.outcome !== 'skipped');
+  if (!looked.some(askedFor))
+    return (
+      'collect had no symbol server for them (Microsoft’s holds only .NET’s own libraries): ' +
+      `\`profcpu symbols --pid ${pid} --symbol-server debuginfod:URL\` fetches them from the target distribution’s ` +
+      'debuginfod (or set DEBUGINFOD_URLS for collect)'
+    );
   const asked = servers.slice(0, 2).join(', ') + (servers.length > 2 ? ` and ${servers.length - 2} more` : '');
   return (
     `collect asked ${terminalText(asked, { maxLength: 120 })} in vain: \`profcpu symbols --pid ${pid} ` +

@@ -4,7 +4,7 @@
 // so nothing is added to the target and nothing needs to run inside it. A debug file perf's cache holds already is
 // not fetched again; past `maxLibraries` nothing is fetched. Server trouble never throws: it is a status and a reason
 // per library.
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
@@ -152,7 +152,7 @@ export async function fetchFileSymbols(files: readonly string[], options: DebugS
 
 /** Libraries .NET ships (the runtime, the JIT, its native shims and hosts): Microsoft's server has their files. */
 export function isDotnetLibrary(path: string): boolean {
-  const name = path.slice(path.lastIndexOf('/') + 1);
+  const name = basename(path);
   return (
     /^lib(coreclr|clrjit|clrgc|clrgcexp|mscordaccore|mscordbi|hostfxr|hostpolicy|coreclrtraceptprovider)\.so$/.test(
       name,

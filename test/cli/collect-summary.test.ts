@@ -141,8 +141,9 @@ test('the libraries line says what fetches their debug files, from what collect�
   assert.equal(librariesRemedy(undefined, unnamed, 7), command);
   assert.equal(librariesRemedy({ mode: 'none' }, unnamed, 7), `${command} (collect ran with --symbols none)`);
   assert.equal(librariesRemedy(step('over-limit'), unnamed, 7), `${command} (collect looked for 32 libraries at most)`);
+  const asked = { attempts: [{ outcome: 'not-found' }] };
   assert.equal(
-    librariesRemedy(step('not-found'), unnamed, 7),
+    librariesRemedy(step('not-found', { libraries: [{ path: libc, status: 'not-found', ...asked }] }), unnamed, 7),
     'collect asked debuginfod:http://127.0.0.1:8002, ssqp:https://msdl.microsoft.com/download/symbols in vain: ' +
       '`profcpu symbols --pid 7 --symbol-server URL` fetches them from a server that has them (the debuginfod of ' +
       'the target’s distribution)',
@@ -150,6 +151,21 @@ test('the libraries line says what fetches their debug files, from what collect�
   assert.equal(
     librariesRemedy(step('offline', { servers: [] }), unnamed, 7),
     `collect asked no symbol server (--offline): ${command}`,
+  );
+  // A system library with Microsoft's server alone: nobody was asked for it, and the line says so.
+  const skipped = { attempts: [{ outcome: 'skipped' }] };
+  assert.equal(
+    librariesRemedy(
+      step('not-found', {
+        servers: ['ssqp:https://msdl.microsoft.com/download/symbols'],
+        libraries: [{ path: libc, status: 'not-found', ...skipped }],
+      }),
+      unnamed,
+      7,
+    ),
+    'collect had no symbol server for them (Microsoft’s holds only .NET’s own libraries): `profcpu symbols --pid 7 ' +
+      '--symbol-server debuginfod:URL` fetches them from the target distribution’s debuginfod (or set ' +
+      'DEBUGINFOD_URLS for collect)',
   );
   // A library collect did not look at (not sampled by then, or another one): the command.
   assert.equal(librariesRemedy(step('not-found'), ['libssl.so.3'], 7), command);
