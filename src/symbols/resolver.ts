@@ -10,10 +10,12 @@
 //   map it looked in (`/tmp/perf-<pid>.map`), or `//anon`; addresses in no mapping print as `[unknown]`, absolute.
 // The absolute address is then looked up in the target's perf map and jitdump (the jitdump alone names ReadyToRun
 // methods), and, for a frame in an assembly's mapping they do not name, in the names read from that ReadyToRun image
-// itself (readytorun.ts: the runtime logs precompiled code only while the jitdump is on, and some of it never). A frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names
-// is a runtime stub the runtime never logged (it logs stubs only as it creates them, and replays only methods when
-// the perf map is switched on later): it is labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps snapshot collect refreshes until perf stops: code heaps are
-// added as the process runs and rarely removed (only when collectible assemblies unload), so the last copy holds them.
+// itself (readytorun.ts: the runtime logs precompiled code only while the jitdump is on, and some of it never). A
+// frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names is a runtime
+// stub the runtime never logged (it logs stubs only as it creates them, and replays only methods when the perf map is
+// switched on later): it is labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps
+// snapshot collect refreshes until perf stops: code heaps are added as the process runs and rarely removed (only when
+// collectible assemblies unload), so the last copy holds them.
 
 import type { FrameKind } from '../stacks/frame-kind.js';
 import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../target/proc-maps.js';

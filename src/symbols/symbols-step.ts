@@ -7,13 +7,13 @@
 import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../collect/steps.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { fetchTargetSymbols, type DebugSymbolsOptions, type LibrarySymbols } from './debug-symbols.js';
-import type { LibrarySelection } from './library-selection.js';
+import { librarySelections, type LibrarySelection } from './library-selection.js';
 import { defaultSymbolCacheDir } from './symbol-cache.js';
 import type { SymbolServer } from './symbol-server.js';
 
 export type SymbolsMode = LibrarySelection | 'none';
 
-export const symbolsModes: readonly SymbolsMode[] = Object.freeze(['sampled', 'coreclr', 'all', 'none']);
+export const symbolsModes: readonly SymbolsMode[] = Object.freeze([...librarySelections, 'none']);
 
 export interface SymbolsStepOptions {
   /**
