@@ -29,7 +29,7 @@ export interface ReadyToRunStepOptions {
 
 export const readyToRunStepDefaults: Readonly<ReadyToRunStepOptions> = Object.freeze({
   maxImageBytes: 256 << 20,
-  maxTotalBytes: 2 << 30,
+  maxTotalBytes: 2 * 1024 ** 3,
   maxImages: 1024,
   timeoutMs: 60_000,
 });

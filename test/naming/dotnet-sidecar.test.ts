@@ -20,10 +20,10 @@ function prerequisites(t: TestContext): boolean {
   );
 }
 
-async function record(t: TestContext, env: Record<string, string>) {
+async function record(t: TestContext, env: Record<string, string>, args: readonly string[] = []) {
   const work = await sidecarWorkDir();
   t.after(() => rm(work, { recursive: true, force: true }));
-  const recording = await recordFixtureFromSidecar({ env, work });
+  const recording = await recordFixtureFromSidecar({ env, work, args });
   t.after(() => recording.target.kill());
   assert.equal(recording.exitCode, 0, recording.output);
   return { ...recording, ...(await readOutputs(recording.dir)) };
@@ -80,4 +80,14 @@ test('W^X off (anonymous JIT code, absolute addresses): every .NET frame is name
   const { folded, naming, target, output } = await record(t, { DOTNET_EnableWriteXorExecute: '0' });
   assert.equal(target.dotnet?.writeXorExecute, false, 'W^X is off');
   assertNamed(folded, naming, output);
+});
+
+test('the perf map left off: precompiled framework code is still named, from the assemblies themselves', async (t) => {
+  if (!prerequisites(t)) return;
+  const { folded, naming, output } = await record(t, {}, ['--perfmap', 'off']);
+  assert.equal(naming.dotnet?.sources.jitDump, undefined, 'no jitdump: nothing came from the runtime');
+  assert.ok((naming.dotnet?.sources.readyToRun?.images ?? 0) >= 3, `assemblies read:\n${output}`);
+  assert.ok(folded.includes('System.Threading.Thread::StartCallback_[j]'), 'ReadyToRun frames are named');
+  assert.ok(naming.framesByKind['readytorun']! > 0, 'ReadyToRun frames are counted as such');
+  assert.ok((naming.dotnet?.resolved.readytorunFromImage ?? 0) > 0, 'named from the images');
 });

@@ -13,6 +13,8 @@ export interface SidecarRecordingOptions {
   env?: Record<string, string>;
   /** Seconds to record. Default 6. */
   seconds?: number;
+  /** More collect arguments (e.g. `--perfmap off`). */
+  args?: readonly string[];
   /** A folder outside /tmp (the namespaces mount their own /tmp) that holds the app copy and the output. */
   work: string;
 }
@@ -54,7 +56,16 @@ export async function recordFixtureFromSidecar(options: SidecarRecordingOptions)
   // Let every workload thread warm up (the app prints "ready" on a stdout the namespace helper does not keep).
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const dir = join(options.work, 'out');
-  const argv = ['collect', '--pid', '1', '--duration', String(options.seconds ?? 6), '--output', dir];
+  const argv = [
+    'collect',
+    '--pid',
+    '1',
+    '--duration',
+    String(options.seconds ?? 6),
+    '--output',
+    dir,
+    ...(options.args ?? []),
+  ];
   const run = await runCliInSidecar(target.hostPid, argv, { cwd: options.work });
   return { dir, argv, exitCode: run.exitCode, output: String(run.all), target };
 }
@@ -69,7 +80,10 @@ export interface NamingManifest {
   fullyNamed: number;
   fullyNamedExceptCoreclr: number;
   framesByKind: Record<string, number>;
-  dotnet?: { sources: { jitDump?: { readyToRun: number } }; resolved: { jit: number; readytorun: number } };
+  dotnet?: {
+    sources: { jitDump?: { readyToRun: number }; readyToRun?: { images: number; methods: number } };
+    resolved: { jit: number; readytorun: number; readytorunFromImage?: number };
+  };
 }
 
 /** manifest.json's `naming` and perf-map step report, target.json and folded_stacks.out of an output folder. */

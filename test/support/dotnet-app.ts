@@ -4,10 +4,10 @@
 // Tests check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -211,6 +211,22 @@ async function findDescendant(pid: number, comm: string): Promise<number | undef
       const children = await readFile(`/proc/${next}/task/${task}/children`, 'utf8').catch(() => '');
       queue.push(...children.split(/\s+/).filter(Boolean).map(Number));
     }
+  }
+  return undefined;
+}
+
+/** The newest shared framework of the `dotnet` on PATH, or undefined. */
+export function sharedFramework(): string | undefined {
+  for (const entry of (process.env['PATH'] ?? '').split(':')) {
+    let dotnet: string;
+    try {
+      dotnet = realpathSync(join(entry, 'dotnet'));
+    } catch {
+      continue;
+    }
+    const dir = join(dirname(dotnet), 'shared', 'Microsoft.NETCore.App');
+    const versions = existsSync(dir) ? readdirSync(dir).sort() : [];
+    if (versions.length) return join(dir, versions.at(-1)!);
   }
   return undefined;
 }

@@ -3,15 +3,15 @@
 // from the images must be those, at those addresses, every one. Then the attacker's case: images cut short, bytes
 // flipped, tables that claim more than they hold: the reader ends with a BAD_INPUT error or a result, quickly.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { parseJitDump } from '../../src/symbols/jitdump.js';
 import { fileOffsetToRva } from '../../src/symbols/pe-image.js';
 import { NotReadyToRunError, readReadyToRunNames, type ReadyToRunNames } from '../../src/symbols/readytorun.js';
 import { parseProcMaps } from '../../src/target/proc-maps.js';
-import { buildDotnetApp, startDotnetApp } from '../support/dotnet-app.js';
+import { buildDotnetApp, sharedFramework, startDotnetApp } from '../support/dotnet-app.js';
 import { have, need } from '../support/requirements.js';
 
 function lookup(names: ReadyToRunNames, rva: number) {
@@ -23,22 +23,6 @@ function lookup(names: ReadyToRunNames, rva: number) {
     if (rva < m.start) high = mid - 1;
     else if (rva >= m.end) low = mid + 1;
     else return m;
-  }
-  return undefined;
-}
-
-/** The newest shared framework of the `dotnet` on PATH, or undefined. */
-function sharedFramework(): string | undefined {
-  for (const entry of (process.env['PATH'] ?? '').split(':')) {
-    let dotnet: string;
-    try {
-      dotnet = realpathSync(join(entry, 'dotnet'));
-    } catch {
-      continue;
-    }
-    const dir = join(dirname(dotnet), 'shared', 'Microsoft.NETCore.App');
-    const versions = existsSync(dir) ? readdirSync(dir).sort() : [];
-    if (versions.length) return join(dir, versions.at(-1)!);
   }
   return undefined;
 }
