@@ -9,8 +9,11 @@
 // PROFCPU_BENCH_SECONDS sets the recording's length (default 10); PROFCPU_BENCH_ENV adds variables to the app's
 // environment, e.g. 'DOTNET_PerfMapEnabled=1 DOTNET_PerfMapStubGranularity=2'.
 import { createReadStream, existsSync } from 'node:fs';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { layout } from '../../src/bundle/layout.js';
+import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream, type FoldResult } from '../../src/stacks/fold.js';
 import { frameKinds } from '../../src/stacks/frame-kind.js';
 import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
@@ -57,9 +60,14 @@ function report(label: string, fold: FoldResult): void {
 }
 
 const dir = process.env['PROFCPU_BENCH_DIR'] ?? (await record());
-const script = join(dir, layout.perfScript);
-if (!existsSync(script)) throw new Error(`${script} is missing: post-process the folder first`);
+if (!existsSync(join(dir, layout.perfData))) throw new Error(`${join(dir, layout.perfData)} is missing`);
 console.log(`folder      ${dir}`);
+// The folder's FlameScope file carries the names profcpu resolved; both figures start from perf's own text, which a
+// postprocess of a copy without a resolver gives (the perf map placed as collect does, nothing named after perf).
+const plainDir = await mkdtemp(join(tmpdir(), 'profcpu-bench-naming-'));
+await cp(dir, plainDir, { recursive: true });
+await postprocess(plainDir, { resolver: undefined, tarball: false, force: true });
+const script = join(plainDir, layout.perfScript);
 
 const plain = await foldStream(createReadStream(script));
 report('perf + map ', plain);
@@ -73,13 +81,15 @@ const named = await foldStream(createReadStream(script), {}, undefined, loaded);
 const ms = performance.now() - started;
 report('profcpu    ', named);
 if (loaded) {
-  const { perfMap, jitDump, procMaps } = loaded.sources;
+  const { perfMap, jitDump, procMaps, readyToRun } = loaded.sources;
   console.log(
     `sources     perf map ${perfMap?.symbols ?? 'none'}, jitdump ${jitDump?.symbols ?? 'none'} ` +
-      `(${jitDump?.readyToRun ?? 0} ReadyToRun), maps ${procMaps?.mappings ?? 'none'}; ` +
+      `(${jitDump?.readyToRun ?? 0} ReadyToRun), assemblies ${readyToRun?.images ?? 0} ` +
+      `(${readyToRun?.methods ?? 0} ReadyToRun code blocks), maps ${procMaps?.mappings ?? 'none'}; ` +
       `resolver ${JSON.stringify(loaded.stats)} (distinct frame lines); load ${loadMs.toFixed(0)} ms, fold ${ms.toFixed(0)} ms`,
   );
 }
 for (const w of warnings) console.log(`warning     ${w}`);
 const advice = namingAdvice(named.quality, { sources: loaded?.sources, resolver: loaded?.stats });
 for (const line of advice ? formatNamingAdvice(advice) : []) console.log(`advice      ${line}`);
+await rm(plainDir, { recursive: true, force: true });
