@@ -12,6 +12,7 @@
 // not sampled is removed again, so the bundle carries what the flame graph needs and no more.
 import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../collect/steps.js';
 import { layout } from '../bundle/layout.js';
+import { isProfcpuError, ProfcpuError } from '../error.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { isMissing, RootedPathError } from '../files/rooted.js';
@@ -32,6 +33,12 @@ export interface KeptBinariesOptions {
   maxFiles: number;
   /** Time allowed for one copy, ms. Default 60 s. */
   copyTimeoutMs: number;
+  /**
+   * Time one pass over the target's files may take, ms; the files left are reported skipped. Default 120 s: the
+   * target chooses how many files it maps and what they hold, so without it a few thousand crafted ones would hold
+   * the recording back for hours.
+   */
+  passTimeoutMs: number;
 }
 
 export const keptBinariesDefaults: Readonly<KeptBinariesOptions> = Object.freeze({
@@ -39,6 +46,7 @@ export const keptBinariesDefaults: Readonly<KeptBinariesOptions> = Object.freeze
   maxTotalBytes: 1 << 30,
   maxFiles: 512,
   copyTimeoutMs: 60_000,
+  passTimeoutMs: 120_000,
 });
 
 /**
@@ -131,9 +139,11 @@ export async function keepBinaries(
   folder: OutputFolder,
   kept: Map<string, KeptBinary>,
   options: Partial<KeptBinariesOptions> = {},
+  signal?: AbortSignal,
 ): Promise<BinaryOutcome[]> {
   const opts = { ...keptBinariesDefaults, ...options };
   const outcomes: BinaryOutcome[] = [];
+  const passEnds = Date.now() + opts.passTimeoutMs;
   let total = [...kept.values()].reduce((sum, b) => sum + b.bytes, 0);
   const binaries = await folder.folder(layout.binaries, { create: true, mode: outputModes.privateFolder });
   try {
@@ -148,12 +158,18 @@ export async function keepBinaries(
         outcomes.push({ path, buildId, status: 'present', bytes: kept.get(buildId)!.bytes });
         continue;
       }
+      if (signal?.aborted) throw new ProfcpuError('ABORTED', 'keeping the target’s binaries was interrupted');
+      if (Date.now() > passEnds) {
+        outcomes.push(skip(`the ${opts.passTimeoutMs / 1000} s for one pass over the target's files are over`));
+        continue;
+      }
       let handle;
       try {
         handle = await files.lookup(path, 'file');
       } catch (error) {
-        const missing = isMissing(error) || !(error instanceof RootedPathError);
-        outcomes.push(missing ? { path, status: 'missing' } : skip(error.reason));
+        // Gone is expected (a library deleted since it was mapped); a refusal or a lookup past its deadline is said.
+        if (isMissing(error)) outcomes.push({ path, status: 'missing' });
+        else outcomes.push(skip(error instanceof RootedPathError ? error.reason : (error as Error).message));
         continue;
       }
       try {
@@ -170,7 +186,7 @@ export async function keepBinaries(
           outcomes.push(skip(`the limit of ${opts.maxFiles} binaries for one run is reached`));
           continue;
         }
-        const outcome = await withDeadline({ timeoutMs: opts.copyTimeoutMs }, path, async (live) => {
+        const outcome = await withDeadline({ timeoutMs: opts.copyTimeoutMs, signal }, path, async (live) => {
           const source = await openForReading(handle);
           try {
             const elf = await readElf(
@@ -201,6 +217,7 @@ export async function keepBinaries(
         if (outcome.status === 'kept') total += size;
         outcomes.push(outcome);
       } catch (error) {
+        if (isProfcpuError(error, 'ABORTED')) throw error;
         outcomes.push(skip(error instanceof Error ? error.message : String(error)));
       } finally {
         await handle.close();
@@ -266,7 +283,8 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
     beforeRecording: (context) =>
       withFolder(context, async (folder, files): Promise<StepReport> => {
         const kept = await readKeptIndex(folder);
-        const outcomes = await keepBinaries(await mappedExecutables(context), files, folder, kept, options);
+        const wanted = await mappedExecutables(context);
+        const outcomes = await keepBinaries(wanted, files, folder, kept, options, context.signal);
         // Mapped files that are no ELF (.NET's PE images, fonts) are expected: only real refusals are reported.
         const { skipped, ...counts } = summarize(outcomes);
         return { ...counts, skipped: skipped.filter((s) => s.reason !== 'not an ELF file with a build-id') };
@@ -275,7 +293,7 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
       withFolder(context, async (folder, files): Promise<StepReport> => {
         const sampled = await sampledFilesOf(context);
         const kept = await readKeptIndex(folder);
-        const outcomes = await keepBinaries(sampled, files, folder, kept, options);
+        const outcomes = await keepBinaries(sampled, files, folder, kept, options, context.signal);
         for (const o of outcomes.filter((o) => o.status === 'skipped'))
           context.warn(`${o.path} is not kept for naming after the target exits: ${o.reason}`);
         const removed = await removeUnsampled(folder, kept, new Set(sampled.map((s) => s.buildId)));

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseBuildIdList } from '../../src/perf/buildid-cache.js';
 import { readElfFile } from '../../src/symbols/elf.js';
+import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { buildIdView } from '../../src/postprocess/buildid-view.js';
 import { keepBinaries, readKeptIndex, type KeptBinary } from '../../src/symbols/kept-binaries.js';
@@ -140,4 +141,21 @@ test('the build-id view stops copying at its file-count and byte allowances', as
     assert.equal(view?.placed, 0);
     assert.match(warnings.join('\n'), /more than 0 kept binaries|allowed for the kept binaries of one folder/);
   }
+});
+
+test('one pass over the target’s files has a deadline and stops at Ctrl-C: the files left are skipped, not read', async (t) => {
+  const { keep, files, folder } = await setup(t);
+  const outcomes = await keep([{ path: '/lib/libc.so.6' }, { path: '/lib/escape.so' }], { passTimeoutMs: -1 });
+  assert.deepEqual(
+    outcomes.map((o) => [o.path, o.status, o.reason]),
+    [
+      ['/lib/libc.so.6', 'skipped', "the -0.001 s for one pass over the target's files are over"],
+      ['/lib/escape.so', 'skipped', "the -0.001 s for one pass over the target's files are over"],
+    ],
+  );
+  const aborted = AbortSignal.abort();
+  await assert.rejects(
+    keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map(), {}, aborted),
+    (e: unknown) => isProfcpuError(e, 'ABORTED'),
+  );
 });
