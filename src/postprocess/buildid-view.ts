@@ -57,9 +57,15 @@ export async function buildIdView(
 ): Promise<BuildIdView | undefined> {
   const kept = await readKeptIndex(folder);
   if (kept.size === 0) return undefined;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-buildid-'));
-  const remove = () => rm(dir, { recursive: true, force: true });
+  // The view links every top-level entry of this machine's cache, whatever its name: the folder's copies live beside
+  // the view, never under a name of its, or a machine entry named like their folder would take them into that cache.
+  const root = await mkdtemp(join(tmpdir(), 'profcpu-buildid-'));
+  const dir = join(root, 'view');
+  const keptDir = join(root, 'kept');
+  const remove = () => rm(root, { recursive: true, force: true });
   try {
+    await mkdir(dir, { mode: outputModes.privateFolder });
+    await mkdir(keptDir, { mode: outputModes.privateFolder });
     let linked = 0;
     for (const name of await names(machineDir)) {
       if (name === '.build-id') continue;
@@ -91,7 +97,7 @@ export async function buildIdView(
         refuse(`the ${limits.timeoutMs / 1000} s for copying kept binaries are over`);
         continue;
       }
-      const entry = join(dir, '.kept', binary.buildId);
+      const entry = join(keptDir, binary.buildId);
       await mkdir(entry, { recursive: true, mode: outputModes.privateFolder });
       try {
         copiedBytes += await withDeadline({ timeoutMs, signal }, binary.path, (live) =>

@@ -159,3 +159,21 @@ test('one pass over the target’s files has a deadline and stops at Ctrl-C: the
     (e: unknown) => isProfcpuError(e, 'ABORTED'),
   );
 });
+
+test('a machine cache entry named like the view’s own folders never receives the folder’s binaries', async (t) => {
+  const { files, folder, buildId } = await setup(t);
+  await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
+  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
+  t.after(() => rm(machine, { recursive: true, force: true }));
+  // perf names entries after the library's path: a target library at /.kept/x or /kept/x makes these.
+  for (const name of ['.kept', 'kept', 'view']) await mkdir(join(machine, name));
+  const view = await buildIdView(folder, machine, () => assert.fail('no warning expected'));
+  try {
+    assert.equal(view?.placed, 1);
+    const entry = join(view!.dir, '.build-id', buildId.slice(0, 2), buildId.slice(2));
+    assert.equal((await readElfFile(join(entry, 'elf'))).buildId, buildId);
+  } finally {
+    await view?.remove();
+  }
+  for (const name of ['.kept', 'kept', 'view']) assert.deepEqual(await readdir(join(machine, name)), []);
+});
