@@ -198,6 +198,8 @@ export async function keepBinaries(
               return skip('not an ELF file with a build-id');
             if (buildId !== undefined && found !== buildId) return skip(`its build-id is now ${found}`);
             if (kept.has(found)) return { path, buildId: found, status: 'present', bytes: size } as BinaryOutcome;
+            // Work that outlived its deadline writes nothing: the loop has moved on and may have closed `binaries`.
+            if (!live()) throw new Error('abandoned');
             // What perf reads to name frames, at the same offsets; the rest (code, data) stays a hole.
             const dest = await binaries.create(found, outputModes.privateFile);
             let stored = 0;
@@ -208,6 +210,7 @@ export async function keepBinaries(
             } finally {
               await dest.close();
             }
+            if (!live()) throw new Error('abandoned');
             kept.set(found, { path, buildId: found, bytes: size, storedBytes: stored });
             return { path, buildId: found, status: 'kept', bytes: size, storedBytes: stored } as BinaryOutcome;
           } finally {

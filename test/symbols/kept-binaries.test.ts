@@ -177,3 +177,12 @@ test('a machine cache entry named like the view’s own folders never receives t
   }
   for (const name of ['.kept', 'kept', 'view']) assert.deepEqual(await readdir(join(machine, name)), []);
 });
+
+test('a copy given up at its deadline writes nothing afterwards', async (t) => {
+  const { keep, out } = await setup(t);
+  const [outcome] = await keep([{ path: '/lib/libc.so.6' }], { copyTimeoutMs: 1 });
+  assert.match(outcome?.reason ?? '', /no answer within 1 ms/);
+  // Let the abandoned work finish reading the library.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  assert.deepEqual(await readdir(join(out, 'target', 'binaries')).catch(() => []), []);
+});
