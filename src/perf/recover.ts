@@ -71,6 +71,8 @@ export async function recoverPerfData(folder: OutputFolder, name: string, signal
     try {
       await out.write(prefix, 0, prefix.length, 0);
       await copy(file.handle, out, header.dataOffset, walk.end, signal);
+      // The recording's time, not the recovery's: the tarball is dated by perf.data's mtime.
+      await out.utimes(file.atime, file.mtime);
     } finally {
       await out.close();
     }
@@ -166,12 +168,16 @@ interface Opened {
   name: string;
   handle: FileHandle;
   size: number;
+  /** When perf last wrote it: the finished file keeps these times, so a rerun dates its outputs the same. */
+  atime: Date;
+  mtime: Date;
 }
 
 async function openIn(folder: OutputFolder, name: string): Promise<Opened> {
   const path = await folder.lookup(name, 'file');
   try {
-    return { name, handle: await openForReading(path), size: path.stat.size };
+    const { size, atime, mtime } = path.stat;
+    return { name, handle: await openForReading(path), size, atime, mtime };
   } finally {
     await path.close();
   }

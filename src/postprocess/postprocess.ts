@@ -5,7 +5,8 @@
 // perf script runs once; its text is teed as it streams, to the FlameScope file and into the fold, so the text is
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
-// leaves no half-written file and never touches perf.data or target/.
+// leaves no half-written file and never touches target/. perf.data is changed once, when perf was killed before
+// finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record.
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';

@@ -3,7 +3,7 @@
 // at their first bad record, quickly.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -119,4 +119,13 @@ test('the attacker’s case: 64 MiB of the smallest records is walked in bounded
   assert.equal(recovered.dataBytes, 64 << 20);
   // A deadline, not a timing assertion: a walk that hung or went quadratic would take minutes.
   assert.ok(performance.now() - started < 60_000);
+});
+
+test('the finished file keeps the recording’s times, so a rerun of postprocess dates its tarball the same', async (t) => {
+  const { dir, folder } = await folderFor(t);
+  await writeFile(join(dir, 'perf.data'), Buffer.concat([header(), record(9, 48), record(9, 48).subarray(0, 20)]));
+  const recorded = new Date('2026-11-24T10:00:00Z');
+  await utimes(join(dir, 'perf.data'), recorded, recorded);
+  await recoverPerfData(folder, 'perf.data');
+  assert.equal((await stat(join(dir, 'perf.data'))).mtimeMs, recorded.getTime());
 });
