@@ -133,18 +133,22 @@ export async function collect<R>(
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
   const plan = await phase('preflight', () => preflight(session, target, dir));
 
-  const folder = await OutputFolder.open(dir, { create: true });
+  // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty).
   const targetFiles = await openTargetFiles(session, target);
   try {
-    return await recordAndFinish(session, phase, phaseMs, folder, targetFiles, { target, reason, dir }, plan);
+    const folder = await OutputFolder.open(dir, { create: true });
+    try {
+      return await recordAndFinish(session, phase, phaseMs, folder, targetFiles, { target, reason, dir }, plan);
+    } finally {
+      // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
+      if (options.owner)
+        await folder
+          .chownTree(options.owner)
+          .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
+      await folder.close();
+    }
   } finally {
     await targetFiles.close();
-    // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
-    if (options.owner)
-      await folder
-        .chownTree(options.owner)
-        .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
-    await folder.close();
   }
 }
 
