@@ -159,6 +159,9 @@ async function newest(
   // A handful in practice; a hostile folder full of candidates is looked at up to a point.
   const stamped = await Promise.all(names.slice(0, 64).map(async (name) => ({ name, mtime: await mtime(name) })));
   stamped.sort((a, b) => b.mtime - a.mtime || (a.name < b.name ? -1 : 1));
-  const recent = notBeforeMs === undefined ? stamped : stamped.filter((s) => s.mtime >= notBeforeMs - 2000);
+  // When none can be looked at (another user's, not a socket), the first is given: its lookup then says why.
+  const usable = stamped.filter((s) => s.mtime >= 0);
+  if (usable.length === 0) return stamped[0]?.name;
+  const recent = notBeforeMs === undefined ? usable : usable.filter((s) => s.mtime >= notBeforeMs - 2000);
   return recent[0]?.name;
 }

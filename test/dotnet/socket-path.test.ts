@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { lutimes, rm } from 'node:fs/promises';
+import { lutimes, rm, writeFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
 import { isProfcpuError } from '../../src/error.js';
@@ -88,6 +88,20 @@ describe('findDiagnosticSocket on this machine', () => {
     await assert.rejects(findDiagnosticSocket(child.pid!), (error: unknown) => {
       assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
       assert.match(error.message, /older than the process \(left by an earlier one\)/);
+      return true;
+    });
+  });
+
+  it('a candidate that cannot be used says why, rather than being called older than the process', async (t) => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    await new Promise((resolve) => child.once('spawn', resolve));
+    const notSocket = `/tmp/dotnet-diagnostic-${child.pid}-1-socket`;
+    await writeFile(notSocket, 'a plain file');
+    t.after(() => rm(notSocket, { force: true }));
+    await assert.rejects(findDiagnosticSocket(child.pid!), (error: unknown) => {
+      assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
+      assert.match(error.message, /cannot be used as a diagnostic socket/);
       return true;
     });
   });
