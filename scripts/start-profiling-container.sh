@@ -130,8 +130,9 @@ if [ -t 0 ] && [ -t 1 ]; then tty="-it"; fi
 owner="${SUDO_UID:-$(id -u)}:${SUDO_GID:-$(id -g)}"
 
 echo "$me: sidecar $image in the PID namespace of $target_name (${target_id%"${target_id#????????????}"}), results in $out_dir" >&2
-# The run folders there now: one the sidecar leaves unfinished is told apart by being new.
-before=$(ls -1 "$out_dir" 2>/dev/null || true)
+# This run's name, recorded by collect in target/target.json: a folder the sidecar leaves unfinished is told apart
+# from another launcher's (the results folder may be shared, and its recording still under way) by carrying it.
+launcher_run="$(date +%s)-$$-$(od -An -N4 -tx4 /dev/urandom 2>/dev/null | tr -d ' \n')"
 status=0
 # $privileges, $tty and PROFCPU_DOCKER_RUN_ARGS are lists of arguments: split on purpose.
 # shellcheck disable=SC2086
@@ -141,6 +142,7 @@ status=0
   --env "PROFCPU_TARGET_CONTAINER=$target_name" \
   --env "PROFCPU_OUTPUT_OWNER=$owner" \
   --env "PROFCPU_HOST_OUTPUT=$out_dir=/workspace/profilings" \
+  --env "PROFCPU_LAUNCHER_RUN=$launcher_run" \
   --volume "$out_dir:/workspace/profilings" \
   "$image" "$@" || status=$?
 
@@ -149,21 +151,20 @@ status=0
 [ "$status" -ne 0 ] || exit 0
 running=$("$docker" inspect --type container --format '{{.State.Running}}' "$target_id" 2>/dev/null || echo false)
 [ "$running" != true ] || exit "$status"
-unfinished=""
-for run in $(ls -1 "$out_dir" 2>/dev/null); do
-  case "
-$before
-" in *"
-$run
-"*) continue ;; esac
-  [ -f "$out_dir/$run/perf.data" ] && [ ! -f "$out_dir/$run/manifest.json" ] && unfinished="$unfinished $run"
+# The folders to finish become the positional parameters (the sidecar's command is spent): names with spaces stay whole.
+set --
+for path in "$out_dir"/*/; do
+  run=$(basename "$path")
+  [ -f "$out_dir/$run/perf.data" ] && [ ! -f "$out_dir/$run/manifest.json" ] || continue
+  grep -q "\"launcherRun\": \"$launcher_run\"" "$out_dir/$run/target/target.json" 2>/dev/null || continue
+  set -- "$@" "$run"
 done
-if [ -z "$unfinished" ]; then
+if [ "$#" -eq 0 ]; then
   echo "$me: the container $target_name stopped, and the sidecar with it (exit status $status); no recording was under way" >&2
   exit "$status"
 fi
 echo "$me: the container $target_name stopped during the recording, and the sidecar with it: finishing what was recorded" >&2
-for run in $unfinished; do
+for run in "$@"; do
   # shellcheck disable=SC2086
   if "$docker" run --rm $privileges ${PROFCPU_DOCKER_RUN_ARGS:-} --network none \
     --label profcpu.role=sidecar \

@@ -167,6 +167,7 @@ export async function runCollectSession(
   try {
     const sidecar = sidecarSettings(process.env, reporter);
     if (sidecar.owner) options = { ...options, owner: sidecar.owner };
+    if (sidecar.launcherRun) options = { ...options, launcherRun: sidecar.launcherRun };
     const result = await collect(options, {
       ...(sidecar.showPath && { showPath: sidecar.showPath }),
       stop: signals.stop,
@@ -228,16 +229,20 @@ function usage(message: string): ProfcpuError {
   });
 }
 
+/** What the launcher tells a sidecar, read by sidecarSettings. */
+export interface SidecarSettings {
+  owner?: { uid: number; gid: number };
+  showPath?: (path: string) => string;
+  launcherRun?: string;
+}
+
 /**
  * What the launcher (scripts/start-profiling-container.sh) tells a sidecar: PROFCPU_OUTPUT_OWNER=`uid:gid`, the user
- * the results are for, and PROFCPU_HOST_OUTPUT=`HOST_DIR=SIDECAR_DIR`, where the sidecar's results folder is on the
- * host, so the paths printed are ones the user can open.
+ * the results are for; PROFCPU_HOST_OUTPUT=`HOST_DIR=SIDECAR_DIR`, where the sidecar's results folder is on the
+ * host, so the paths printed are ones the user can open; PROFCPU_LAUNCHER_RUN, the launcher's name for this run.
  */
-export function sidecarSettings(
-  env: NodeJS.ProcessEnv,
-  reporter: Pick<Reporter, 'warn'>,
-): { owner?: { uid: number; gid: number }; showPath?: (path: string) => string } {
-  const settings: { owner?: { uid: number; gid: number }; showPath?: (path: string) => string } = {};
+export function sidecarSettings(env: NodeJS.ProcessEnv, reporter: Pick<Reporter, 'warn'>): SidecarSettings {
+  const settings: SidecarSettings = {};
   const owner = env['PROFCPU_OUTPUT_OWNER'];
   if (owner) {
     const match = /^(\d+):(\d+)$/.exec(owner);
@@ -251,6 +256,11 @@ export function sidecarSettings(
     const inside = mapping.slice(at + 1).replace(/\/+$/, '');
     settings.showPath = (path) =>
       path === inside || path.startsWith(`${inside}/`) ? host + path.slice(inside.length) : path;
+  }
+  const run = env['PROFCPU_LAUNCHER_RUN'];
+  if (run) {
+    if (/^[A-Za-z0-9._-]{1,64}$/.test(run)) settings.launcherRun = run;
+    else reporter.warn(`PROFCPU_LAUNCHER_RUN=${run} is not a run name (letters, digits, . _ -): not recorded`);
   }
   return settings;
 }

@@ -37,6 +37,11 @@ export interface CollectOptions {
   procRoot: string;
   /** Who the output folder is given to at the end (the user who ran the launcher). Default: left as created. */
   owner?: { uid: number; gid: number };
+  /**
+   * The launcher's name for this run, written into target.json (`launcherRun`), so that a launcher finishing folders
+   * its killed sidecar left knows its own from another run's in the same results folder. Default: none.
+   */
+  launcherRun?: string;
 }
 
 export const collectDefaults: Readonly<CollectOptions> = Object.freeze({

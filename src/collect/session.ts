@@ -264,7 +264,9 @@ async function record<R>(
 ): Promise<{ recorded: RecordedTarget; snapshots: SnapshotReport }> {
   const { options, context, procfs, signal, warn, info } = session;
   const { target, reason } = chosen;
-  const targetText = `${JSON.stringify(targetJson(target, reason, plan.scope.scope), null, 2)}\n`;
+  const written = targetJson(target, reason, plan.scope.scope);
+  if (options.launcherRun) written['launcherRun'] = options.launcherRun;
+  const targetText = `${JSON.stringify(written, null, 2)}\n`;
   await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
   // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
   await folder.remove(layout.perfData);

@@ -23,6 +23,12 @@ test('PROFCPU_OUTPUT_OWNER and PROFCPU_HOST_OUTPUT are read; a bad owner is a wa
   assert.deepEqual(sidecarSettings({}, { warn }), {});
   assert.equal(sidecarSettings({ PROFCPU_OUTPUT_OWNER: 'alice' }, { warn }).owner, undefined);
   assert.match(warnings.join('\n'), /PROFCPU_OUTPUT_OWNER=alice is not uid:gid/);
+  assert.equal(
+    sidecarSettings({ PROFCPU_LAUNCHER_RUN: '1764000000-42-0a1b2c3d' }, { warn }).launcherRun,
+    '1764000000-42-0a1b2c3d',
+  );
+  assert.equal(sidecarSettings({ PROFCPU_LAUNCHER_RUN: '"x"\n' }, { warn }).launcherRun, undefined);
+  assert.match(warnings.join('\n'), /PROFCPU_LAUNCHER_RUN=[^]* is not a run name/);
 });
 
 test('chownTree gives the folder and its files to the owner, changing links but never what they point to', async (t) => {

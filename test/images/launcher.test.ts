@@ -26,7 +26,14 @@ case "$1" in
   image)
     for last; do :; done
     case " \${FAKE_DOCKER_IMAGES-} " in *" $last "*) echo '[{}]' ;; *) echo "Error: No such image: $last" >&2; exit 1 ;; esac ;;
-  run) echo "sidecar ran" ;;
+  run)
+    # The first run can play a sidecar killed with its target: FAKE_DOCKER_ON_RUN runs with its arguments, then 137.
+    if [ -n "\${FAKE_DOCKER_ON_RUN-}" ] && [ ! -e "$FAKE_DOCKER_LOG.ran" ]; then
+      : >"$FAKE_DOCKER_LOG.ran"
+      sh -c "$FAKE_DOCKER_ON_RUN" sidecar "$@"
+      exit 137
+    fi
+    echo "sidecar ran" ;;
   create)
     [ -z "\${FAKE_DOCKER_OLD-}" ] || { echo 'Error response from daemon: invalid CapAdd: unknown capability: "CAP_PERFMON"' >&2; exit 1; }
     echo 0123probe ;;
@@ -84,6 +91,9 @@ test('with one container running, the launcher profiles it, privileged, sharing 
   assert.equal(r.stdout, 'sidecar ran');
   const out = join(r.home, 'perf-profilings');
   assert.ok((await stat(out)).isDirectory(), 'the default results folder is created');
+  // A name for this run, new each time, that collect records so the launcher can tell its folder from another's.
+  const launcherRun = r.run?.find((a) => a.startsWith('PROFCPU_LAUNCHER_RUN='));
+  assert.match(launcherRun ?? '', /^PROFCPU_LAUNCHER_RUN=\d+-\d+-[0-9a-f]{8}$/);
   assert.deepEqual(r.run, [
     'run',
     '--rm',
@@ -100,6 +110,8 @@ test('with one container running, the launcher profiles it, privileged, sharing 
     `PROFCPU_OUTPUT_OWNER=${process.getuid!()}:${process.getgid!()}`,
     '--env',
     `PROFCPU_HOST_OUTPUT=${out}=/workspace/profilings`,
+    '--env',
+    launcherRun,
     '--volume',
     `${out}:/workspace/profilings`,
     'profcpu:latest',
@@ -239,4 +251,27 @@ test('usage errors exit 2; --help prints the options; an unreachable engine is r
   const noDocker = await launch(['-c', 'my-service'], { DOCKER: 'no-such-docker' });
   assert.equal(noDocker.exitCode, 1);
   assert.match(noDocker.stderr, /'no-such-docker' is not on PATH/);
+});
+
+test('a sidecar killed with its target: only this run’s unfinished folder is finished, not another run’s', async () => {
+  const out = join(dir, 'shared-results');
+  await mkdir(out, { recursive: true });
+  // Another launcher's recording, under way in the same results folder (a name with a space, too).
+  const other = join(out, 'other run');
+  await mkdir(join(other, 'target'), { recursive: true });
+  await writeFile(join(other, 'perf.data'), 'recording');
+  await writeFile(join(other, 'target', 'target.json'), '{ "launcherRun": "someone-else" }');
+  // This run's sidecar makes its folder, records, and dies with the target.
+  const onRun = [
+    'for a; do case $a in PROFCPU_LAUNCHER_RUN=*) run=${a#*=} ;; esac; done',
+    `mkdir -p "${out}/mine here/target"`,
+    `: >"${out}/mine here/perf.data"`,
+    `printf '{ "launcherRun": "%s" }' "$run" >"${out}/mine here/target/target.json"`,
+  ].join('; ');
+  const { exitCode, calls, stderr } = await launch(['-o', out], { ...oneTarget, FAKE_DOCKER_ON_RUN: onRun });
+  assert.equal(exitCode, 0, stderr);
+  const runs = calls.filter((c) => c[0] === 'run');
+  assert.equal(runs.length, 2, 'the sidecar, then one postprocess');
+  assert.deepEqual(runs[1]!.slice(-4), ['profcpu', 'postprocess', '-dir', '/workspace/profilings/mine here']);
+  assert.match(stderr, /finishing what was recorded/);
 });
