@@ -35,6 +35,8 @@ export interface RecordTargetParams {
   /** Ends it too; the caller then stops the session. */
   signal: AbortSignal;
   onProgress?: (progress: RecordingProgress) => void;
+  /** Told why perf is started a second time (see recordTarget). */
+  onRetry?: (message: string) => void;
 }
 
 export interface RecordedTarget {
@@ -51,17 +53,29 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
   await snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
   let started = performance.now();
-  const recording = startRecord(
-    {
-      pid: target.pid,
-      output: join(dir, layout.perfData),
-      frequency: options.frequency,
-      event,
-      scope,
-      buildIdMmap: buildIdMmap ?? false,
-    },
-    { perfPath: options.perfPath },
-  );
+  let deadline: NodeJS.Timeout | undefined;
+  let ended = false;
+  const begin = () => {
+    const next = startRecord(
+      {
+        pid: target.pid,
+        output: join(dir, layout.perfData),
+        frequency: options.frequency,
+        event,
+        scope,
+        buildIdMmap: buildIdMmap ?? false,
+      },
+      { perfPath: options.perfPath },
+    );
+    // The duration counts from when perf really records, not from when it was started.
+    void next.started.then((ok) => {
+      if (next !== recording) return;
+      started = performance.now();
+      if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
+    });
+    return next;
+  };
+  let recording = begin();
   let perfCpuMs: number | undefined;
   let snapshotting: Promise<void> = Promise.resolve();
   const refresh = () => (snapshotting = snapshotting.then(() => snapshotter.refresh()));
@@ -77,13 +91,6 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
   const onAbort = () => stopNow('stopped');
   stop?.addEventListener('abort', onStop, { once: true });
   signal.addEventListener('abort', onAbort, { once: true });
-  let deadline: NodeJS.Timeout | undefined;
-  let ended = false;
-  // The duration counts from when perf really records, not from when it was started.
-  void recording.started.then((ok) => {
-    started = performance.now();
-    if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
-  });
   const snapshotTimer = setInterval(() => void refresh(), options.snapshotIntervalMs);
   // perf's own CPU time is read while it runs (its exit status carries none); the last reading is kept.
   const progressTimer = setInterval(() => {
@@ -106,20 +113,31 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
   }, options.progressIntervalMs);
   if (stop?.aborted) onStop();
   try {
-    const outcome = await recording.done.catch(async (error: unknown) => {
-      // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
-      if (
-        !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
-          () => true,
-          () => false,
-        ))
-      )
-        throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
-          remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
-          cause: error,
-        });
-      throw error;
-    });
+    let outcome: RecordOutcome | undefined;
+    for (let attempt = 1; outcome === undefined; attempt++) {
+      outcome = await recording.done.catch(async (error: unknown) => {
+        // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
+        if (
+          !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
+            () => true,
+            () => false,
+          ))
+        )
+          throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
+            remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
+            cause: error,
+          });
+        // perf 7.3 was seen to end while attaching (exit 255, nothing said, a few mapping records written) to a .NET
+        // process whose threads come and go: a perf that never enabled its events is started once more, afresh.
+        if (attempt > 1 || (await recording.started) || stoppedAt !== undefined || signal.aborted) throw error;
+        params.onRetry?.(
+          `perf record ended before it recorded anything (${error instanceof Error ? error.message : String(error)}); starting it once more`,
+        );
+        await removePerfData(dir);
+        recording = begin();
+        return undefined;
+      });
+    }
     await snapshotting;
     const cpu = process.cpuUsage(cpuBefore);
     // perf leaves the count out when build-ids come with the mappings: count the records it wrote.
@@ -139,6 +157,16 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     clearInterval(progressTimer);
     stop?.removeEventListener('abort', onStop);
     signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** What a perf that failed to start left, so the next one writes afresh (perf renames a file in its way). */
+async function removePerfData(dir: string): Promise<void> {
+  const folder = await OutputFolder.open(dir);
+  try {
+    await folder.remove(layout.perfData);
+  } finally {
+    await folder.close();
   }
 }
 

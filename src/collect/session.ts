@@ -287,6 +287,7 @@ async function record<R>(
     buildIdMmap: plan.buildIdMmap,
     snapshotter,
     signal,
+    onRetry: warn,
     ...(context.stop && { stop: context.stop }),
     ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
   });
