@@ -19,6 +19,10 @@ export interface SidecarRecordingOptions {
   args?: readonly string[];
   /** A folder outside /tmp (the namespaces mount their own /tmp) that holds the app copy and the output. */
   work: string;
+  /** Another .NET app to record instead of the fixture: its executable (outside /tmp, run in place) and arguments. */
+  app?: { executable: string; args?: readonly string[] };
+  /** Called once the target is up, before its warm-up (e.g. to start a load generator); awaited. */
+  started?: (target: NamespacedTarget) => Promise<void>;
 }
 
 export interface SidecarRecording {
@@ -42,11 +46,11 @@ async function appOutsideTmp(work: string, version: DotnetVersion | undefined): 
 
 /** Starts the fixture in its namespaces, waits until it is busy, records it from a sidecar. Kill `target` after. */
 export async function recordFixtureFromSidecar(options: SidecarRecordingOptions): Promise<SidecarRecording> {
-  const executable = await appOutsideTmp(options.work, options.version);
+  const executable = options.app?.executable ?? (await appOutsideTmp(options.work, options.version));
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) if (!/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
   Object.assign(env, options.env);
-  const target = await startNamespacedTarget(executable, [], {
+  const target = await startNamespacedTarget(executable, options.app?.args ?? [], {
     env,
     // Ready once the app's diagnostic socket exists in its /tmp: the runtime is up and its workloads are starting.
     ready: async ({ hostPid }) => {
@@ -55,6 +59,12 @@ export async function recordFixtureFromSidecar(options: SidecarRecordingOptions)
     },
     readyTimeoutMs: 60_000,
   });
+  try {
+    await options.started?.(target);
+  } catch (error) {
+    await target.kill();
+    throw error;
+  }
   // Let every workload thread warm up (the app prints "ready" on a stdout the namespace helper does not keep).
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const dir = join(options.work, 'out');
@@ -95,7 +105,7 @@ export async function readOutputs(dir: string) {
     collect?: { steps?: { perfMap?: Record<string, unknown> } };
   };
   const target = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as {
-    dotnet?: { writeXorExecute?: boolean };
+    dotnet?: { writeXorExecute?: boolean; version?: string };
   };
   const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
   // The perf-map step's reports before and after recording, merged as collect writes them.
