@@ -253,7 +253,8 @@ if (given) {
     await rm(base, { recursive: true, force: true });
   }
   console.log(
-    `\nsummary (${seconds} s recordings, one run each; shares of samples; "perf + map" is the original tool's approach)`,
+    `\nsummary (${seconds} s recordings, one run each; shares of samples; "perf + map" is the original tool's ` +
+      'approach: perf script with the perf map, which with nothing set exists only because collect switched it on)',
   );
   const header = ['app', 'setting', 'samples', 'profcpu named', 'profcpu unnamed by cause', 'perf + map named'];
   const table = rows.map((r) => [
