@@ -4,6 +4,7 @@ import type { CommandModule } from 'yargs';
 import collect from './collect.js';
 import demo from './demo.js';
 import doctor from './doctor.js';
+import dump from './dump.js';
 import fold from './fold.js';
 import postprocess from './postprocess.js';
 import ps from './ps.js';
@@ -11,7 +12,17 @@ import render from './render.js';
 import symbols from './symbols.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const commands: CommandModule<any, any>[] = [collect, postprocess, demo, doctor, ps, symbols, fold, render];
+export const commands: CommandModule<any, any>[] = [
+  collect,
+  postprocess,
+  dump,
+  demo,
+  doctor,
+  ps,
+  symbols,
+  fold,
+  render,
+];
 
 /** Long options accepted with a single dash, as the original shell tool spelled them. */
 export const singleDashOptions: ReadonlySet<string> = new Set([
@@ -30,4 +41,7 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'width',
   'perf',
   'offline',
+  'type',
+  'timeout',
+  'max-size',
 ]);
