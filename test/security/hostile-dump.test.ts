@@ -1,0 +1,108 @@
+// `profcpu dump` against a hostile target (test/dump/fake-runtime.mjs as PID 1 of its namespaces, reached from a
+// sidecar): what the "runtime" leaves in place of the dump is a link out of its root, a FIFO, a sparse 1 TiB file, a
+// hard link, or a file that keeps growing; or it refuses, knows no dump command, or never answers. Each run must end
+// under a deadline with a clear error, copy nothing of the sidecar's, leave no dump or partial file in the output
+// folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either.
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { cliPath, repoRoot } from '../support/cli.js';
+import { hostileScene, inSidecar, scanForMarker, startHostileTarget, type HostileScene } from '../support/hostile.js';
+import type { NamespacedTarget } from '../support/namespaces.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+const fakeRuntime = join(repoRoot, 'test/dump/fake-runtime.mjs');
+
+function prerequisites(t: TestContext): boolean {
+  return needRoot(t) && needCommand(t, 'unshare', 'util-linux') && needCommand(t, 'nsenter', 'util-linux');
+}
+
+async function fakeTarget(t: TestContext, scene: HostileScene, mode: string): Promise<NamespacedTarget> {
+  return startHostileTarget(t, scene, ':', {
+    exec: `exec "${process.execPath}" '${fakeRuntime}' ${mode} '${scene.secret}'`,
+    ready: async ({ hostPid }) =>
+      (await readdir(`/proc/${hostPid}/root/tmp`).catch(() => [] as string[])).some((n) =>
+        n.startsWith('dotnet-diagnostic-1-'),
+      ),
+  });
+}
+
+/** What is left where nothing may be: dumps or partial files in the output, the dump's name in the target. */
+async function leftovers(scene: HostileScene, target: NamespacedTarget) {
+  const out = await readdir(scene.out).catch(() => [] as string[]);
+  const inTarget = await readdir(`/proc/${target.hostPid}/root/tmp`);
+  return {
+    output: out.filter((n) => n !== 'manifest.json'),
+    manifest: out.includes('manifest.json'),
+    target: inTarget.filter((n) => n.startsWith('profcpu-dump-')),
+  };
+}
+
+async function dumpFails(t: TestContext, mode: string, expected: RegExp, extra: readonly string[] = []) {
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, mode);
+  const run = await inSidecar(
+    target,
+    scene,
+    [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out, ...extra],
+    { timeout: 60_000 },
+  );
+  const output = String(run.all);
+  assert.equal(run.exitCode, 1, output);
+  assert.match(output, expected);
+  assert.doesNotMatch(output, /internal error/);
+  assert.deepEqual(await leftovers(scene, target), { output: [], manifest: false, target: [] }, output);
+  assert.deepEqual((await scanForMarker(scene.dir, scene.marker)).hits, ['secret'], 'only the secret holds the marker');
+  return { scene, target, output };
+}
+
+test('the dump is a link out of the target’s root: refused, never followed', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'symlink', /is a symbolic link, not a regular file/);
+});
+
+test('the dump is a FIFO: refused without opening it (no hang)', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'fifo', /is a FIFO, not a regular file/);
+});
+
+test('the dump is a sparse 1 TiB file: over the size cap, refused before a byte is copied', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'sparse', /is 1048576\.0 MiB, more than the 65536\.0 MiB allowed/);
+});
+
+test('the dump is a sparse 1 TiB file under a raised cap: more than the output’s free space, refused', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'sparse', /no room for the dump in .*: it is 1048576\.0 MiB, the file system there has/, [
+    '--max-size',
+    String(4 * 1024 * 1024),
+  ]);
+});
+
+test('the dump is a hard link to another file of the target: refused', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'hardlink', /is a file with 2 hard links, not a fresh file/);
+});
+
+test('the dump keeps growing while it is copied: refused, nothing kept', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'growing', /changed while it was copied/);
+});
+
+test('the runtime refuses the dump: its own words are shown', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'refuse', /did not write the dump: Insufficient space to write the dump \(0x80004005\)/);
+});
+
+test('a runtime without dump commands (before .NET 5): each version tried, then a clear error', async (t) => {
+  if (!prerequisites(t)) return;
+  const { target, output } = await dumpFails(t, 'old', /does not know GenerateCoreDump\b.*\n.*\.NET 5 or later/);
+  const requests = await readFile(`/proc/${target.hostPid}/root/tmp/requests`, 'utf8');
+  assert.deepEqual(requests.trim().split('\n'), ['1.3', '1.2', '1.1'], output);
+});
+
+test('a runtime that never answers: the --timeout ends the wait', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'silent', /no complete diagnostic IPC reply .* within 2000 ms/, ['--timeout', '2']);
+});
