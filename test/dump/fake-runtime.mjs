@@ -1,7 +1,7 @@
 // A hostile stand-in for a .NET runtime, run as PID 1 of a target's namespaces by dump-hostile.test.ts: it listens on
 // /tmp/dotnet-diagnostic-1-<start ticks>-socket like a runtime and answers dump requests as `argv[2]` says, putting in
 // place of the dump whatever a compromised target could (a link out of its root, a FIFO, a sparse 1 TiB file, a file
-// that keeps growing, a hard link), or refusing. Each request's command id is appended to /tmp/requests.
+// that keeps growing, a hard link), or a plain 1 GiB file (big), or refusing. Each request's command id is appended to /tmp/requests.
 import { appendFileSync, linkSync, openSync, readFileSync, symlinkSync, truncateSync, writeSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -50,6 +50,12 @@ function place(path) {
       appendFileSync('/tmp/victim', 'the target’s own file\n');
       linkSync('/tmp/victim', path);
       break;
+    case 'big': {
+      const fd = openSync(path, 'w');
+      const chunk = Buffer.alloc(1 << 20, 0x5a);
+      for (let i = 0; i < 1024; i++) writeSync(fd, chunk);
+      break;
+    }
     case 'growing': {
       const fd = openSync(path, 'w');
       const chunk = Buffer.alloc(1 << 20, 0x5a);

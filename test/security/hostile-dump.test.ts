@@ -5,6 +5,7 @@
 // folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either.
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { cliPath, repoRoot } from '../support/cli.js';
@@ -105,4 +106,42 @@ test('a runtime without dump commands (before .NET 5): each version tried, then 
 test('a runtime that never answers: the --timeout ends the wait', async (t) => {
   if (!prerequisites(t)) return;
   await dumpFails(t, 'silent', /no complete diagnostic IPC reply .* within 2000 ms/, ['--timeout', '2']);
+});
+
+/** The pid of the CLI among `root`'s descendants (the sidecar's wrappers do not pass signals on). */
+async function cliProcess(root: number): Promise<number | undefined> {
+  const pending = [root];
+  for (let seen = 0; pending.length > 0 && seen < 64; seen++) {
+    const pid = pending.shift()!;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    // The node running the CLI itself, not a wrapper shell that has its path among its arguments.
+    if (cmdline.split('\0')[1] === cliPath) return pid;
+    const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+    for (const task of tasks) {
+      const children = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
+      pending.push(...children.trim().split(/\s+/).filter(Boolean).map(Number));
+    }
+  }
+  return undefined;
+}
+
+test('Ctrl-C while the dump is copied: it stops, and no partial file is left or claimed complete', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'big');
+  const run = inSidecar(target, scene, [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out], {
+    timeout: 60_000,
+  });
+  let text = '';
+  run.all?.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  for (let i = 0; i < 600 && !/copying the dump/.test(text); i++) await sleep(50);
+  assert.match(text, /copying the dump/);
+  const cli = await cliProcess(run.pid!);
+  assert.ok(cli !== undefined, 'the CLI process is found');
+  process.kill(cli, 'SIGINT');
+  const result = await run;
+  const output = String(result.all);
+  assert.equal(result.exitCode, 130, output);
+  assert.match(output, /SIGINT: stopping; no partial dump is kept/);
+  assert.deepEqual(await leftovers(scene, target), { output: [], manifest: false, target: [] }, output);
 });
