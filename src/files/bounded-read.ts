@@ -137,10 +137,13 @@ export async function copyRange(
   return { bytes: offset, written };
 }
 
+const zeroChunk = Buffer.alloc(chunkBytes);
+
 function isAllZero(bytes: Buffer): boolean {
-  // Most chunks hold data: the first non-zero byte is usually found at once.
-  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== 0) return false;
-  return true;
+  // A native comparison (memcmp): a byte loop in JavaScript ran at 0.5 GB/s, slower than the copy itself on a .NET
+  // dump, half of whose chunks are zeros (npm run bench dump).
+  if (bytes.length > chunkBytes) throw new RangeError('isAllZero takes one chunk at most');
+  return bytes.equals(zeroChunk.subarray(0, bytes.length));
 }
 
 /**
