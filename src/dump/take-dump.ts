@@ -5,8 +5,8 @@
 // whatever happened. Works from a sidecar that shares only the PID namespace: no shared volume is needed.
 // Also the entry point for other commands that take dumps (a `watch` action).
 import { randomBytes } from 'node:crypto';
-import { posix } from 'node:path';
-import { resolve } from 'node:path';
+import { lstat, rmdir } from 'node:fs/promises';
+import { posix, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import { writeDump } from '../dotnet/client.js';
@@ -76,43 +76,45 @@ export async function takeDump(
   info(`dumping process ${target.pid} (${target.cmdline.join(' ').slice(0, 100)}): ${reason}`);
   context.signal?.throwIfAborted();
 
-  const socket = await findDiagnosticSocket(target.pid, procfs);
+  // Everything opened below is closed in reverse order, whatever happens.
+  const closers: (() => Promise<void>)[] = [];
+  const dir = resolve(options.output);
+  const existed = await lstat(dir).then(
+    () => true,
+    () => false,
+  );
+  let result: DumpResult | undefined;
   try {
+    const socket = await findDiagnosticSocket(target.pid, procfs);
+    closers.unshift(() => socket.release());
     const files = await TargetFiles.open(target.pid, { ...procfs, uid: target.uid, signal: context.signal });
-    try {
-      const tmpDir = socket.tmpDir.startsWith('/') ? socket.tmpDir : '/tmp';
-      const folderInTarget = await files.lookup(tmpDir, 'directory').catch((error: unknown) => {
-        const why = error instanceof RootedPathError ? error.reason : String(error);
-        throw new ProfcpuError('TARGET_NOT_VISIBLE', `the target’s temp folder ${tmpDir} cannot be used: ${why}`, {
-          remedy: 'The runtime writes the dump there; run profcpu as root, or check the target’s TMPDIR.',
-          cause: error,
-        });
+    closers.unshift(() => files.close());
+    const tmpDir = socket.tmpDir.startsWith('/') ? socket.tmpDir : '/tmp';
+    const folderInTarget = await files.lookup(tmpDir, 'directory').catch((error: unknown) => {
+      const why = error instanceof RootedPathError ? error.reason : String(error);
+      throw new ProfcpuError('TARGET_NOT_VISIBLE', `the target’s temp folder ${tmpDir} cannot be used: ${why}`, {
+        remedy: 'The runtime writes the dump there; run profcpu as root, or check the target’s TMPDIR.',
+        cause: error,
       });
-      try {
-        const dir = resolve(options.output);
-        const folder = await OutputFolder.open(dir, { create: true });
-        try {
-          await checkDumpFolder(folder);
-          return await dumpInto(folder, folderInTarget, tmpDir, { target, reason, socketPath: socket.path }, options, {
-            ...context,
-            warn,
-            info,
-          });
-        } finally {
-          if (options.owner)
-            await folder
-              .chownTree(options.owner)
-              .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
-          await folder.close();
-        }
-      } finally {
-        await folderInTarget.close();
-      }
-    } finally {
-      await files.close();
-    }
+    });
+    closers.unshift(() => folderInTarget.close());
+    const folder = await OutputFolder.open(dir, { create: true });
+    closers.unshift(async () => {
+      // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
+      if (options.owner)
+        await folder
+          .chownTree(options.owner)
+          .catch((error: unknown) => warn(`cannot give ${dir} to uid ${options.owner!.uid}: ${String(error)}`));
+      await folder.close();
+    });
+    await checkDumpFolder(folder);
+    const chosen = { target, reason, socketPath: socket.path };
+    result = await dumpInto(folder, folderInTarget, tmpDir, chosen, options, { ...context, warn, info });
+    return result;
   } finally {
-    await socket.release();
+    for (const close of closers) await close();
+    // A folder this run made and nothing filled is not left behind (root's, and empty).
+    if (!result && !existed) await rmdir(dir).catch(() => undefined);
   }
 }
 
