@@ -19,23 +19,27 @@ interface DumpArgs {
   quiet: boolean;
 }
 
-/** Copy progress: one redrawn line on a terminal, a plain line every 10 % otherwise. */
+/** Copy progress: one redrawn line on a terminal; otherwise a plain line every 10 %, 2 s apart at most, and the last. */
 function copyProgress(reporter: Reporter, quiet: boolean) {
   let drawn = false;
   let lastTenth = -1;
-  const started = performance.now();
+  let lastPlain = -Infinity;
+  let started: number | undefined;
   return {
     update(copied: number, total: number) {
       if (quiet) return;
+      const now = performance.now();
+      started ??= now;
       const share = total > 0 ? copied / total : 1;
-      const seconds = (performance.now() - started) / 1000;
-      const rate = seconds > 0 ? `, ${(copied / 1024 ** 2 / seconds).toFixed(0)} MiB/s` : '';
+      const seconds = (now - started) / 1000;
+      const rate = seconds > 0.1 ? `, ${(copied / 1024 ** 2 / seconds).toFixed(0)} MiB/s` : '';
       const text = `copying the dump: ${mib(copied)} of ${mib(total)} (${Math.floor(share * 100)} %${rate})`;
       if (reporter.interactive) {
         process.stderr.write(`\r${text}\x1b[K`);
         drawn = true;
-      } else if (Math.floor(share * 10) > lastTenth) {
+      } else if (copied === total || (Math.floor(share * 10) > lastTenth && now - lastPlain >= 2000)) {
         lastTenth = Math.floor(share * 10);
+        lastPlain = now;
         reporter.info(text);
       }
     },

@@ -15,11 +15,14 @@ import { findDiagnosticSocket } from '../dotnet/socket-path.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { RootedPathError, type PathHandle } from '../files/rooted.js';
 import { chooseTarget } from '../target/discover.js';
+import type { TargetInfo } from '../target/inspect.js';
 import { TargetFiles } from '../target/target-files.js';
 import { checkDumpFolder, nextDumpName, recordDump, type DumpEntry } from './dump-manifest.js';
 import { dumpFetchDefaults, fetchDump, removeInTarget, type DumpFetchLimits } from './fetch-dump.js';
 
 export interface DumpOptions {
+  /** A process already inspected (a watch rule's): dumped as is, instead of looking up pid or name. */
+  target?: TargetInfo;
   pid?: number;
   name?: string;
   type: DumpTypeName;
@@ -72,7 +75,9 @@ export async function takeDump(
   const procfs = { procRoot: options.procRoot };
   const query =
     options.pid !== undefined ? { pid: options.pid } : options.name !== undefined ? { name: options.name } : {};
-  const { target, reason } = await chooseTarget(query, procfs);
+  const { target, reason } = options.target
+    ? { target: options.target, reason: 'the process was given' }
+    : await chooseTarget(query, procfs);
   info(`dumping process ${target.pid} (${target.cmdline.join(' ').slice(0, 100)}): ${reason}`);
   context.signal?.throwIfAborted();
 
@@ -122,7 +127,7 @@ async function dumpInto(
   folder: OutputFolder,
   folderInTarget: PathHandle,
   tmpDir: string,
-  chosen: { target: Awaited<ReturnType<typeof chooseTarget>>['target']; reason: string; socketPath: string },
+  chosen: { target: TargetInfo; reason: string; socketPath: string },
   options: DumpOptions,
   context: DumpContext & { warn: Warn; info: (message: string) => void },
 ): Promise<DumpResult> {
