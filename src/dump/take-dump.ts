@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, rmdir } from 'node:fs/promises';
 import { posix, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
-import { ProfcpuError } from '../error.js';
+import { isProfcpuError, ProfcpuError } from '../error.js';
 import { writeDump } from '../dotnet/client.js';
 import { dumpCommandName, type DumpTypeName } from '../dotnet/dump-protocol.js';
 import { findDiagnosticSocket } from '../dotnet/socket-path.js';
@@ -90,7 +90,15 @@ export async function takeDump(
   );
   let result: DumpResult | undefined;
   try {
-    const socket = await findDiagnosticSocket(target.pid, procfs);
+    const socket = await findDiagnosticSocket(target.pid, procfs).catch((error: unknown) => {
+      // The lookup's own remedy is about perf maps, which need no socket; a dump does.
+      if (!isProfcpuError(error, 'IPC_UNREACHABLE')) throw error;
+      throw new ProfcpuError('IPC_UNREACHABLE', error.message, {
+        remedy:
+          'A dump is asked for over the .NET diagnostic socket: the process must be .NET 5 or later with its diagnostics on (no DOTNET_EnableDiagnostics=0), and its temp folder visible through /proc/PID/root.',
+        cause: error,
+      });
+    });
     closers.unshift(() => socket.release());
     const files = await TargetFiles.open(target.pid, { ...procfs, uid: target.uid, signal: context.signal });
     closers.unshift(() => files.close());
