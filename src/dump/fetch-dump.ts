@@ -5,11 +5,13 @@
 // a file on a pseudo file system (a bind-mounted /proc/kcore), a hard link, or another user's file is refused; a
 // file larger than the cap or than the output folder's free space is refused before a byte is copied; the copy is
 // bounded by the size seen at the start, has a deadline and stops at Ctrl-C; a file that changed while it was
-// copied is refused. The copy is written as `<name>.partial` and renamed only once complete and flushed, and the
-// partial file is removed on any failure, so no half copy ever carries the final name.
+// copied is refused; looking it up, opening and unlinking it have deadlines too (a FUSE file system can hang them).
+// The copy is written as `<name>.partial` and renamed only once complete and flushed, and the partial file is removed
+// on any failure, so no half copy ever carries the final name.
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
+import type { Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
@@ -35,6 +37,8 @@ export interface DumpFetchOptions {
   uid: number;
   limits?: Partial<DumpFetchLimits>;
   signal?: AbortSignal | undefined;
+  /** Told when the target's file cannot be removed. */
+  warn?: Warn;
   /** Called after every chunk with the bytes copied so far and the dump's size. */
   onProgress?: (copied: number, total: number) => void;
 }
@@ -49,6 +53,8 @@ export interface FetchedDump {
   copyMs: number;
 }
 
+/** Time allowed to look the dump up, open it, or unlink it, ms. */
+const lookupTimeoutMs = 10_000;
 const O_PATH = 0o10000000;
 const O_CLOEXEC = 0o2000000;
 
@@ -128,9 +134,21 @@ export async function fetchDump(
 ): Promise<FetchedDump> {
   const limits = { ...dumpFetchDefaults, ...options.limits };
   try {
-    const handle = await openDump(folder, name, options.uid);
+    // Looking a name up can hang too (a FUSE file system in the target): under a deadline, a late handle closed.
+    const lookup = { timeoutMs: lookupTimeoutMs, signal: options.signal };
+    const handle = await withDeadline(
+      lookup,
+      shown(folder, name),
+      () => openDump(folder, name, options.uid),
+      (late) => late.close(),
+    );
     try {
-      const source = await openForReading(handle);
+      const source = await withDeadline(
+        lookup,
+        handle.path,
+        () => openForReading(handle),
+        (late) => late.close(),
+      );
       try {
         return await copyOut(source, handle.path, dest, destName, limits, options);
       } finally {
@@ -140,19 +158,27 @@ export async function fetchDump(
       await handle.close();
     }
   } finally {
-    await removeInTarget(folder, name);
+    // Whatever happened: a removal that fails is said, and neither hides the copy's own error nor undoes a good copy.
+    await removeInTarget(folder, name).catch((error: unknown) => options.warn?.(describe(error)));
   }
+}
+
+function describe(error: unknown): string {
+  return error instanceof ProfcpuError && error.remedy ? `${error.message}; ${error.remedy}` : String(error);
 }
 
 /** Unlinks `name` inside the folder held open (never a path that could lead elsewhere); nothing there is fine. */
 export async function removeInTarget(folder: PathHandle, name: string): Promise<void> {
-  await unlink(`${folder.kernelPath}/${name}`).catch((error: unknown) => {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw new ProfcpuError('IO', `cannot remove the target’s copy of the dump ${shown(folder, name)}`, {
-      remedy: 'Remove it by hand: it holds the target’s memory.',
-      cause: error,
-    });
-  });
+  const what = shown(folder, name);
+  await withDeadline({ timeoutMs: lookupTimeoutMs }, what, () => unlink(`${folder.kernelPath}/${name}`)).catch(
+    (error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new ProfcpuError('IO', `cannot remove the target’s copy of the dump ${shown(folder, name)}`, {
+        remedy: 'Remove it by hand: it holds the target’s memory.',
+        cause: error,
+      });
+    },
+  );
 }
 
 async function copyOut(

@@ -175,6 +175,7 @@ async function dumpInto(
   const file = await nextDumpName(folder, options.type, target.nspid);
   const fetched = await fetchDump(folderInTarget, name, folder, file, {
     uid: target.uid,
+    warn: context.warn,
     limits: options.copy,
     signal: context.signal,
     ...(context.onCopyProgress && { onProgress: context.onCopyProgress }),
