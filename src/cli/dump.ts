@@ -19,11 +19,12 @@ interface DumpArgs {
   quiet: boolean;
 }
 
-/** Copy progress: one redrawn line on a terminal; otherwise a plain line every 10 %, 2 s apart at most, and the last. */
+/** Copy progress: one line redrawn on a terminal (10 times a second at most); otherwise a plain line every 10 %, 2 s apart at most, and the last. */
 function copyProgress(reporter: Reporter, quiet: boolean) {
   let drawn = false;
   let lastTenth = -1;
   let lastPlain = -Infinity;
+  let lastDrawn = -Infinity;
   let started: number | undefined;
   return {
     update(copied: number, total: number) {
@@ -35,6 +36,9 @@ function copyProgress(reporter: Reporter, quiet: boolean) {
       const rate = seconds > 0.1 ? `, ${(copied / 1024 ** 2 / seconds).toFixed(0)} MiB/s` : '';
       const text = `copying the dump: ${mib(copied)} of ${mib(total)} (${Math.floor(share * 100)} %${rate})`;
       if (reporter.interactive) {
+        // Ten redraws a second at most: a chunk is 1 MiB, and a dump can be tens of GiB.
+        if (now - lastDrawn < 100 && copied !== total) return;
+        lastDrawn = now;
         process.stderr.write(`\r${text}\x1b[K`);
         drawn = true;
       } else if (copied === total || (Math.floor(share * 10) > lastTenth && now - lastPlain >= 2000)) {
@@ -46,6 +50,38 @@ function copyProgress(reporter: Reporter, quiet: boolean) {
     end() {
       if (drawn) process.stderr.write('\r\x1b[K');
       drawn = false;
+    },
+  };
+}
+
+/** While the runtime writes the dump: the seconds waited, redrawn each second on a terminal, else every 30 s. */
+function writingProgress(reporter: Reporter, quiet: boolean) {
+  let timer: NodeJS.Timeout | undefined;
+  let drawn = false;
+  const started = performance.now();
+  return {
+    start() {
+      if (quiet) return;
+      timer = setInterval(
+        () => {
+          const text = `the runtime is writing the dump: ${Math.round((performance.now() - started) / 1000)} s`;
+          if (reporter.interactive) {
+            process.stderr.write(`\r${text}\x1b[K`);
+            drawn = true;
+          } else reporter.info(text);
+        },
+        reporter.interactive ? 1000 : 30_000,
+      );
+      timer.unref();
+    },
+    /** Erases the line drawn, before another line is printed; the count goes on. */
+    erase() {
+      if (drawn) process.stderr.write('\r\x1b[K');
+      drawn = false;
+    },
+    end() {
+      clearInterval(timer);
+      this.erase();
     },
   };
 }
@@ -91,11 +127,13 @@ const command: CommandModule<object, DumpArgs> = {
     const sidecar = sidecarSettings(process.env, reporter);
     const abort = new AbortController();
     const onSignal = (name: NodeJS.Signals) => {
+      writing.end();
       progress.end();
       reporter.warn(`${name}: stopping; no partial dump is kept`);
       abort.abort();
     };
     const progress = copyProgress(reporter, args.quiet);
+    const writing = writingProgress(reporter, args.quiet);
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     try {
@@ -113,13 +151,16 @@ const command: CommandModule<object, DumpArgs> = {
         {
           signal: abort.signal,
           warn: (m) => {
+            writing.erase();
             progress.end();
             reporter.warn(m);
           },
           info: (m) => {
+            writing.erase();
             progress.end();
             reporter.info(m);
           },
+          onPhase: (phase) => (phase === 'writing' ? writing.start() : writing.end()),
           onCopyProgress: (copied, total) => progress.update(copied, total),
         },
       );
@@ -130,6 +171,7 @@ const command: CommandModule<object, DumpArgs> = {
         `${shown}\n  ${entry.type} dump, ${mib(entry.bytes)}; written by the runtime in ${(entry.durationsMs.dump / 1000).toFixed(1)} s (${entry.command}), copied in ${(entry.durationsMs.copy / 1000).toFixed(1)} s\n`,
       );
     } finally {
+      writing.end();
       progress.end();
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
