@@ -180,8 +180,14 @@ export async function walkRuntimeStubs(
     for (let i = 0; i < entriesPerLevel; i++) {
       const next = ptr(entries, i * 8) & ~1n;
       if (next === 0n || !firstVisit(next)) continue;
-      if (level > 1) await walkTable(next, level - 1);
-      else await walkFragments(next);
+      try {
+        if (level > 1) await walkTable(next, level - 1);
+        else await walkFragments(next);
+      } catch (error) {
+        // Unreadable memory where the map points: that branch is left out, the rest still read.
+        if (!(error instanceof MemoryReadError) || error.limit) throw error;
+        skip(`map entry 0x${next.toString(16)}: ${error.message}`);
+      }
     }
   };
   const walkFragments = async (first: bigint): Promise<void> => {
