@@ -5,10 +5,12 @@
 import { cp, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { dirname, join, basename } from 'node:path';
 import { layout } from '../../src/bundle/layout.js';
-import { buildDotnetApp } from '../support/dotnet-app.js';
+import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { runCliInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
 
 export interface SidecarRecordingOptions {
+  /** Which .NET the fixture runs on (default 10; 8 and 9 are self-contained, their runtime in the app's folder). */
+  version?: DotnetVersion;
   /** Added to the app's environment (DOTNET_PerfMap* are removed unless given here). */
   env?: Record<string, string>;
   /** Seconds to record. Default 6. */
@@ -31,8 +33,8 @@ export interface SidecarRecording {
 }
 
 /** Copies the built fixture under `work` (the target's /tmp is a fresh tmpfs, so the build cache there is hidden). */
-async function appOutsideTmp(work: string): Promise<string> {
-  const executable = await buildDotnetApp();
+async function appOutsideTmp(work: string, version: DotnetVersion | undefined): Promise<string> {
+  const executable = await buildDotnetApp(version);
   const copy = join(work, 'app');
   await cp(dirname(executable), copy, { recursive: true });
   return join(copy, basename(executable));
@@ -40,7 +42,7 @@ async function appOutsideTmp(work: string): Promise<string> {
 
 /** Starts the fixture in its namespaces, waits until it is busy, records it from a sidecar. Kill `target` after. */
 export async function recordFixtureFromSidecar(options: SidecarRecordingOptions): Promise<SidecarRecording> {
-  const executable = await appOutsideTmp(options.work);
+  const executable = await appOutsideTmp(options.work, options.version);
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) if (!/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
   Object.assign(env, options.env);
