@@ -18,6 +18,7 @@ import { readProcText } from '../target/procfs.js';
 import { MemoryBudget, ProcMemory, type MemoryLimits, type ProcessMemory } from '../target/process-memory.js';
 import type { TargetFiles } from '../target/target-files.js';
 import { readContractDescriptor } from './contract-descriptor.js';
+import { dacTableDescriptor, dacTableMajors } from './dac-table-layout.js';
 import { mergeRanges, walkRuntimeStubs, type StubRange, type StubWalkResult } from './runtime-stubs.js';
 
 export interface RuntimeStubsStepOptions {
@@ -100,23 +101,44 @@ export interface RuntimeStubsRead {
 export async function readRuntimeStubs(
   pid: number,
   files: TargetFiles,
-  options: { procRoot?: string; signal?: AbortSignal; memory?: Partial<MemoryLimits> } = {},
+  options: {
+    procRoot?: string;
+    signal?: AbortSignal;
+    memory?: Partial<MemoryLimits>;
+    /** The runtime's version when known otherwise (a self-contained app's path names none): needed before .NET 10. */
+    version?: string | undefined;
+  } = {},
 ): Promise<RuntimeStubsRead | { skipped: string }> {
   const maps = await readProcText(pid, 'maps', { procRoot: options.procRoot });
   const location = await locateRuntime(files, maps ?? '');
   if (!location) return { skipped: 'no libcoreclr.so mapped' };
-  if (location.descriptor === undefined)
-    return {
-      skipped:
-        location.dacTable === undefined
-          ? `${location.library} exports no data descriptor`
-          : `${location.library} is older than .NET 10 (g_dacTable only), whose stubs are not read yet`,
-    };
+  location.version ??= options.version;
+  const major = Number(location.version?.split('.')[0]);
+  if (location.descriptor === undefined) {
+    // Before .NET 10 the layout is fixed per version: without the version, nothing is read.
+    if (location.dacTable === undefined) return { skipped: `${location.library} exports no data descriptor` };
+    if (!dacTableMajors.includes(major))
+      return {
+        skipped:
+          location.version === undefined
+            ? `the version of ${location.library} is unknown, and before .NET 10 its layout depends on it`
+            : `no known layout for .NET ${location.version} (only 8, 9 and 10 and later)`,
+      };
+  }
   const started = Date.now();
   const budget = new MemoryBudget(options.memory, options.signal);
   const memory = await ProcMemory.open(pid, budget, { procRoot: options.procRoot });
   try {
-    const descriptor = await readContractDescriptor(memory, location.descriptor);
+    let descriptor =
+      location.descriptor !== undefined ? await readContractDescriptor(memory, location.descriptor) : undefined;
+    // .NET 9.0 exports a descriptor without the execution manager: the fixed layout fills in.
+    if (
+      location.dacTable !== undefined &&
+      dacTableMajors.includes(major) &&
+      descriptor?.global('ExecutionManagerCodeRangeMapAddress') === undefined
+    )
+      descriptor = await dacTableDescriptor(memory, location.dacTable, major, descriptor);
+    if (!descriptor) throw new Error(`${location.library}: no descriptor to read`);
     const walk = await walkRuntimeStubs(memory, descriptor);
     const barriers = await findWriteBarrierCopy(memory, maps ?? '');
     if (barriers) walk.ranges = mergeRanges([...walk.ranges, barriers]);
@@ -170,7 +192,11 @@ export function runtimeStubsStep(options: Partial<RuntimeStubsStepOptions> = {})
         };
         await writeRuntimeStubTable(
           folder,
-          { ranges: kept, runtimeVersion: read.location.version, source: 'contract descriptor' },
+          {
+            ranges: kept,
+            runtimeVersion: read.location.version,
+            source: read.location.descriptor ? 'contract descriptor' : 'g_dacTable',
+          },
           summary,
         );
         passes.push({ pass, ranges: walk.ranges.length, ...summary });
