@@ -40,6 +40,8 @@ export async function readDynamicSymbols(
   if (shoff === 0 || shnum === 0) throw fail('no section headers');
   if (shentsize < 64) throw fail(`section header entries of ${shentsize} bytes`);
   if (shnum > dynamicSymbolLimits.maxSections) throw fail(`${shnum} sections`);
+  if (shnum * shentsize > dynamicSymbolLimits.maxTableBytes)
+    throw fail(`section headers of ${shnum * shentsize} bytes`);
   const table = await read(shoff, shnum * shentsize, 'section headers');
   const section = (i: number) => ({
     type: table.getUint32(i * shentsize + 4, true),
