@@ -8,7 +8,7 @@
 import { layout } from '../bundle/layout.js';
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import { isProfcpuError } from '../error.js';
-import { openForReading } from '../files/bounded-read.js';
+import { openForReading, withDeadline } from '../files/bounded-read.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { fileByteSource } from '../symbols/elf.js';
 import { readDynamicSymbols } from '../symbols/elf-dynamic-symbols.js';
@@ -128,24 +128,33 @@ export async function readRuntimeStubs(
   const started = Date.now();
   const budget = new MemoryBudget(options.memory, options.signal);
   const memory = await ProcMemory.open(pid, budget, { procRoot: options.procRoot });
-  try {
-    let descriptor =
-      location.descriptor !== undefined ? await readContractDescriptor(memory, location.descriptor) : undefined;
-    // .NET 9.0 exports a descriptor without the execution manager: the fixed layout fills in.
-    if (
-      location.dacTable !== undefined &&
-      dacTableMajors.includes(major) &&
-      descriptor?.global('ExecutionManagerCodeRangeMapAddress') === undefined
-    )
-      descriptor = await dacTableDescriptor(memory, location.dacTable, major, descriptor);
-    if (!descriptor) throw new Error(`${location.library}: no descriptor to read`);
-    const walk = await walkRuntimeStubs(memory, descriptor);
-    const barriers = await findWriteBarrierCopy(memory, maps ?? '');
-    if (barriers) walk.ranges = mergeRanges([...walk.ranges, barriers]);
-    return { location, walk, bytesRead: memory.bytesRead, reads: memory.reads, ms: Date.now() - started };
-  } finally {
-    await memory.close();
-  }
+  // One deadline over every read: a read that never returns (memory the target backed with a hung FUSE file, say)
+  // ends the pass when it passes. The work closes the file itself, once its last read returned (if ever: the reads
+  // after it fail at once, the budget's time being over).
+  return withDeadline(
+    { timeoutMs: budget.limits.timeoutMs, signal: options.signal },
+    `the memory of process ${pid}`,
+    async () => {
+      try {
+        let descriptor =
+          location.descriptor !== undefined ? await readContractDescriptor(memory, location.descriptor) : undefined;
+        // .NET 9.0 exports a descriptor without the execution manager: the fixed layout fills in.
+        if (
+          location.dacTable !== undefined &&
+          dacTableMajors.includes(major) &&
+          descriptor?.global('ExecutionManagerCodeRangeMapAddress') === undefined
+        )
+          descriptor = await dacTableDescriptor(memory, location.dacTable, major, descriptor);
+        if (!descriptor) throw new Error(`${location.library}: no descriptor to read`);
+        const walk = await walkRuntimeStubs(memory, descriptor);
+        const barriers = await findWriteBarrierCopy(memory, maps ?? '');
+        if (barriers) walk.ranges = mergeRanges([...walk.ranges, barriers]);
+        return { location, walk, bytesRead: memory.bytesRead, reads: memory.reads, ms: Date.now() - started };
+      } finally {
+        await memory.close();
+      }
+    },
+  );
 }
 
 /** The collect step; see the top of this file. */

@@ -8,6 +8,7 @@
 // levels, the fragment lists and the heaps are walked under counts and sizes fixed here, each pointer read once,
 // and a range that makes no sense is skipped and counted, never followed.
 import type { ContractDescriptor } from './contract-descriptor.js';
+import { withDeadline } from '../files/bounded-read.js';
 import { MemoryReadError, type ProcessMemory } from '../target/process-memory.js';
 
 /** A range of the target's code holding stubs of one kind. */
@@ -100,11 +101,25 @@ const codeHeapFlag = 2;
 const levels = 5;
 const entriesPerLevel = 256;
 
-/** Walks the range section map that `descriptor` points to. Throws DescriptorError-like errors for missing pieces. */
+/**
+ * Walks the range section map that `descriptor` points to; throws MemoryReadError for missing pieces and spent
+ * budgets. With `deadline`, a read that never returns (memory the target backed with a FUSE file, say) fails the walk
+ * when it passes, instead of holding it.
+ */
 export async function walkRuntimeStubs(
   memory: ProcessMemory,
   descriptor: ContractDescriptor,
   limits: Partial<StubWalkLimits> = {},
+  deadline?: { timeoutMs: number; signal?: AbortSignal | undefined },
+): Promise<StubWalkResult> {
+  if (deadline) return withDeadline(deadline, 'the target’s memory', () => walk(memory, descriptor, limits));
+  return walk(memory, descriptor, limits);
+}
+
+async function walk(
+  memory: ProcessMemory,
+  descriptor: ContractDescriptor,
+  limits: Partial<StubWalkLimits>,
 ): Promise<StubWalkResult> {
   const opts = { ...stubWalkDefaults, ...limits };
   const result: StubWalkResult = {

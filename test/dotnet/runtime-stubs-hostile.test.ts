@@ -256,3 +256,17 @@ test('the memory budget, its deadline and an abort stop the walk', deadline, asy
   await assert.rejects(walkRuntimeStubs(fakeRuntime(new FakeMemory({}, AbortSignal.abort())), descriptor), /stopped/);
   await assert.rejects(new FakeMemory().read(0n, 2 << 20), /larger than/);
 });
+
+test('a read that never returns ends the walk at its deadline', deadline, async () => {
+  // Memory the target backed with a file that never answers (a hung FUSE mount): the range list's read hangs.
+  const memory = fakeRuntime();
+  const read = memory.read.bind(memory);
+  memory.read = (address, length) =>
+    address === 0x6200_0000_0120n ? new Promise<Uint8Array>(() => {}) : read(address, length);
+  const started = Date.now();
+  await assert.rejects(
+    walkRuntimeStubs(memory, parseDescriptorJson(descriptorJson(), pointers), {}, { timeoutMs: 300 }),
+    /no answer within 300 ms/,
+  );
+  assert.ok(Date.now() - started < 10_000);
+});
