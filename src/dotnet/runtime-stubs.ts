@@ -6,7 +6,9 @@
 // is the stub's kind, anything else points to a method's code header. In: a memory reader and the contract
 // descriptor; out: a sorted list of stub ranges with kinds. Everything read is the target's to forge: the map's
 // levels, the fragment lists and the heaps are walked under counts and sizes fixed here, each pointer read once,
-// and a range that makes no sense is skipped and counted, never followed.
+// and a range that makes no sense is skipped and counted, never followed. Two kinds come from elsewhere: `stub
+// linker` (the global loader allocator's stub heap, which no range section covers) and `write barrier` (the runtime's
+// patched copy of its barriers, found by runtime-stubs-step.ts).
 import type { ContractDescriptor } from './contract-descriptor.js';
 import { withDeadline } from '../files/bounded-read.js';
 import { MemoryReadError, type ProcessMemory } from '../target/process-memory.js';
@@ -21,7 +23,7 @@ export interface StubRange {
 
 /**
  * The runtime's StubCodeBlockKind values (src/coreclr/vm/codeman.h, the same from .NET 8 to 10) as names; values
- * without a name here are called `kind <n>`.
+ * without a name here are called `kind <n>`. Frames in them are named `[stub: <name>]` (resolver.ts).
  */
 export const stubKinds = Object.freeze({
   0: 'unknown',
