@@ -27,6 +27,11 @@ export const layout = Object.freeze({
   readyToRunDir: 'target/readytorun',
   /** What is in target/readytorun: `{ images: [{ path, assembly, mvid, file, methods, sections }] }`. */
   readyToRunIndex: 'target/readytorun.json',
+  /**
+   * The .NET runtime's stubs by kind, read from its memory (src/dotnet/runtime-stubs.ts): `{ format, runtime, read,
+   * ranges: [[start, end, kind]] }`, addresses as hex strings.
+   */
+  runtimeStubs: 'target/runtime-stubs.json',
   /** What collect learnt about the target (TargetSnapshot as JSON). */
   targetInfo: 'target/target.json',
   /**

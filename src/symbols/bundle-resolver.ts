@@ -16,6 +16,7 @@ import { readJitDump } from './jitdump.js';
 import { readPerfMap } from './perfmap.js';
 import { loadImageNames } from './readytorun-store.js';
 import { createDotnetResolver, readyToRunTags, type DotnetResolver } from './resolver.js';
+import { readRuntimeStubTable, StubRangeIndex } from './runtime-stubs-store.js';
 
 /** What was read from the folder, for the naming report and the benchmark. */
 export interface NamingSources {
@@ -25,6 +26,8 @@ export interface NamingSources {
   jitDump?: { file: string; symbols: number; readyToRun: number; skipped: number; truncated: boolean };
   /** Name tables of ReadyToRun images read from target/readytorun: images and code blocks. */
   readyToRun?: { images: number; methods: number };
+  /** The runtime's stub table read from its memory (target/runtime-stubs.json): ranges, runtime version. */
+  runtimeStubs?: { file: string; ranges: number; runtimeVersion: string | undefined };
   /** Mappings read from target/maps. */
   procMaps?: { file: string; mappings: number; skipped: number };
   /** The target's pids from target.json (host pid, namespace pid). */
@@ -135,7 +138,16 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
       methods: assemblies.reduce((n, a) => n + a.entry.methods, 0),
     };
 
-  if (!sources.perfMap && !sources.jitDump && assemblies.length === 0) {
+  const stubTable = await readRuntimeStubTable(folder, warn);
+  if (stubTable)
+    sources.runtimeStubs = {
+      file: layout.runtimeStubs,
+      ranges: stubTable.ranges.length,
+      runtimeVersion: stubTable.runtimeVersion,
+    };
+  const stubs = stubTable && stubTable.ranges.length > 0 ? new StubRangeIndex(stubTable.ranges) : undefined;
+
+  if (!sources.perfMap && !sources.jitDump && assemblies.length === 0 && !stubs) {
     if (sources.runtime !== 'dotnet') return undefined;
     warn(
       `no perf map or jitdump in ${join(dir, layout.targetDir)}: .NET frames are left to perf, which cannot name ` +
@@ -160,7 +172,9 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
     sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
   }
 
-  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids, assemblies }), { sources });
+  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids, assemblies, stubs }), {
+    sources,
+  });
 }
 
 function pickCounts(parsed: { skipped: number; truncated: boolean }): { skipped: number; truncated: boolean } {

@@ -99,19 +99,34 @@ const noReadyToRun: NamingRule = ({ noMaps, dotnet, sources, context }) => {
   };
 };
 
-const unloggedStubs: NamingRule = ({ noMaps, dotnet, context }) => {
+const unloggedStubs: NamingRule = ({ noMaps, dotnet, context, sources }) => {
   const stubs = context.resolver?.unloggedStubs ?? 0;
   if (noMaps || !dotnet || stubs === 0) return undefined;
+  const unlogged =
+    `${stubs} distinct frame addresses lie in .NET runtime stubs the runtime never logged (shown as ` +
+    `${unloggedStubName})`;
+  if (sources?.runtimeStubs)
+    // The table was read: what it misses was made after collect read it, or lies where it does not look.
+    return {
+      cause:
+        `${unlogged} and outside the ${sources.runtimeStubs.ranges} stub ranges collect read from the runtime’s ` +
+        'memory: stubs made after collect last read them, or kinds it does not find',
+      remedy:
+        'Nothing to set in the app: collect reads the runtime’s stubs before and after recording, so a longer ' +
+        'warm-up before recording names more of them.',
+    };
   return {
     cause:
-      `${stubs} distinct frame addresses lie in .NET runtime stubs the runtime never logged (shown as ` +
-      `${unloggedStubName}): it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
-      'stubs and dynamic helpers created before the perf map was switched on have no name, and switching it on ' +
-      'over the diagnostic socket does not replay them',
+      `${unlogged}: it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
+      'stubs and dynamic helpers created before the perf map was switched on have no name, and profcpu could not ' +
+      'read their kinds from the runtime’s memory (collect’s runtime-stubs step says why: .NET older than 10, or ' +
+      'no ptrace access to the target)',
     remedy:
-      'Start the app with DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` ' +
-      're-opens the jitdump .NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ' +
-      `${stubGranularityWhy}); not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.`,
+      'Run collect with ptrace access to the target (root with CAP_SYS_PTRACE in the sidecar) so it reads the ' +
+      'stubs from the runtime’s memory (.NET 10). Only if that cannot be: start the app with ' +
+      'DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` re-opens the jitdump ' +
+      `.NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ${stubGranularityWhy}); ` +
+      'not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.',
   };
 };
 

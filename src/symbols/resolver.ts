@@ -13,7 +13,8 @@
 // itself (readytorun.ts: the runtime logs precompiled code only while the jitdump is on, and some of it never). A
 // frame in the runtime's own executable memory (a memfd double mapping, or anonymous) that neither names is a runtime
 // stub the runtime never logged (it logs stubs only as it creates them, and replays only methods when the perf map is
-// switched on later): it is labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps
+// switched on later): named by kind when the table collect read from the runtime's memory covers it
+// (`[stub: write barrier]`, see src/dotnet/runtime-stubs.ts), else labelled as such, still counted unnamed. The mappings come from the /proc/PID/maps
 // snapshot collect refreshes until perf stops: code heaps are added as the process runs and rarely removed (only when
 // collectible assemblies unload), so the last copy holds them.
 
@@ -22,6 +23,7 @@ import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../t
 import { CodeMap } from './code-map.js';
 import type { SymbolTable } from './symbol-table.js';
 import type { CodeSymbol } from './perfmap.js';
+import type { StubRangeIndex } from './runtime-stubs-store.js';
 
 /** Names of an assembly's precompiled code by file offset (readytorun-store.ts's ImageNames). */
 export interface AssemblyNames {
@@ -46,6 +48,11 @@ export interface UnnamedFrame {
  * helpers, all created at startup.
  */
 export const unloggedStubName = '[.NET stub, not in perf map]';
+
+/** The name of a frame in a stub of `kind` (a name from runtime-stubs.ts's stubKinds). */
+export function stubName(kind: string): string {
+  return `[stub: ${kind}]`;
+}
 
 export interface ResolvedFrame {
   /** The raw .NET name, as the runtime logged it (`instance void [Mod] Ns.Type::Method(...)[OptimizedTier1]`). */
@@ -73,6 +80,8 @@ export interface DotnetResolverInput {
    * jitdump do not name (they name ReadyToRun code only when the jitdump was on, and some such code never).
    */
   assemblies?: readonly AssemblyNames[];
+  /** The runtime's stub ranges by kind, read from its memory: asked for frames in its executable memory. */
+  stubs?: StubRangeIndex;
 }
 
 /** How the resolver fared, by outcome: for the naming report and the benchmark. */
@@ -87,6 +96,8 @@ export interface ResolverStats {
    * `unloggedStubName`: stubs created before the perf map was switched on. Only counted when some map was read.
    */
   unloggedStubs: number;
+  /** Frames in the runtime's executable memory named `[stub: <kind>]` from the stub table read from its memory. */
+  stubsFromMemory: number;
   /** Frames in another mapping of the target (a `.dll`) that none of its symbols covers. */
   noSymbol: number;
   /** Addresses in no executable mapping (of that name, for relative ones): broken frame-pointer chains mostly. */
@@ -122,6 +133,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     readytorun: 0,
     readytorunFromImage: 0,
     unloggedStubs: 0,
+    stubsFromMemory: 0,
     noSymbol: 0,
     noMapping: 0,
     notManaged: 0,
@@ -129,10 +141,16 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
   };
   // Without any symbol every managed frame would look like an unlogged stub: label them only when a map was read.
   const labelStubs = input.symbols.length > 0;
-  const unnamed = (mapping: ProcMapping | undefined): ResolvedFrame | undefined => {
+  const unnamed = (mapping: ProcMapping | undefined, address: bigint): ResolvedFrame | undefined => {
     if (mapping === undefined || !isExecutable(mapping)) {
       stats.noMapping++;
       return undefined;
+    }
+    const runtimeMemory = isAnonymous(mapping) || mapping.path.includes('memfd:doublemapper');
+    const stub = runtimeMemory ? input.stubs?.find(address) : undefined;
+    if (stub) {
+      stats.stubsFromMemory++;
+      return { name: stubName(stub.kind), kind: 'native' };
     }
     if (labelStubs && (isAnonymous(mapping) || mapping.path.includes('memfd:doublemapper'))) {
       stats.unloggedStubs++;
@@ -178,7 +196,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     const form = addressForm(frame.dso);
     if (form === 'absolute') {
       const mapping = all.find(frame.ip);
-      return name(frame.ip, mapping) ?? unnamed(mapping);
+      return name(frame.ip, mapping) ?? unnamed(mapping, frame.ip);
     }
     if (form === 'other') {
       stats.notManaged++;
@@ -189,7 +207,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     // perf 6.1 prints an offset into the file; newer perf (6.12 seen) the absolute address. Offsets are far below
     // the addresses such mappings get, so an address inside one of the file's mappings is taken as absolute.
     for (const m of candidates) {
-      if (frame.ip >= m.start && frame.ip < m.end) return name(frame.ip, m) ?? unnamed(m);
+      if (frame.ip >= m.start && frame.ip < m.end) return name(frame.ip, m) ?? unnamed(m, frame.ip);
     }
     let inMapping: ProcMapping | undefined;
     for (const m of candidates) {
@@ -198,7 +216,7 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
       const found = name(frame.ip - m.offset + m.start, m);
       if (found) return found;
     }
-    return unnamed(inMapping);
+    return unnamed(inMapping, inMapping ? frame.ip - inMapping.offset + inMapping.start : frame.ip);
   };
 
   // The fold and the FlameScope file each ask once per distinct frame: answers are kept so that the stats count

@@ -67,6 +67,7 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
       readytorun: 5,
       readytorunFromImage: 0,
       unloggedStubs: 6,
+      stubsFromMemory: 0,
       noSymbol: 3,
       noMapping: 2,
       notManaged: 20,
@@ -88,7 +89,8 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
     ],
   );
   assert.match(advice!.causes[0]!.cause, /\[\.NET stub, not in perf map\]/);
-  assert.match(advice!.causes[0]!.remedy, /DOTNET_PerfMapEnabled=1 so the runtime logs its stubs/);
+  assert.match(advice!.causes[0]!.remedy, /^Run collect with ptrace access to the target/);
+  assert.match(advice!.causes[0]!.remedy, /Only if that cannot be: start the app with DOTNET_PerfMapEnabled=1/);
   assert.match(advice!.causes[0]!.remedy, /not DOTNET_PerfMapStubGranularity=4/);
   assert.match(advice!.causes[1]!.cause, /\(2 distinct addresses\).*frame-pointer chains/);
   // The resolver saw which native files were left unnamed: they are named, managed and unknown ones are not.
@@ -103,12 +105,37 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
   assert.ok(lines.slice(1).every((l) => l.startsWith('- ')));
 });
 
+test('stubs left unnamed although the table was read from memory: nothing to set in the app', () => {
+  const advice = namingAdvice(figures(50, 60, { unknown: 3 }), {
+    sources: {
+      ...complete,
+      runtimeStubs: { file: 'target/runtime-stubs.json', ranges: 129, runtimeVersion: '10.0.12' },
+    },
+    resolver: {
+      jit: 10,
+      readytorun: 5,
+      readytorunFromImage: 0,
+      unloggedStubs: 2,
+      stubsFromMemory: 8,
+      noSymbol: 0,
+      noMapping: 0,
+      notManaged: 0,
+      unnamedByFile: {},
+    },
+  });
+  const stubs = advice!.causes.find((c) => /runtime stubs/.test(c.cause));
+  assert.match(stubs!.cause, /outside the 129 stub ranges collect read from the runtime’s memory/);
+  assert.match(stubs!.remedy, /^Nothing to set in the app/);
+  assert.doesNotMatch(stubs!.remedy, /DOTNET_/);
+});
+
 test('no stub cause when every frame in runtime memory was named', () => {
   const resolver = {
     jit: 9,
     readytorun: 1,
     readytorunFromImage: 0,
     unloggedStubs: 0,
+    stubsFromMemory: 0,
     noSymbol: 0,
     noMapping: 1,
     notManaged: 0,
