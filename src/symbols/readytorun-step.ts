@@ -9,7 +9,7 @@ import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
-import { compositeComponentNames, NotReadyToRunError, readReadyToRunNames } from './readytorun.js';
+import { assemblyMetadata, compositeComponentNames, NotReadyToRunError, readReadyToRunNames } from './readytorun.js';
 import {
   readReadyToRunIndex,
   writeReadyToRunIndex,
@@ -22,6 +22,8 @@ export interface ReadyToRunStepOptions {
   maxImageBytes: number;
   /** Bytes read in one run at most, images' sizes added up. Default 2 GiB. */
   maxTotalBytes: number;
+  /** Bytes of composite images' component files read in one run at most (counted in maxTotalBytes too). 512 MiB. */
+  maxComponentBytes: number;
   /** Images read in one run at most. Default 1024 (an ASP.NET Core app maps about 60). */
   maxImages: number;
   /** Time the step may take in one pass, ms; what is left is reported skipped. Default 60 s. */
@@ -31,6 +33,7 @@ export interface ReadyToRunStepOptions {
 export const readyToRunStepDefaults: Readonly<ReadyToRunStepOptions> = Object.freeze({
   maxImageBytes: 256 << 20,
   maxTotalBytes: 2 * 1024 ** 3,
+  maxComponentBytes: 512 << 20,
   maxImages: 1024,
   timeoutMs: 60_000,
 });
@@ -47,6 +50,7 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
   // Both passes report into one manifest entry: the totals so far.
   const totals = { images: 0, methods: 0, ilOnly: 0, skipped: [] as { path: string; reason: string }[] };
   let bytesRead = 0;
+  let componentBytes = 0;
   const run = async (context: StepContext): Promise<StepReport | undefined> => {
     const files = context.files;
     if (!files) throw new Error('the readytorun step needs the session’s view of the target');
@@ -59,20 +63,24 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
     if (wanted.length === 0) return report(totals);
     const deadline = Date.now() + opts.timeoutMs;
     // A composite image (`framework-r2r.dll`, `App.r2r.dll`) names its methods with its components' metadata, which
-    // is in their own files beside it: read within the same limits. One that cannot be read leaves its methods
-    // unnamed.
+    // is in their own files beside it: read within the same limits and a budget of their own, each name once, and
+    // only their metadata kept. One that cannot be read leaves its methods unnamed.
     const readComponents = async (path: string, bytes: Buffer): Promise<Map<string, Buffer>> => {
       const found = new Map<string, Buffer>();
+      const tried = new Set<string>();
       for (const name of compositeComponentNames(bytes)) {
         if (context.signal.aborted || Date.now() > deadline) break;
-        if (!assemblyName.test(name)) continue;
+        if (tried.has(name) || !assemblyName.test(name)) continue;
+        tried.add(name);
         try {
-          const read = await files.read(`${dirname(path)}/${name}.dll`, opts.maxImageBytes);
-          if (bytesRead + read.bytes.length > opts.maxTotalBytes) break;
+          const left = Math.min(opts.maxComponentBytes - componentBytes, opts.maxTotalBytes - bytesRead);
+          if (left <= 0) break;
+          const read = await files.read(`${dirname(path)}/${name}.dll`, Math.min(opts.maxImageBytes, left));
+          componentBytes += read.bytes.length;
           bytesRead += read.bytes.length;
-          if (!read.truncated) found.set(name, read.bytes);
+          if (!read.truncated) found.set(name, assemblyMetadata(read.bytes));
         } catch {
-          // Not there (trimmed away, or not readable): its methods stay unnamed.
+          // Not there (trimmed away, or not readable), or not an assembly: its methods stay unnamed.
         }
       }
       return found;
@@ -97,7 +105,7 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
           const components = await readComponents(path, read.bytes);
           const names = readReadyToRunNames(read.bytes, {
             fileName: basename(path),
-            component: (name) => components.get(name),
+            componentMetadata: (name) => components.get(name),
           });
           const entry = await writeReadyToRunTable(folder, path, names);
           index.set(path, entry);

@@ -79,10 +79,11 @@ const methodSig = Object.freeze({
 
 export interface ReadyToRunReadOptions {
   /**
-   * The file of a composite image's component assembly, by its simple name (`System.Private.CoreLib`): the bytes of
-   * `<name>.dll` beside the composite image, or undefined when it cannot be had (its methods then stay unnamed).
+   * The metadata of a composite image's component assembly, by its simple name (`System.Private.CoreLib`): what
+   * assemblyMetadata() gives for `<name>.dll` beside the composite image, or undefined when it cannot be had (its
+   * methods then stay unnamed).
    */
-  component?: (name: string) => Buffer | undefined;
+  componentMetadata?: (name: string) => Buffer | undefined;
   /** The image's file name, which names a composite image (whose own metadata names no assembly). */
   fileName?: string;
 }
@@ -199,6 +200,16 @@ export function compositeComponentNames(bytes: Buffer): string[] {
   return componentEntries(image, components, manifest).map((c) => c.name);
 }
 
+/**
+ * An assembly file's metadata (from its `BSJB` signature on), copied out so that the file's bytes can be let go: what
+ * a composite image needs of each component.
+ */
+export function assemblyMetadata(bytes: Buffer): Buffer {
+  const image = readPeImage(bytes);
+  const cli = readCliHeader(image);
+  return Buffer.from(bytesAtRva(image, cli.metadata.rva, cli.metadata.size, 'metadata'));
+}
+
 interface ReadyToRunHeader {
   flags: number;
   sections: Map<number, { rva: number; size: number }>;
@@ -271,11 +282,9 @@ function readComponents(
         const cli = readCliHeader(image, entry.corHeader);
         metadata = new EcmaMetadata(bytesAtRva(image, cli.metadata.rva, cli.metadata.size, 'component metadata'));
       } else {
-        const file = options.component?.(entry.name);
-        if (file) {
-          const own = readPeImage(file);
-          const cli = readCliHeader(own);
-          metadata = new EcmaMetadata(bytesAtRva(own, cli.metadata.rva, cli.metadata.size, 'component metadata'));
+        const blob = options.componentMetadata?.(entry.name);
+        if (blob) {
+          metadata = new EcmaMetadata(blob);
           // The file must be this component, not another assembly of the same name.
           if (metadata.assemblyName() !== entry.name) metadata = undefined;
         }

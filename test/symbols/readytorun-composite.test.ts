@@ -4,14 +4,24 @@
 // named as the runtime names it), and collect names their frames from the image alone. Then the attacker's case.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, truncate } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import { gunzipSync } from 'node:zlib';
+import type { StepContext } from '../../src/collect/steps.js';
+import { OutputFolder } from '../../src/files/output-folder.js';
+import { readReadyToRunIndex } from '../../src/symbols/readytorun-store.js';
+import { readyToRunStep } from '../../src/symbols/readytorun-step.js';
+import type { TargetInfo } from '../../src/target/inspect.js';
+import { TargetFiles } from '../../src/target/target-files.js';
+import { FakeProc } from '../support/fake-proc.js';
 import { layout } from '../../src/bundle/layout.js';
 import { isProfcpuError } from '../../src/error.js';
 import { parseJitDump } from '../../src/symbols/jitdump.js';
 import { fileOffsetToRva } from '../../src/symbols/pe-image.js';
 import {
+  assemblyMetadata,
   compositeComponentNames,
   NotReadyToRunError,
   readReadyToRunNames,
@@ -34,8 +44,10 @@ function haveSdk(t: TestContext): boolean {
 function readComposite(dir: string, keep: (name: string) => boolean = () => true): ReadyToRunNames {
   return readReadyToRunNames(readFileSync(join(dir, compositeName)), {
     fileName: compositeName,
-    component: (name) =>
-      keep(name) && existsSync(join(dir, `${name}.dll`)) ? readFileSync(join(dir, `${name}.dll`)) : undefined,
+    componentMetadata: (name) =>
+      keep(name) && existsSync(join(dir, `${name}.dll`))
+        ? assemblyMetadata(readFileSync(join(dir, `${name}.dll`)))
+        : undefined,
   });
 }
 
@@ -172,11 +184,11 @@ test('hostile composite images and components: refused or read, never a crash', 
   if (!haveSdk(t)) return;
   const dir = dirname(await buildCompositeDotnetApp());
   const original = readFileSync(join(dir, compositeName));
-  const coreLib = readFileSync(join(dir, 'System.Private.CoreLib.dll'));
+  const coreLib = assemblyMetadata(readFileSync(join(dir, 'System.Private.CoreLib.dll')));
   const next = random(20261124);
-  const readsOrRefuses = (image: Buffer, component: (name: string) => Buffer | undefined, what: string) => {
+  const readsOrRefuses = (image: Buffer, componentMetadata: (name: string) => Buffer | undefined, what: string) => {
     try {
-      readReadyToRunNames(image, { fileName: compositeName, component });
+      readReadyToRunNames(image, { fileName: compositeName, componentMetadata });
     } catch (error) {
       assert.ok(isProfcpuError(error, 'BAD_INPUT'), `${what}: ${(error as Error).stack}`);
     }
@@ -192,21 +204,69 @@ test('hostile composite images and components: refused or read, never a crash', 
     const cut = Math.floor(next() * original.length);
     readsOrRefuses(original.subarray(0, cut), sane, `cut at ${cut}`);
   }
-  // A component file that is damaged, cut short, another assembly, or not a PE file at all.
-  const linq = readFileSync(join(dir, 'System.Linq.dll'));
+  // A component's metadata that is damaged, cut short, another assembly's, or no metadata at all.
+  const linq = assemblyMetadata(readFileSync(join(dir, 'System.Linq.dll')));
   const damaged = Buffer.from(coreLib);
-  for (let j = 0; j < 64; j++) damaged[Math.floor(next() * 65536)] = Math.floor(next() * 256);
+  for (let j = 0; j < 64; j++) damaged[Math.floor(next() * Math.min(damaged.length, 65536))] = Math.floor(next() * 256);
   for (const [what, bytes] of [
     ['damaged', damaged],
     ['cut', coreLib.subarray(0, coreLib.length >> 1)],
     ['another assembly', linq],
-    ['not PE', Buffer.from('\x7fELF')],
+    ['not metadata', Buffer.from('\x7fELF')],
   ] as const)
     readsOrRefuses(original, (name) => (name === 'System.Private.CoreLib' ? bytes : undefined), what);
   // Another assembly under a component's name names nothing of it.
   const swapped = readReadyToRunNames(original, {
     fileName: compositeName,
-    component: (name) => (name === 'System.Private.CoreLib' ? linq : undefined),
+    componentMetadata: (name) => (name === 'System.Private.CoreLib' ? linq : undefined),
   });
   assert.equal(swapped.methods.length, 0, 'nothing named with the wrong metadata');
+});
+
+test('the step reads a composite image’s components within the target and its limits', async (t) => {
+  if (!haveSdk(t)) return;
+  const dir = dirname(await buildCompositeDotnetApp());
+  const proc = await FakeProc.create();
+  const maps = `7f0010000000-7f0012000000 r-xp 00000000 fe:00 1 /app/${compositeName}\n`;
+  await proc.add({ pid: 78, nspid: 1, comm: 'app', cmdline: ['app'], maps });
+  const root = join(proc.root, '78', 'root');
+  await mkdir(join(root, 'app'), { recursive: true });
+  for (const name of await readdir(dir))
+    if (name.endsWith('.dll')) await copyFile(join(dir, name), join(root, 'app', name));
+  // CoreLib's file is a link to this machine's copy (not followed out of the target's root); System.Linq's is larger
+  // than an image may be (a sparse file: left unread).
+  await rm(join(root, 'app', 'System.Private.CoreLib.dll'));
+  await symlink(join(dir, 'System.Private.CoreLib.dll'), join(root, 'app', 'System.Private.CoreLib.dll'));
+  await truncate(join(root, 'app', 'System.Linq.dll'), 300 << 20);
+  const out = await mkdtemp(join(tmpdir(), 'profcpu-composite-step-'));
+  const files = await TargetFiles.open(78, { procRoot: proc.root });
+  t.after(async () => {
+    await files.close();
+    await proc.dispose();
+    await rm(out, { recursive: true, force: true });
+  });
+  const context: StepContext = {
+    target: { pid: 78 } as TargetInfo,
+    dir: out,
+    perfPath: 'perf',
+    procRoot: proc.root,
+    files,
+    signal: new AbortController().signal,
+    warn: () => {},
+    progress: () => {},
+  };
+  const report = await readyToRunStep().beforeRecording!(context);
+  assert.equal(report?.['images'], 1, JSON.stringify(report));
+  const folder = await OutputFolder.open(out);
+  let text: string;
+  try {
+    const [entry] = await readReadyToRunIndex(folder);
+    assert.equal(entry?.path, `/app/${compositeName}`);
+    text = gunzipSync(readFileSync(join(out, entry.file))).toString('utf8');
+  } finally {
+    await folder.close();
+  }
+  assert.match(text, /\[ProfcpuFixture\] ProfcpuFixture\.Workloads::Run\(/, 'the app’s component is named');
+  assert.ok(!text.includes('[System.Private.CoreLib] '), 'no CoreLib name: its file is a link out of the target');
+  assert.ok(!text.includes('[System.Linq] '), 'no System.Linq name: its file is larger than an image may be');
 });
