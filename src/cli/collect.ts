@@ -191,9 +191,8 @@ export async function runCollectSession(
   }
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, CollectArgs> = {
-  command: 'collect',
-  describe: 'Record a process with perf, then post-process it into flame graphs and a tarball',
   builder: (yargs) => collectOptions(yargs) as unknown as Argv<CollectArgs>,
   handler: (args) => {
     const reporter = createReporter({ quiet: args.quiet });

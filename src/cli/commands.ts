@@ -1,27 +1,66 @@
-// The list of commands, and the long option names that may also be written with one dash, as the original shell
-// tool took them (`-pid 1`).
+// The list of commands (each loaded only when run), and the long option names that may also be written with one
+// dash, as the original shell tool took them (`-pid 1`).
 import type { CommandModule } from 'yargs';
-import collect from './collect.js';
-import demo from './demo.js';
-import doctor from './doctor.js';
-import dump from './dump.js';
-import fold from './fold.js';
-import postprocess from './postprocess.js';
-import ps from './ps.js';
-import render from './render.js';
-import symbols from './symbols.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const commands: CommandModule<any, any>[] = [
-  collect,
-  postprocess,
-  dump,
-  demo,
-  doctor,
-  ps,
-  symbols,
-  fold,
-  render,
+/**
+ * A command as `profcpu --help` lists it, and the file that runs it: loaded only when that command is run, so that
+ * `profcpu --version` or `profcpu fold` does not load perf, .NET and rendering code it does not use.
+ */
+export interface CommandEntry {
+  /** Its name and positional arguments, as yargs takes them (`fold [file]`). */
+  command: string;
+  describe: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  load: () => Promise<{ default: CommandModule<any, any> }>;
+}
+
+export const commands: readonly CommandEntry[] = [
+  {
+    command: 'collect',
+    describe: 'Record a process with perf, then post-process it into flame graphs and a tarball',
+    load: () => import('./collect.js'),
+  },
+  {
+    command: 'postprocess',
+    describe:
+      'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
+    load: () => import('./postprocess.js'),
+  },
+  {
+    command: 'dump',
+    describe: 'Have a .NET process write a dump over its diagnostic socket and move it out of the container',
+    load: () => import('./dump.js'),
+  },
+  {
+    command: 'demo',
+    describe: 'Profile a bundled CPU-burning Node.js workload and write a full output folder',
+    load: () => import('./demo.js'),
+  },
+  {
+    command: 'doctor',
+    describe: 'Check that perf can profile the target from here (exit 0 ok, 3 warnings, 1 fatal)',
+    load: () => import('./doctor.js'),
+  },
+  {
+    command: 'ps',
+    describe: 'List the visible processes worth profiling (.NET, or with a perf map)',
+    load: () => import('./ps.js'),
+  },
+  {
+    command: 'symbols',
+    describe: 'Fetch debug files by build-id and place them where perf finds them',
+    load: () => import('./symbols.js'),
+  },
+  {
+    command: 'fold [file]',
+    describe: 'Fold `perf script` text into folded stacks (frame;frame;frame count), sorted, on stdout',
+    load: () => import('./fold.js'),
+  },
+  {
+    command: 'render [file]',
+    describe: 'Draw folded stacks as an SVG flame graph, an offline HTML page or a speedscope file',
+    load: () => import('./render.js'),
+  },
 ];
 
 /** Long options accepted with a single dash, as the original shell tool spelled them. */

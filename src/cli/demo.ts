@@ -14,9 +14,8 @@ interface DemoArgs {
   quiet: boolean;
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, DemoArgs> = {
-  command: 'demo',
-  describe: 'Profile a bundled CPU-burning Node.js workload and write a full output folder',
   builder: (yargs) =>
     yargs
       .option('duration', { type: 'number', default: 5, describe: 'Seconds to record' })

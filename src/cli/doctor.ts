@@ -19,9 +19,8 @@ export const doctorExitCodes = Object.freeze({ ok: 0, fatal: 1, warn: 3 });
 
 const label = { ok: 'ok   ', warn: 'warn ', fatal: 'FAIL ' } as const;
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, DoctorArgs> = {
-  command: 'doctor',
-  describe: 'Check that perf can profile the target from here (exit 0 ok, 3 warnings, 1 fatal)',
   builder: (yargs) =>
     yargs
       .option('pid', { type: 'number', describe: 'The process to check (default: the one collect would choose)' })

@@ -86,9 +86,8 @@ function writingProgress(reporter: Reporter, quiet: boolean) {
   };
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, DumpArgs> = {
-  command: 'dump',
-  describe: 'Have a .NET process write a dump over its diagnostic socket and move it out of the container',
   builder: (yargs) =>
     yargs
       .option('pid', { type: 'number', describe: 'PID to dump (default: the only .NET process visible, else 1)' })

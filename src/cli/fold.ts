@@ -109,9 +109,8 @@ function summary(result: FoldResult): string {
   );
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, FoldArgs> = {
-  command: 'fold [file]',
-  describe: 'Fold `perf script` text into folded stacks (frame;frame;frame count), sorted, on stdout',
   builder: (yargs: Argv) =>
     withFoldFlags(
       yargs

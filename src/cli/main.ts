@@ -1,14 +1,21 @@
 #!/usr/bin/env node
-// profcpu's entry point: arguments in, exit code out. Each command lives in its own file under src/cli/; this file
-// only wires them into yargs, rewrites the original tool's one-dash spelling, and turns errors into messages.
-import yargs from 'yargs';
-import { hideBin } from 'yargs/helpers';
+// profcpu's entry point: arguments in, exit code out. Each command lives in its own file under src/cli/, loaded only
+// when it is run (commands.ts); this file only wires them into yargs, rewrites the original tool's one-dash spelling,
+// and turns errors into messages.
+import { toolInfo } from '../bundle/manifest.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { reporterLine } from './reporter.js';
 import { singleDashToDouble } from './single-dash-options.js';
 import { commands, singleDashOptions } from './commands.js';
 
 export async function main(argv: readonly string[]): Promise<void> {
+  // `profcpu --version` alone answers without loading the argument parser (a third of the start-up time).
+  const { version } = await toolInfo();
+  if (argv.length === 1 && argv[0] === '--version') {
+    process.stdout.write(`${version}\n`);
+    return;
+  }
+  const { default: yargs } = await import('yargs');
   const args = singleDashToDouble(argv, singleDashOptions);
   let parser = yargs(args)
     .scriptName('profcpu')
@@ -18,14 +25,21 @@ export async function main(argv: readonly string[]): Promise<void> {
     .recommendCommands()
     .help()
     .alias('h', 'help')
-    .version()
+    .version(version)
     .wrap(Math.min(120, process.stdout.columns || 100))
     .epilogue('Each command has its own --help. README.md walks through profiling a container.')
     .fail((message, error) => {
       if (error) throw error;
       throw new ProfcpuError('USAGE', message, { remedy: 'See `profcpu <command> --help`.' });
     });
-  for (const command of commands) parser = parser.command(command);
+  // Only the command being run is loaded; the others are listed by name for --help and suggestions.
+  const invoked = args.find((a) => !a.startsWith('-'));
+  for (const entry of commands) {
+    if (entry.command.split(' ')[0] === invoked) {
+      const { default: module } = await entry.load();
+      parser = parser.command({ ...module, command: entry.command, describe: entry.describe });
+    } else parser = parser.command(entry.command, entry.describe, {}, () => {});
+  }
   await parser.parseAsync();
 }
 
@@ -45,4 +59,4 @@ function report(error: unknown): void {
   process.exitCode = 70;
 }
 
-main(hideBin(process.argv)).catch(report);
+main(process.argv.slice(2)).catch(report);

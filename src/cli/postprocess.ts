@@ -43,9 +43,8 @@ export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial
   };
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, PostprocessArgs> = {
-  command: 'postprocess',
-  describe: 'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
   builder: (yargs: Argv) =>
     withFoldFlags(
       yargs.option('dir', {

@@ -34,9 +34,8 @@ export function formatTable(cells: readonly (readonly string[])[]): string[] {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '));
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, PsArgs> = {
-  command: 'ps',
-  describe: 'List the visible processes worth profiling (.NET, or with a perf map)',
   builder: (yargs) =>
     yargs
       .option('all', { type: 'boolean', default: false, describe: 'List every visible process' })

@@ -86,9 +86,8 @@ async function readInput(name: string | undefined): Promise<{ stacks: Map<string
   return parseFolded(createInterface({ input, crlfDelay: Infinity }));
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, RenderArgs> = {
-  command: 'render [file]',
-  describe: 'Draw folded stacks as an SVG flame graph, an offline HTML page or a speedscope file',
   builder: (yargs: Argv) =>
     yargs
       .positional('file', { type: 'string', describe: 'Folded stacks (`a;b;c 12` lines); - or nothing reads stdin' })

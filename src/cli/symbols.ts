@@ -129,9 +129,8 @@ export function formatReport(report: SymbolsReport): string {
     .join('');
 }
 
+/** Its name and description are in commands.ts, which loads this file only when the command is run. */
 const command: CommandModule<object, SymbolsArgs> = {
-  command: 'symbols',
-  describe: 'Fetch debug files by build-id and place them where perf finds them',
   builder,
   handler,
 };
