@@ -1,0 +1,182 @@
+// Names for the native engine (src/perf/data/script-text.ts), from what an output folder holds and what perf itself
+// would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
+// /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
+// symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
+// when its build-id is the recorded one (or none was recorded); anonymous code from the folder's perf map, under the
+// PID perf recorded. Every file is read within limits; a file that cannot be read names nothing.
+import { constants } from 'node:fs';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
+import type { Warn } from '../diagnostics.js';
+import { layout } from '../bundle/layout.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import type { PerfDataHeader } from '../perf/data/reader.js';
+import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
+import { readKeptIndex } from '../symbols/kept-binaries.js';
+import { fileByteSource, readElf } from '../symbols/elf.js';
+import {
+  fixup,
+  readFunctionTable,
+  tableOf,
+  type FunctionTable,
+  type FunctionSymbol,
+} from '../symbols/elf-functions.js';
+import { parsePerfMap } from '../symbols/perfmap.js';
+
+const maxKallsymsBytes = 64 << 20;
+const maxPerfMapBytes = 1 << 30;
+
+export interface NativeSymbolSources {
+  /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
+  kernel: string | undefined;
+}
+
+export async function nativeSymbols(
+  folder: OutputFolder,
+  header: PerfDataHeader,
+  perfMaps: readonly { from: string; pid: number }[],
+  warn: Warn,
+): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
+  const buildIds = new Map<string, string>();
+  for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
+  const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  const kept = await readKeptIndex(folder).catch(() => new Map());
+  const tables = new Map<string, Promise<FunctionTable>>();
+  const mapTables = new Map<number, Promise<FunctionTable>>();
+  for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
+
+  const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
+    const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
+    if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
+    const buildId = mapping.buildId ?? buildIds.get(mapping.path);
+    const key = `${buildId ?? ''}\0${mapping.path}`;
+    let table = tables.get(key);
+    if (!table) {
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? '')).catch(() => tableOf([]));
+      tables.set(key, table);
+    }
+    return table;
+  };
+  const loaded = new Map<string, FunctionTable>();
+  return {
+    sources: { kernel: kernel.source },
+    kernel: (address) => kernel.table.lookup(address),
+    file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
+      const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
+      const ready = loaded.get(key);
+      if (ready) return ready.lookup(offset);
+      return fileTable(mapping).then((table) => {
+        loaded.set(key, table);
+        return table.lookup(offset);
+      });
+    },
+  };
+}
+
+async function loadFileTable(
+  folder: OutputFolder,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+): Promise<FunctionTable> {
+  const runtime =
+    isKept && buildId ? await folder.openExisting(`${layout.binaries}/${buildId}`) : await openLocal(path);
+  if (!runtime) return tableOf([]);
+  try {
+    const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
+    // perf refuses a file whose build-id is not the recorded one.
+    if (!isKept && buildId && (await readElf(runtimeSource, path).catch(() => undefined))?.buildId !== buildId)
+      return tableOf([]);
+    // perf prefers a symbol table from a debug file: this machine's, found by build-id.
+    if (buildId) {
+      const debug = await openLocal(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+      if (debug)
+        try {
+          const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
+          const table = await readFunctionTable(debugSource, runtimeSource);
+          if (table.size > 0) return table;
+        } finally {
+          await debug.close();
+        }
+    }
+    return await readFunctionTable(runtimeSource);
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** A regular file of this machine opened for reading, or undefined. */
+async function openLocal(path: string): Promise<FileHandle | undefined> {
+  if (!path.startsWith('/') || path.startsWith('/memfd:') || path.endsWith(' (deleted)')) return undefined;
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(
+    () => undefined,
+  );
+  if (!handle) return undefined;
+  if ((await handle.stat()).isFile()) return handle;
+  await handle.close();
+  return undefined;
+}
+
+async function perfMapTable(folder: OutputFolder, from: string): Promise<FunctionTable> {
+  try {
+    const { bytes } = await folder.read(from, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 });
+    const symbols: FunctionSymbol[] = parsePerfMap(bytes).symbols.map((s) => ({
+      start: s.start,
+      end: s.start + s.size,
+      name: s.name,
+      binding: 1,
+    }));
+    return tableOf(fixup(symbols));
+  } catch {
+    return tableOf([]);
+  }
+}
+
+/** kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. */
+export function kallsymsTable(text: string): FunctionTable {
+  const symbols: FunctionSymbol[] = [];
+  for (const line of text.split('\n')) {
+    const [address, type, name] = line.split(/\s+/, 3);
+    if (!address || !name || !type || !/^[tTwW]$/.test(type)) continue;
+    const start = BigInt(`0x${address}`);
+    if (start === 0n) continue;
+    symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+  }
+  return tableOf(fixup(symbols, true));
+}
+
+async function kernelTable(
+  folder: OutputFolder,
+  recordedBuildId: string | undefined,
+  warn: Warn,
+): Promise<{ table: FunctionTable; source: string | undefined }> {
+  const kept = await folder
+    .read('target/kallsyms', { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
+    .then(({ bytes }) => bytes.toString('utf8'))
+    .catch(() => undefined);
+  if (kept !== undefined) return { table: kallsymsTable(kept), source: 'target/kallsyms' };
+  const running = await runningKernelBuildId();
+  if (recordedBuildId && running !== recordedBuildId) {
+    warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
+    return { table: tableOf([]), source: undefined };
+  }
+  const text = await readFile('/proc/kallsyms', 'utf8').catch(() => '');
+  const table = kallsymsTable(text);
+  return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
+}
+
+/** The running kernel's build-id, from the NT_GNU_BUILD_ID note in /sys/kernel/notes. */
+async function runningKernelBuildId(): Promise<string | undefined> {
+  const notes = await readFile('/sys/kernel/notes').catch(() => undefined);
+  if (!notes) return undefined;
+  for (let at = 0; at + 12 <= notes.length;) {
+    const nameSize = notes.readUInt32LE(at);
+    const descSize = notes.readUInt32LE(at + 4);
+    const type = notes.readUInt32LE(at + 8);
+    const nameAt = at + 12;
+    const descAt = nameAt + Math.ceil(nameSize / 4) * 4;
+    if (type === 3 && notes.toString('latin1', nameAt, nameAt + 3) === 'GNU')
+      return notes.toString('hex', descAt, descAt + descSize);
+    at = descAt + Math.ceil(descSize / 4) * 4;
+  }
+  return undefined;
+}
