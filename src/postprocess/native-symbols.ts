@@ -134,12 +134,20 @@ async function perfMapTable(folder: OutputFolder, from: string): Promise<Functio
 /** kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. */
 export function kallsymsTable(text: string): FunctionTable {
   const symbols: FunctionSymbol[] = [];
-  for (const line of text.split('\n')) {
-    const [address, type, name] = line.split(/\s+/, 3);
-    if (!address || !name || !type || !/^[tTwW]$/.test(type)) continue;
-    const start = BigInt(`0x${address}`);
-    if (start === 0n) continue;
-    symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+  for (let from = 0; from < text.length;) {
+    const newline = text.indexOf('\n', from);
+    const end = newline < 0 ? text.length : newline;
+    const space = text.indexOf(' ', from);
+    const type = space > from && space + 2 < end ? text[space + 1]! : '';
+    if ((type === 't' || type === 'T' || type === 'w' || type === 'W') && text[space + 2] === ' ') {
+      const rest = text.slice(space + 3, end);
+      const tab = rest.indexOf('\t');
+      const name = tab < 0 ? rest : rest.slice(0, tab);
+      const start = BigInt(`0x${text.slice(from, space)}`);
+      if (start !== 0n && name)
+        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+    }
+    from = end + 1;
   }
   return tableOf(fixup(symbols, true));
 }

@@ -7,6 +7,7 @@
 // checked against the file and against `limits` before anything is allocated, and a damaged file ends in a BAD_INPUT
 // ProfcpuError naming the offset, never a hang: every record advances by at least 8 bytes and the data section has an
 // end. Records profcpu does not use are counted and skipped; compressed data (`perf record -z`) is refused.
+import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { ProfcpuError } from '../../error.js';
 import { ByteStream } from './byte-stream.js';
@@ -71,12 +72,15 @@ export async function readPerfDataFile(
   const name = options.name ?? path;
   let file: FileHandle;
   try {
-    file = await open(path, 'r');
+    // NONBLOCK: a FIFO in perf.data's place must not wait for a writer; it is refused below.
+    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch (error) {
     throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
   }
   try {
-    const size = (await file.stat()).size;
+    const stats = await file.stat();
+    if (!stats.isFile()) throw badInput(name, 'not a regular file');
+    const size = stats.size;
     const start = await readAt(file, 0, fileHeaderBytes);
     if (start.length >= pipeHeaderBytes && isMagic(start, name) && start.readBigUInt64LE(8) === 16n) {
       const chunks = file.createReadStream({
