@@ -4,6 +4,7 @@
 // in the mapped file); symbols at one address reduced to the one perf prefers; a symbol of size 0 ending where the
 // next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in. Reads are bounded by
 // `limits`: a forged header yields an error, never a huge allocation.
+import { demangle } from './demangle.js';
 import type { ByteSource } from './elf.js';
 
 export interface FunctionTable {
@@ -145,7 +146,9 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     if (!(type === STT_FUNC || type === STT_GNU_IFUNC || label)) continue;
     if (nameAt >= strBytes.length) continue;
     const nul = strBytes.indexOf(0, nameAt);
-    const name = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
+    const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
+    // perf demangles C++ names as it loads them, before it chooses among symbols at one address.
+    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
     // ARM mapping symbols ($a, $d, $x) are not functions.
     if (name.startsWith('$')) continue;
     const value = symBytes.readBigUInt64LE(at + 8);
