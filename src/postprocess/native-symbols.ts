@@ -6,13 +6,14 @@
 // PID perf recorded. Every file is read within limits; a file that cannot be read names nothing.
 import { constants } from 'node:fs';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex } from '../symbols/kept-binaries.js';
-import { fileByteSource, readElf } from '../symbols/elf.js';
+import { fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
 import {
   fixup,
   readFunctionTable,
@@ -83,25 +84,40 @@ async function loadFileTable(
   if (!runtime) return tableOf([]);
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
+    const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
-    if (!isKept && buildId && (await readElf(runtimeSource, path).catch(() => undefined))?.buildId !== buildId)
-      return tableOf([]);
-    // perf prefers a symbol table from a debug file: this machine's, found by build-id.
-    if (buildId) {
-      const debug = await openLocal(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
-      if (debug)
-        try {
-          const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
-          const table = await readFunctionTable(debugSource, runtimeSource);
-          if (table.size > 0) return table;
-        } finally {
-          await debug.close();
-        }
+    if (!isKept && buildId && fileId !== buildId) return tableOf([]);
+    // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
+    // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
+    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
+      const debug = await openLocal(candidate);
+      if (!debug) continue;
+      try {
+        const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
+        const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
+        if (buildId && debugId && debugId !== buildId) continue;
+        const table = await readFunctionTable(debugSource, runtimeSource);
+        if (table.size > 0) return table;
+      } finally {
+        await debug.close();
+      }
     }
     return await readFunctionTable(runtimeSource);
   } finally {
     await runtime.close();
   }
+}
+
+/** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
+async function debugCandidates(runtime: ByteSource, path: string, buildId: string | undefined): Promise<string[]> {
+  const candidates: string[] = [];
+  const link = (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file;
+  if (link && !link.includes('/') && path.startsWith('/')) {
+    const dir = dirname(path);
+    candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
+  }
+  if (buildId) candidates.push(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+  return candidates;
 }
 
 /** A regular file of this machine opened for reading, or undefined. */
