@@ -13,7 +13,7 @@ import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex } from '../symbols/kept-binaries.js';
-import { fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
+import { bytesSource, fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
 import {
   fixup,
   readFunctionTable,
@@ -45,7 +45,10 @@ export async function nativeSymbols(
   const mapTables = new Map<number, Promise<FunctionTable>>();
   for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
 
+  let vdso: Promise<FunctionTable> | undefined;
   const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
+    if (mapping.dso === '[vdso]')
+      return (vdso ??= ownVdsoTable(mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
     const buildId = mapping.buildId ?? buildIds.get(mapping.path);
@@ -144,6 +147,31 @@ async function perfMapTable(folder: OutputFolder, from: string): Promise<Functio
     return tableOf(fixup(symbols));
   } catch {
     return tableOf([]);
+  }
+}
+
+/**
+ * This process's vdso, when it is the recorded one (same build-id): perf names [vdso] frames from its copy of the
+ * recording machine's vdso, which on the same kernel is ours.
+ */
+async function ownVdsoTable(recordedBuildId: string | undefined): Promise<FunctionTable> {
+  const maps = await readFile('/proc/self/maps', 'utf8');
+  const line = maps.split('\n').find((l) => l.endsWith('[vdso]'));
+  const range = line && /^([0-9a-f]+)-([0-9a-f]+)/.exec(line);
+  if (!range) return tableOf([]);
+  const start = parseInt(range[1]!, 16);
+  const length = parseInt(range[2]!, 16) - start;
+  if (length <= 0 || length > 1 << 20) return tableOf([]);
+  const mem = await open('/proc/self/mem', 'r');
+  try {
+    const bytes = Buffer.alloc(length);
+    await mem.read(bytes, 0, length, start);
+    const source = bytesSource(bytes);
+    const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
+    if (!recordedBuildId || id !== recordedBuildId) return tableOf([]);
+    return await readFunctionTable(source);
+  } finally {
+    await mem.close();
   }
 }
 

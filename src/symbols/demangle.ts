@@ -113,7 +113,7 @@ export function demangle(mangled: string): string | undefined {
   try {
     const parser = new Parser(symbol);
     // perf 6.1 prints a compiler clone (`.isra.0`, `.part.0`, `.cold`) under its function's name alone.
-    return parser.encodingName();
+    return finish(parser.encodingName());
   } catch (error) {
     if (error instanceof Unsupported || error instanceof RangeError) return undefined;
     throw error;
@@ -122,6 +122,10 @@ export function demangle(mangled: string): string | undefined {
 
 interface Name {
   text: string;
+  /** ` const` (and the like) of a member function: written after its parameters in a local name. */
+  qualifiers: string;
+  /** The name is a constructor or destructor (it has no return type in its encoding). */
+  structor: boolean;
   /** The last unqualified name (for constructors and destructors of the enclosing class). */
   last: string;
   /** Template arguments ended the name. */
@@ -133,10 +137,22 @@ class Parser {
   private readonly subs: string[] = [];
   private templateArgs: string[] = [];
   private depth = 0;
+  /** The last unqualified name read was a constructor or destructor. */
+  private structor = false;
 
   constructor(private readonly s: string) {}
 
   encodingName(): string {
+    // Thunks are written with their target's parameters.
+    if (this.take('Th')) {
+      this.callOffset();
+      return `non-virtual thunk to ${this.withParameters()}`;
+    }
+    if (this.take('Tv')) {
+      this.callOffset();
+      this.callOffset();
+      return `virtual thunk to ${this.withParameters()}`;
+    }
     if (this.peek() === 'T' || this.s.startsWith('GV', this.at)) throw new Unsupported();
     const name = this.name(false);
     return name.text;
@@ -166,22 +182,30 @@ class Parser {
     try {
       const c = this.peek();
       if (c === 'N') return this.nestedName(asType);
-      if (c === 'Z') throw new Unsupported();
+      if (c === 'Z') return this.localName();
       let name: Name;
       if (c === 'S' && this.peek(1) !== 't') {
         const sub = this.substitution();
-        name = { text: sub, last: sub.slice(sub.lastIndexOf('::') + 2), template: false };
+        name = {
+          text: sub,
+          last: sub.slice(sub.lastIndexOf('::') + 2),
+          template: false,
+          qualifiers: '',
+          structor: false,
+        };
         if (this.peek() !== 'I') return name;
       } else {
         const std = this.take('St');
+        // `L`: internal linkage, not written.
+        this.take('L');
         const unqualified = this.unqualifiedName('');
         const text = (std ? 'std::' : '') + unqualified;
-        name = { text, last: unqualified, template: false };
+        name = { text, last: unqualified, template: false, qualifiers: '', structor: this.structor };
         if (this.peek() !== 'I') return name;
         this.subs.push(text);
       }
       const args = this.templateArgList(true);
-      return { text: templated(name.text, args), last: name.last, template: true };
+      return { ...name, text: templated(name.text, args), template: true };
     } finally {
       this.depth--;
     }
@@ -189,8 +213,15 @@ class Parser {
 
   private nestedName(asType: boolean): Name {
     this.expect('N');
-    while ('rVK'.includes(this.peek()) && this.peek() !== '') this.at++;
-    if (this.peek() === 'R' || this.peek() === 'O') this.at++;
+    let qualifiers = '';
+    for (;;) {
+      const q = { r: ' restrict', V: ' volatile', K: ' const' }[this.peek()];
+      if (q === undefined) break;
+      qualifiers += q;
+      this.at++;
+    }
+    if (this.take('R')) qualifiers += ' &';
+    else if (this.take('O')) qualifiers += ' &&';
     let text = '';
     let last = '';
     let template = false;
@@ -202,6 +233,15 @@ class Parser {
       template = false;
       known = false;
       const c = this.peek();
+      if (c === 'S' && this.peek(1) === 't' && text === '') {
+        // `NSt...`: a name in std, `std` not a candidate by itself.
+        this.at += 2;
+        this.structor = false;
+        const part = this.unqualifiedName(last);
+        last = part;
+        text = `std::${part}`;
+        continue;
+      }
       if (c === 'S' && this.peek(1) !== 't' && text === '') {
         text = this.substitution();
         last = text.slice(text.lastIndexOf('::') + 2);
@@ -223,12 +263,13 @@ class Parser {
         continue;
       }
       if (c === 'L') this.at++;
+      this.structor = false;
       const part = this.unqualifiedName(last);
       last = part.startsWith('~') ? part.slice(1) : part;
       text = text === '' ? part : `${text}::${part}`;
     }
     if (asType && template) this.subs.push(text);
-    return { text, last, template };
+    return { text, last, template, qualifiers, structor: this.structor };
   }
 
   /** <unqualified-name>; `enclosing` names the class of a constructor or destructor. */
@@ -242,16 +283,102 @@ class Parser {
       this.at += inheriting ? 3 : 2;
       if (inheriting) this.type();
       name = withoutTemplateArgs(enclosing);
+      this.structor = true;
     } else if (c === 'D' && /[0-5]/.test(this.peek(1))) {
       this.at += 2;
       name = `~${withoutTemplateArgs(enclosing)}`;
-    } else if (c === 'U') {
-      throw new Unsupported();
+      this.structor = true;
+    } else if (c === 'U' && this.peek(1) === 'l') {
+      this.at += 2;
+      const params = this.parameterList('E');
+      name = `{lambda(${params})#${this.discriminatorNumber()}}`;
+    } else if (c === 'U' && this.peek(1) === 't') {
+      this.at += 2;
+      name = `{unnamed type#${this.discriminatorNumber()}}`;
     } else {
       name = this.operatorName();
     }
     while (this.take('B')) name += `[abi:${this.sourceName()}]`;
     return name;
+  }
+
+  /**
+   * <local-name>: `Z <function encoding> E <entity>`: the function is written with its parameters (libiberty does so
+   * even without DMGL_PARAMS), then `::` and the entity.
+   */
+  private localName(): Name {
+    this.expect('Z');
+    const savedArgs = this.templateArgs;
+    const fn = this.name(false);
+    // A local name in a variable's initializer (no parameters): the enclosing name alone.
+    const enclosing = this.take('E') ? fn.text : `${fn.text}(${this.functionParameters(fn)})${fn.qualifiers}`;
+    this.templateArgs = savedArgs;
+    if (this.take('s')) {
+      this.discriminator();
+      return {
+        text: `${enclosing}::string literal`,
+        last: 'string literal',
+        template: false,
+        qualifiers: '',
+        structor: false,
+      };
+    }
+    const entity = this.name(false);
+    this.discriminator();
+    return { ...entity, text: `${enclosing}::${entity.text}` };
+  }
+
+  /** `[n] <number> _` of a thunk: not printed. */
+  private callOffset(): void {
+    this.take('n');
+    const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];
+    if (!digits) throw new Unsupported();
+    this.at += digits.length;
+    this.expect('_');
+  }
+
+  /** A whole function encoding with its parameters: `name(params) const`. */
+  private withParameters(): string {
+    const fn = this.name(false);
+    const types: string[] = [];
+    if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
+    while (this.at < this.s.length) types.push(finish(this.type()));
+    const params = types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+    return `${fn.text}(${params})${fn.qualifiers}`;
+  }
+
+  /** The parameters of a function encoding, its return type skipped when it has one (a template function). */
+  private functionParameters(fn: Name): string {
+    if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
+    return this.parameterList('E');
+  }
+
+  /** Types up to (not including) `end`, as a parameter list: `v` alone is none. */
+  private parameterList(end: string): string {
+    const types: string[] = [];
+    while (this.peek() !== end) {
+      if (this.at >= this.s.length) throw new Unsupported();
+      types.push(finish(this.type()));
+    }
+    this.expect(end);
+    return types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+  }
+
+  /** `[<number>] _` after a lambda or unnamed type: #1 without a number, #n+2 with n. */
+  private discriminatorNumber(): number {
+    const digits = /^\d*/.exec(this.s.slice(this.at))![0];
+    this.at += digits.length;
+    this.expect('_');
+    return digits === '' ? 1 : Number(digits) + 2;
+  }
+
+  /** `_ <digit>` or `__ <number> _` after a local name: not printed. */
+  private discriminator(): void {
+    if (this.s.startsWith('__', this.at)) {
+      this.at += 2;
+      while (/\d/.test(this.peek())) this.at++;
+      this.expect('_');
+    } else if (this.peek() === '_' && /\d/.test(this.peek(1))) this.at += 2;
   }
 
   private sourceName(): string {
@@ -404,14 +531,33 @@ class Parser {
         qualifiers = (q === 'K' ? ' const' : q === 'V' ? ' volatile' : ' restrict') + qualifiers;
       }
       const inner = this.type();
-      const type = inner + qualifiers;
+      // A qualified pointer to a function: `void (* const)(int)`.
+      const type = inner.includes(hole) ? inner.replace(hole, qualifiers + hole) : inner + qualifiers;
       this.subs.push(type);
       return type;
     }
     if (c === 'P' || c === 'R' || c === 'O') {
       this.at++;
       const inner = this.type();
-      const type = inner + (c === 'P' ? '*' : c === 'R' ? '&' : '&&');
+      const mark = c === 'P' ? '*' : c === 'R' ? '&' : '&&';
+      // A pointer to a function goes inside its parentheses: `void (*)(int)`.
+      const type = !inner.includes(hole)
+        ? collapse(inner, mark)
+        : /\((?:[*&]| const| volatile| restrict)*\u0001\)/.test(inner)
+          ? inner.replace(hole, mark + hole)
+          : inner.replace(hole, `(${mark}${hole})`);
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'F') {
+      this.at++;
+      this.take('Y');
+      const returns = this.type();
+      const params = this.parameterList('E');
+      // A function returning a pointer to a function: its parameters go inside the declarator.
+      const type = returns.includes(hole)
+        ? returns.replace(hole, `${hole}(${params})`)
+        : `${returns} (${hole})(${params})`;
       this.subs.push(type);
       return type;
     }
@@ -429,6 +575,14 @@ class Parser {
       const type = templated(sub, this.templateArgList(false));
       this.subs.push(type);
       return type;
+    }
+    if (c === 'Z') {
+      // A class local to a function (a lambda's closure type, most often).
+      const saved = this.templateArgs;
+      const local = this.localName().text;
+      this.templateArgs = saved;
+      this.subs.push(local);
+      return local;
     }
     if (c === 'N' || (c >= '0' && c <= '9') || c === 'S') {
       const saved = this.templateArgs;
@@ -458,10 +612,27 @@ class Parser {
   }
 }
 
+/** `inner` with `mark` (`*`, `&`, `&&`) added, references collapsed as C++ does (`X& &&` is `X&`). */
+function collapse(inner: string, mark: string): string {
+  if (mark === '*' || !inner.endsWith('&')) return inner + mark;
+  if (inner.endsWith('&&') && mark === '&&') return inner;
+  return `${inner.replace(/&&?$/, '')}&`;
+}
+
+/** Marks where a pointer or reference goes in a function type (`void (*)(int)`); removed from the final name. */
+const hole = '\u0001';
+
+function finish(name: string): string {
+  return name.replaceAll(`(${hole})`, '').replaceAll(hole, '');
+}
+
 /** `name<args>` as libiberty writes it: `> >` between closing brackets, `operator< <int>`. */
 function templated(name: string, args: string[]): string {
-  // An empty pack adds nothing.
-  const inner = args.filter((arg) => arg !== '').join(', ');
+  // An empty pack adds nothing; a function type is finished once it is an argument.
+  const inner = args
+    .filter((arg) => arg !== '')
+    .map(finish)
+    .join(', ');
   const open = name.endsWith('<') ? ' <' : '<';
   // libiberty looks at the last argument, so after an empty pack it writes `>>`.
   const spaced = (args[args.length - 1] ?? '').endsWith('>');

@@ -47,6 +47,8 @@ export interface FunctionSymbol {
   end: bigint;
   name: string;
   binding: number;
+  /** Its size was 0: its end was set to the next symbol's start. */
+  label?: boolean;
 }
 
 interface Segment {
@@ -183,7 +185,11 @@ export function fixup(syms: FunctionSymbol[], endsFirst = false): FunctionSymbol
 }
 
 function fixupEnds(syms: FunctionSymbol[]): void {
-  for (let i = 0; i + 1 < syms.length; i++) if (syms[i]!.end === syms[i]!.start) syms[i]!.end = syms[i + 1]!.start;
+  for (let i = 0; i + 1 < syms.length; i++)
+    if (syms[i]!.end === syms[i]!.start) {
+      syms[i]!.end = syms[i + 1]!.start;
+      syms[i]!.label = true;
+    }
   const last = syms[syms.length - 1];
   if (last && last.end === last.start) last.end = ((last.start + 4095n) / 4096n) * 4096n + 4096n;
 }
@@ -228,6 +234,13 @@ export function tableOf(syms: FunctionSymbol[]): FunctionTable {
       }
       const sym = syms[found];
       if (!sym || offset >= sym.end) return undefined;
+      // A label inside a sized function: perf's tree search meets the function first and names the frame by it.
+      if (sym.label)
+        for (let i = found - 1; i >= 0 && i >= found - 16; i--) {
+          const outer = syms[i]!;
+          if (!outer.label && outer.start <= offset && offset < outer.end)
+            return { name: outer.name, offset: offset - outer.start };
+        }
       return { name: sym.name, offset: offset - sym.start };
     },
   };
