@@ -48,6 +48,8 @@ export interface ScriptTextOptions {
 
 const kernelStart = 0xffff800000000000n;
 const maxStackDefault = 127;
+/** Frame lines cached per mapping and for the kernel (about 150 bytes each). */
+const maxCachedLines = 1 << 20;
 
 interface Thread {
   pid: number;
@@ -64,6 +66,8 @@ export class ScriptTextWriter {
   private pending: string[] = [];
   private pendingLength = 0;
   private readonly options: ScriptTextOptions;
+  private readonly kernelLines = new Map<bigint, string>();
+  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
   samples = 0;
 
   constructor(
@@ -199,23 +203,43 @@ export class ScriptTextWriter {
         continue;
       }
       frames++;
-      line += await this.frame(ip, cpumode, maps);
+      const frame = this.frame(ip, cpumode, maps);
+      line += typeof frame === 'string' ? frame : await frame;
     }
     this.push(line + '\n');
-    if (this.pendingLength > 1 << 16) await this.flush();
+    if (this.pendingLength > 1 << 20) await this.flush();
   }
 
-  private async frame(ip: bigint, cpumode: number, maps: Mapping[]): Promise<string> {
+  private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
     if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
-      const hit = this.symbols.kernel(ip);
-      return frameLine(ip, hit, '[kernel.kallsyms]');
+      let line = this.kernelLines.get(ip);
+      if (line === undefined) {
+        line = frameLine(ip, this.symbols.kernel(ip), '[kernel.kallsyms]');
+        this.remember(this.kernelLines, ip, line);
+      }
+      return line;
     }
     const mapping = findMapping(maps, ip);
     if (!mapping) return frameLine(ip, undefined, '[unknown]');
+    // A frame's line depends on its mapping and address only: most frames recur, so each line is made once.
+    let lines = this.mappingLines.get(mapping);
+    if (!lines) this.mappingLines.set(mapping, (lines = new Map()));
+    const known = lines.get(ip);
+    if (known !== undefined) return known;
     const address = mapping.identity ? ip : ip - mapping.start + mapping.pgoff;
     const found = this.symbols.file(mapping, address);
-    const hit = found instanceof Promise ? await found : found;
-    return frameLine(address, hit, mapping.dso);
+    const make = (hit: SymbolHit | undefined) => {
+      const line = frameLine(address, hit, mapping.dso);
+      this.remember(lines, ip, line);
+      return line;
+    };
+    return found instanceof Promise ? found.then(make) : make(found);
+  }
+
+  /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
+  private remember(cache: Map<bigint, string>, ip: bigint, line: string): void {
+    if (cache.size >= maxCachedLines) cache.clear();
+    cache.set(ip, line);
   }
 
   private push(text: string): void {
