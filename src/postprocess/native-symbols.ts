@@ -202,10 +202,10 @@ async function kernelTable(
   warn: Warn,
 ): Promise<{ table: FunctionTable; source: string | undefined }> {
   const kept = await folder
-    .read('target/kallsyms', { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
+    .read(layout.kallsyms, { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
     .then(({ bytes }) => bytes.toString('utf8'))
     .catch(() => undefined);
-  if (kept !== undefined) return { table: kallsymsTable(kept), source: 'target/kallsyms' };
+  if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
   const running = await runningKernelBuildId();
   if (recordedBuildId && running !== recordedBuildId) {
     warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
