@@ -477,7 +477,7 @@ class Parser {
     if (this.peek() === 'Z') throw new Unsupported();
     const type = this.peek();
     // A value of a class or enum type: `(Type)value`.
-    if (type === 'N' || (type >= '0' && type <= '9')) {
+    if (type === 'N' || type === 'S' || (type >= '0' && type <= '9')) {
       const name = this.type();
       const negative = this.take('n');
       const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];

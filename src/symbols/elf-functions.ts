@@ -40,6 +40,7 @@ interface Section {
   offset: bigint;
   size: bigint;
   link: number;
+  entsize?: bigint;
 }
 
 export interface FunctionSymbol {
@@ -161,7 +162,71 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     const start = value - segment.vaddr + segment.offset;
     syms.push({ start, end: start + size, name, binding: info >> 4 });
   }
-  return tableOf(fixup(syms));
+  const functions = fixup(syms);
+  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
+  const plt = await readPltSymbols(runtime).catch(() => []);
+  if (plt.length === 0) return tableOf(functions);
+  return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
+}
+
+const SHT_RELA = 4;
+const EM_X86_64 = 62;
+
+/**
+ * perf's dso__synthesize_plt_symbols on x86-64: entry i of `.plt` (after a header of one entry) is `<name>@plt`, the
+ * name that of the dynamic symbol of relocation i of `.rela.plt`.
+ */
+async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
+  const header = await elfHeader(source);
+  if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
+  const shoff = header.readBigUInt64LE(0x28);
+  const shentsize = header.readUInt16LE(0x3a);
+  const shnum = header.readUInt16LE(0x3c);
+  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size)) return [];
+  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const sections: Section[] = [];
+  for (let at = 0; at + 64 <= table.length; at += shentsize)
+    sections.push({
+      name: table.readUInt32LE(at),
+      type: table.readUInt32LE(at + 4),
+      flags: table.readBigUInt64LE(at + 8),
+      addr: table.readBigUInt64LE(at + 16),
+      offset: table.readBigUInt64LE(at + 24),
+      size: table.readBigUInt64LE(at + 32),
+      link: table.readUInt32LE(at + 40),
+      entsize: table.readBigUInt64LE(at + 56),
+    });
+  const names = sections[header.readUInt16LE(0x3e)];
+  if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
+  const nameBytes = Buffer.from(await source.read(Number(names.offset), Number(names.size)));
+  const named = (wanted: string) =>
+    sections.find((sec) => {
+      const end = nameBytes.indexOf(0, sec.name);
+      return nameBytes.toString('latin1', sec.name, end < 0 ? nameBytes.length : end) === wanted;
+    });
+  const rela = named('.rela.plt');
+  const plt = named('.plt');
+  const dynsym = rela && sections[rela.link];
+  const dynstr = dynsym && sections[dynsym.link];
+  if (!rela || rela.type !== SHT_RELA || !plt || !dynsym || !dynstr || plt.entsize === 0n) return [];
+  const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
+  if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
+  const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
+  const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
+  const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
+  const entry = plt.entsize ?? 0n;
+  const out: FunctionSymbol[] = [];
+  let start = plt.offset + entry;
+  for (let at = 0; at + 24 <= relocations.length; at += 24) {
+    const index = Number(relocations.readBigUInt64LE(at + 8) >> 32n);
+    const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
+    const end = strings.indexOf(0, nameAt);
+    const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
+    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    out.push({ start, end: start + entry, name: `${name}@plt`, binding: STB_GLOBAL });
+    start += entry;
+  }
+  return out;
 }
 
 /**
