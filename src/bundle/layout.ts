@@ -32,6 +32,8 @@ export const layout = Object.freeze({
    * ranges: [[start, end, kind]] }`, addresses as hex strings.
    */
   runtimeStubs: 'target/runtime-stubs.json',
+  /** The kernel's code symbols at collect time, when they were readable (src/collect/kallsyms-step.ts). */
+  kallsyms: 'target/kallsyms',
   /** What collect learnt about the target (TargetSnapshot as JSON). */
   targetInfo: 'target/target.json',
   /**

@@ -26,6 +26,8 @@ export interface ManifestFacts {
   /** What perf.data's own header says about the recording machine and command. */
   recording: RecordingHeader;
   postprocess: {
+    /** Who read perf.data: perf script (`perf`) or profcpu's own reader (`native`). */
+    engine?: 'perf' | 'native';
     /** Each external command run, as an argv, in the output folder. */
     commands: string[][];
     /** Wall time of each phase, in milliseconds. */

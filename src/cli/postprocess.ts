@@ -8,6 +8,7 @@ import { layout } from '../bundle/layout.js';
 import {
   defaultPostprocessOptions,
   postprocess,
+  type Engine,
   type PostprocessOptions,
   type PostprocessResult,
 } from '../postprocess/postprocess.js';
@@ -23,6 +24,7 @@ interface PostprocessArgs extends FoldFlagArgs {
   colors?: string;
   width?: number;
   perf: string;
+  engine: Engine;
   force: boolean;
   tarball: boolean;
   quiet: boolean;
@@ -38,6 +40,7 @@ export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial
       ...(args.width === undefined ? {} : { width: args.width }),
     },
     perfPath: args.perf,
+    engine: args.engine,
     force: args.force,
     tarball: args.tarball,
   };
@@ -66,6 +69,11 @@ const command: CommandModule<object, PostprocessArgs> = {
         default: defaultPostprocessOptions.perfPath,
         describe: 'perf executable',
         requiresArg: true,
+      })
+      .option('engine', {
+        choices: ['perf', 'native'] as const,
+        default: defaultPostprocessOptions.engine,
+        describe: 'Who reads perf.data: perf script, or profcpu itself (no perf needed)',
       })
       .option('force', {
         type: 'boolean',

@@ -139,7 +139,8 @@ async function identity(path: string): Promise<string> {
   return `${s.dev}:${s.ino}:${s.ctimeNs}`;
 }
 
-async function mapsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: string; pid: number }[]> {
+/** The folder's perf-map copies and the PID perf recorded for each (see the top of this file). */
+export async function mapsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: string; pid: number }[]> {
   const ids = await readTargetIds(folder, warn);
   if (ids) {
     const from = layout.perfMap(ids.nspid);

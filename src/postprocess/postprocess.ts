@@ -32,6 +32,7 @@ import { placePerfMaps, type PerfMapPlacement } from './perf-maps.js';
 import { buildIdView, type BuildIdView } from './buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
+import { runNativeAndFold } from './native-engine.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
 export type FrameResolverFactory = (
@@ -73,7 +74,14 @@ export interface PostprocessOptions {
   isolate: boolean;
   /** Milliseconds between progress lines while perf script streams. Default 1000. */
   progressIntervalMs: number;
+  /**
+   * Who reads perf.data: `perf` (perf script) or `native` (profcpu's own reader, src/postprocess/native-engine.ts,
+   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`). Default `perf`.
+   */
+  engine: Engine;
 }
+
+export type Engine = 'perf' | 'native';
 
 export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.freeze({
   fold: Object.freeze({}),
@@ -89,6 +97,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   tarball: true,
   isolate: true,
   progressIntervalMs: 1000,
+  engine: 'perf',
 });
 
 export interface PostprocessContext {
@@ -161,7 +170,10 @@ async function postprocessFolder(
   };
   const recovered = await finishPerfData(folder, warn, signal);
   const opts = await withTargetFilter(folder, options);
-  const perfVersionPromise = perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
+  const perfVersionPromise =
+    opts.engine === 'native'
+      ? Promise.resolve('not used (native engine)')
+      : perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
   // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
   const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
   resolving.catch(() => {});
@@ -173,7 +185,9 @@ async function postprocessFolder(
     // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
     const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
     const script = await timed('perfScript', () =>
-      runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
+      opts.engine === 'native'
+        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress }, resolving)
+        : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
     );
     const { fold } = script;
     checkSamples(fold, dir);
@@ -191,7 +205,8 @@ async function postprocessFolder(
         host: await hostFacts(perfVersionPromise),
         recording: script.header,
         postprocess: {
-          commands: [[opts.perfPath, 'version'], scriptCommand],
+          engine: opts.engine,
+          commands: opts.engine === 'native' ? [] : [[opts.perfPath, 'version'], scriptCommand],
           durationsMs,
           perfScriptBytes: script.scriptBytes,
           ...(script.linesCut > 0 && { linesCut: script.linesCut }),

@@ -90,6 +90,7 @@ test('flags map onto the pipeline options', () => {
       colors: 'java',
       width: 900,
       perf: '/opt/perf',
+      engine: 'native',
       force: false,
       tarball: false,
     }),
@@ -98,8 +99,25 @@ test('flags map onto the pipeline options', () => {
       title: 'T',
       svg: { colors: 'java', width: 900 },
       perfPath: '/opt/perf',
+      engine: 'native',
       force: false,
       tarball: false,
     },
   );
+});
+
+test('`--engine native` post-processes with no perf at all: every output, the workload named, the manifest says so', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const run = await runCli(['postprocess', '--dir', dir, '--engine', 'native', '--perf', '/nonexistent/perf', '-q']);
+  assert.equal(run.exitCode, 0, String(run.all));
+  for (const name of [layout.perfScript, layout.foldedStacks, layout.flamegraphSvg, layout.manifest, layout.tarball])
+    assert.ok((await stat(join(dir, name))).isFile(), name);
+  const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+  for (const name of burnFunctions) assert.ok(folded.includes(name), `${name} in the folded stacks`);
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    postprocess: { engine: string; commands: string[][] };
+  };
+  assert.equal(manifest.postprocess.engine, 'native');
+  assert.deepEqual(manifest.postprocess.commands, []);
 });

@@ -54,9 +54,12 @@ test('steps run around the recording, a failing one only warns, and postprocess 
   assert.deepEqual(phases, ['target', 'preflight', 'before-recording', 'recording', 'after-recording', 'postprocess']);
   assert.ok(warnings.includes('failing: no socket (fix: set X)'), warnings.join('\n'));
   // The built-in step that keeps the sampled binaries in the folder, for naming after the target exits, runs first.
-  const { binaries, ...given } = result.steps as Record<string, unknown> & {
+  // So does the one that keeps the kernel's symbols (test/collect/kallsyms-step.test.ts).
+  const { binaries, kallsyms, ...given } = result.steps as Record<string, unknown> & {
     binaries: { binaries: { path: string }[] };
+    kallsyms: { kept: boolean };
   };
+  assert.equal(typeof kallsyms.kept, 'boolean');
   assert.deepEqual(given, {
     recorder: { seen: 'node', done: true },
     failing: { beforeRecordingError: 'no socket' },

@@ -1,0 +1,72 @@
+// Events in the order perf script delivers them (tools/perf/util/ordered-events.c): each record with a time is queued;
+// at every FINISHED_ROUND record the queue delivers, sorted by time (ties in arrival order), the events no later than
+// the latest time seen when the previous round ended, since perf record wrote every CPU's buffer between the two; the
+// rest is delivered at the end. Records without a time (or time 0, as perf's synthesized mappings) bypass the queue.
+// The queue is bounded: past `maxQueued` events it delivers its earlier half, as perf does when its memory runs out.
+import { limits } from './format.js';
+
+interface Queued<T> {
+  time: bigint;
+  seq: number;
+  event: T;
+}
+
+export class TimeOrder<T> {
+  private queue: Queued<T>[] = [];
+  private sorted = true;
+  private seq = 0;
+  private maxTime = 0n;
+  private nextFlush = 0n;
+
+  constructor(
+    private readonly deliver: (event: T) => void | Promise<void>,
+    private readonly maxQueued = limits.maxQueued,
+  ) {}
+
+  async push(time: bigint | undefined, event: T): Promise<void> {
+    if (time === undefined || time === 0n || time === 0xffffffffffffffffn) return this.deliver(event);
+    const last = this.queue[this.queue.length - 1];
+    if (last && time < last.time) this.sorted = false;
+    this.queue.push({ time, seq: this.seq++, event });
+    if (time > this.maxTime) this.maxTime = time;
+    if (this.queue.length >= this.maxQueued) await this.flushUpTo(this.queue[this.queue.length >> 1]!.time, true);
+  }
+
+  /** A FINISHED_ROUND record. */
+  async round(): Promise<void> {
+    await this.flushUpTo(this.nextFlush, false);
+    this.nextFlush = this.maxTime;
+  }
+
+  /** The end of the data: everything left. */
+  async finish(): Promise<void> {
+    this.sort();
+    const rest = this.queue;
+    this.queue = [];
+    for (const queued of rest) await this.deliver(queued.event);
+  }
+
+  get length(): number {
+    return this.queue.length;
+  }
+
+  private sort(): void {
+    if (this.sorted) return;
+    this.queue.sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : a.seq - b.seq));
+    this.sorted = true;
+  }
+
+  private async flushUpTo(limit: bigint, strictlyBefore: boolean): Promise<void> {
+    this.sort();
+    let n = 0;
+    while (n < this.queue.length && (strictlyBefore ? this.queue[n]!.time < limit : this.queue[n]!.time <= limit)) n++;
+    // A half flush where every queued time is equal still has to make room.
+    if (strictlyBefore && n === 0) n = this.queue.length >> 1 || this.queue.length;
+    const done = this.queue.slice(0, n);
+    this.queue = this.queue.slice(n);
+    for (const queued of done) {
+      const delivered = this.deliver(queued.event);
+      if (delivered) await delivered;
+    }
+  }
+}

@@ -1,0 +1,379 @@
+// A perf.data reader that needs no perf: takes a file (file mode: PERFILE2 header, attributes, data section, feature
+// sections after the data) or a stream (pipe mode, `perf record -o -`: a 16-byte header, then HEADER_ATTR and
+// HEADER_FEATURE records before the data), gives the recording's attributes and features and its MMAP, MMAP2, COMM,
+// FORK, EXIT, SAMPLE and LOST events in the order perf script delivers them (order.ts).
+//
+// The file may come from anybody: the data is streamed (never held whole), each size and count read from it is
+// checked against the file and against `limits` before anything is allocated, and a damaged file ends in a BAD_INPUT
+// ProfcpuError naming the offset, never a hang: every record advances by at least 8 bytes and the data section has an
+// end. Records profcpu does not use are counted and skipped; compressed data (`perf record -z`) is refused.
+import { constants } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import { ProfcpuError } from '../../error.js';
+import { ByteStream } from './byte-stream.js';
+import { decodeBuildIdRecord, decodeFeature, type Features } from './features.js';
+import {
+  attrMinBytes,
+  badInput,
+  decodeAttr,
+  defaultEventName,
+  feature,
+  limits,
+  recordType,
+  type EventAttr,
+} from './format.js';
+import { TimeOrder } from './order.js';
+import { decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
+
+export type { PerfEvent } from './records.js';
+
+export interface PerfDataHeader {
+  mode: 'file' | 'pipe';
+  attrs: EventAttr[];
+  features: Features;
+}
+
+export interface ReadSummary {
+  header: PerfDataHeader;
+  /** Records read, by type number (128: every type above perf's). */
+  recordCounts: Map<number, number>;
+  samples: number;
+  /** Samples whose id names no attribute (perf counts them as "unknown id" and drops them too). */
+  unknownIdSamples: number;
+  /** Build-ids given by HEADER_BUILD_ID records (pipe mode), also added to header.features.buildIds. */
+  pipeBuildIds: number;
+}
+
+export interface ReadHandlers {
+  /** Called once before the first event, with the attributes and the features known then. */
+  header?(header: PerfDataHeader): void | Promise<void>;
+  /** Each event in perf script's order; a returned promise holds the reader back. */
+  event(event: PerfEvent): void | Promise<void>;
+}
+
+export interface ReadOptions {
+  signal?: AbortSignal | undefined;
+  /** Name used in error messages. Default: the path. */
+  name?: string;
+  /** Bytes read at a time from a file. Default 1 MiB; tests read in small pieces to catch chunk-boundary bugs. */
+  chunkBytes?: number;
+}
+
+const fileHeaderBytes = 104;
+const pipeHeaderBytes = 16;
+const readChunkBytes = 1 << 20;
+
+/** Reads the perf.data at `path` (file or pipe mode) through `handlers`. */
+export async function readPerfDataFile(
+  path: string,
+  handlers: ReadHandlers,
+  options: ReadOptions = {},
+): Promise<ReadSummary> {
+  const name = options.name ?? path;
+  let file: FileHandle;
+  try {
+    // NONBLOCK: a FIFO in perf.data's place must not wait for a writer; it is refused below.
+    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    const stats = await file.stat();
+    if (!stats.isFile()) throw badInput(name, 'not a regular file');
+    const size = stats.size;
+    const start = await readAt(file, 0, fileHeaderBytes);
+    if (start.length >= pipeHeaderBytes && isMagic(start, name) && start.readBigUInt64LE(8) === 16n) {
+      const chunks = file.createReadStream({
+        start: pipeHeaderBytes,
+        highWaterMark: options.chunkBytes ?? readChunkBytes,
+        autoClose: false,
+      });
+      // perf counts a pipe's offsets from the end of its header.
+      return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options.signal);
+    }
+    const header = await readFileHeader(file, start, size, name);
+    if (header.dataSize === 0)
+      return await deliverRecords(new ByteStream(empty()), header.parsed, handlers, name, options, 0);
+    const chunks = file.createReadStream({
+      start: header.dataOffset,
+      end: header.dataOffset + header.dataSize - 1,
+      highWaterMark: options.chunkBytes ?? readChunkBytes,
+      autoClose: false,
+    });
+    const stream = new ByteStream(chunks, header.dataOffset);
+    return await deliverRecords(stream, header.parsed, handlers, name, options, header.dataOffset + header.dataSize);
+  } finally {
+    await file.close();
+  }
+}
+
+/** Reads a pipe-mode perf.data from a stream of chunks (perf record -o - piped in). */
+export async function readPerfDataStream(
+  chunks: AsyncIterable<Buffer>,
+  handlers: ReadHandlers,
+  options: ReadOptions & { name: string },
+): Promise<ReadSummary> {
+  const stream = new ByteStream(chunks);
+  const start = await stream.read(pipeHeaderBytes);
+  if (start.length < pipeHeaderBytes || !isMagic(start, options.name) || start.readBigUInt64LE(8) !== 16n)
+    throw badInput(options.name, 'not a pipe-mode perf.data (no 16-byte PERFILE2 header)');
+  stream.position = 0;
+  return readPipeRecords(stream, handlers, options.name, options.signal);
+}
+
+async function* empty(): AsyncIterable<Buffer> {}
+
+function isMagic(bytes: Buffer, name: string): boolean {
+  const magic = bytes.toString('latin1', 0, 8);
+  if (magic === '2ELIFREP') throw badInput(name, 'written on a big-endian machine');
+  if (magic === 'PERFFILE') throw badInput(name, 'the first perf.data format (PERFFILE), from before Linux 2.6.33');
+  if (magic !== 'PERFILE2') throw badInput(name, 'no PERFILE2 magic');
+  return true;
+}
+
+interface FileHeader {
+  dataOffset: number;
+  dataSize: number;
+  parsed: PerfDataHeader;
+}
+
+async function readFileHeader(file: FileHandle, bytes: Buffer, fileSize: number, name: string): Promise<FileHeader> {
+  if (bytes.length < fileHeaderBytes) throw badInput(name, 'shorter than its header');
+  const u64 = (at: number) => safe(bytes.readBigUInt64LE(at));
+  if (u64(8) !== fileHeaderBytes) throw badInput(name, `a header of ${bytes.readBigUInt64LE(8)} bytes`);
+  const attrSize = u64(16);
+  const [attrsOffset, attrsSize] = [u64(24), u64(32)];
+  const [dataOffset, dataSize] = [u64(40), u64(48)];
+  if (attrSize < attrMinBytes + 16 || attrSize > limits.maxAttrBytes + 16 || attrSize % 8 !== 0)
+    throw badInput(name, `attributes of ${attrSize} bytes`);
+  if (attrsSize === 0 || attrsSize % attrSize !== 0) throw badInput(name, 'an attribute section of no whole attribute');
+  if (attrsSize / attrSize > limits.maxAttrs) throw badInput(name, `${attrsSize / attrSize} attributes`);
+  if (attrsOffset + attrsSize > fileSize) throw badInput(name, 'an attribute section past the end of the file');
+  if (dataOffset < fileHeaderBytes || dataOffset + dataSize > fileSize)
+    throw badInput(name, 'a data section past the end of the file (cut short?)');
+  const attrBytes = await readAt(file, attrsOffset, attrsSize);
+  const attrs: EventAttr[] = [];
+  for (let at = 0; at < attrsSize; at += attrSize) {
+    const [idsOffset, idsSize] = [
+      safe(attrBytes.readBigUInt64LE(at + attrSize - 16)),
+      safe(attrBytes.readBigUInt64LE(at + attrSize - 8)),
+    ];
+    if (idsSize % 8 !== 0 || idsSize / 8 > limits.maxIdsPerAttr || idsOffset + idsSize > fileSize)
+      throw badInput(name, `an attribute whose ids lie outside the file`);
+    const idBytes = await readAt(file, idsOffset, idsSize);
+    const ids: bigint[] = [];
+    for (let i = 0; i + 8 <= idBytes.length; i += 8) ids.push(idBytes.readBigUInt64LE(i));
+    attrs.push({ ...decodeAttr(attrBytes, at), ids, name: undefined });
+  }
+  const features: Features = { buildIds: [] };
+  // The feature sections follow the data: a table of {offset, size}, one per bit set, in bit order.
+  const bits: number[] = [];
+  for (let bit = 0; bit < 256; bit++) if (bytes[72 + (bit >> 3)]! & (1 << (bit & 7))) bits.push(bit);
+  if (bits.includes(feature.dirFormat)) throw badInput(name, 'a directory-format recording (perf record --threads)');
+  const tableAt = dataOffset + dataSize;
+  if (bits.length > 0 && dataSize > 0 && tableAt + bits.length * 16 <= fileSize) {
+    const table = await readAt(file, tableAt, bits.length * 16);
+    for (const [i, bit] of bits.entries()) {
+      if (!(Object.values(feature) as number[]).includes(bit) || bit === feature.dirFormat) continue;
+      const [offset, size] = [safe(table.readBigUInt64LE(i * 16)), safe(table.readBigUInt64LE(i * 16 + 8))];
+      if (size > limits.maxFeatureBytes || offset + size > fileSize)
+        throw badInput(name, `feature section ${bit} of ${size} bytes at ${offset}`);
+      try {
+        decodeFeature(bit, await readAt(file, offset, size), features);
+      } catch (error) {
+        throw badInput(name, `feature section ${bit}: ${(error as Error).message}`, error);
+      }
+    }
+  }
+  const parsed: PerfDataHeader = { mode: 'file', attrs, features };
+  nameEvents(parsed);
+  return { dataOffset, dataSize, parsed };
+}
+
+/** Names each attribute from EVENT_DESC (by its ids, else by position) or perf's default names. */
+function nameEvents(header: PerfDataHeader): void {
+  const desc = header.features.eventDesc ?? [];
+  header.attrs.forEach((attr, i) => {
+    const byId = desc.find((d) => d.ids.some((id) => attr.ids.includes(id)));
+    attr.name =
+      byId?.name ?? (desc.length === header.attrs.length ? desc[i]!.name : undefined) ?? defaultEventName(attr);
+  });
+}
+
+/** Pipe mode: attributes and features come as records before the data. */
+async function readPipeRecords(
+  stream: ByteStream,
+  handlers: ReadHandlers,
+  name: string,
+  signal: AbortSignal | undefined,
+): Promise<ReadSummary> {
+  const header: PerfDataHeader = { mode: 'pipe', attrs: [], features: { buildIds: [] } };
+  return deliverRecords(stream, header, handlers, name, { signal }, Number.POSITIVE_INFINITY);
+}
+
+/** Walks the records from the stream's position up to `end`, delivering events in perf's order. */
+async function deliverRecords(
+  stream: ByteStream,
+  header: PerfDataHeader,
+  handlers: ReadHandlers,
+  name: string,
+  options: ReadOptions,
+  end: number,
+): Promise<ReadSummary> {
+  const summary: ReadSummary = {
+    header,
+    recordCounts: new Map(),
+    samples: 0,
+    unknownIdSamples: 0,
+    pipeBuildIds: 0,
+  };
+  let layout: RecordLayout | undefined;
+  const order = new TimeOrder<PerfEvent>((event) => handlers.event(event));
+  const started = async () => {
+    if (layout) return layout;
+    if (header.attrs.length === 0) throw badInput(name, 'records before any event attribute');
+    nameEvents(header);
+    try {
+      layout = new RecordLayout(header.attrs);
+    } catch (error) {
+      throw badInput(name, (error as Error).message, error);
+    }
+    await handlers.header?.(header);
+    return layout;
+  };
+  if (header.mode === 'file') await started();
+  let count = 0;
+  try {
+    while (stream.position < end) {
+      if ((++count & 0xfff) === 0) {
+        // Buffered chunks and sync handlers never leave the microtask queue: let timers and signals run.
+        await new Promise(setImmediate);
+        if (options.signal?.aborted) throw new ProfcpuError('ABORTED', `reading ${name} was interrupted`);
+      }
+      const offset = stream.position;
+      const head = stream.tryRead(8) ?? (await stream.read(8));
+      if (head.length === 0 && end === Number.POSITIVE_INFINITY) break;
+      if (head.length < 8) throw badInput(name, `a record cut short at offset ${offset}`);
+      const type = head.readUInt32LE(0);
+      const size = head.readUInt16LE(6);
+      if (size < 8 || offset + size > end) throw badInput(name, `a record of ${size} bytes at offset ${offset}`);
+      const record = await wholeRecord(stream, head, size);
+      if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
+      // Types beyond perf's are counted together: a hostile stream cannot grow the map.
+      const counted = type < 128 ? type : 128;
+      summary.recordCounts.set(counted, (summary.recordCounts.get(counted) ?? 0) + 1);
+      try {
+        await handleRecord(record, type, offset);
+      } catch (error) {
+        if (error instanceof RecordError) throw badInput(name, `${error.message} at offset ${offset}`, error);
+        throw error;
+      }
+    }
+    if (layout) await order.finish();
+    else await started();
+    return summary;
+  } finally {
+    await stream.close();
+  }
+
+  async function handleRecord(record: Buffer, type: number, offset: number): Promise<void> {
+    switch (type) {
+      case recordType.sample: {
+        const l = await started();
+        const attr = l.sampleAttr(record);
+        if (attr < 0) {
+          summary.unknownIdSamples++;
+          return;
+        }
+        summary.samples++;
+        const sample = decodeSample(record, attr, header.attrs[attr]!);
+        sample.offset = offset;
+        return order.push(sample.time, sample);
+      }
+      case recordType.finishedRound:
+        if (layout) await order.round();
+        return;
+      case recordType.headerAttr:
+        return addPipeAttr(record, offset);
+      case recordType.headerFeature:
+        return addPipeFeature(record, offset);
+      case recordType.headerBuildId:
+        if (record.length < 36) throw new RecordError('a build-id record too short');
+        if (header.features.buildIds.length < limits.maxBuildIds)
+          header.features.buildIds.push(decodeBuildIdRecord(record));
+        summary.pipeBuildIds++;
+        return;
+      case recordType.headerTracingData: {
+        // Its tracing data follows the record, padded to 8 bytes.
+        if (record.length < 12) throw new RecordError('a tracing-data record too short');
+        const bytes = record.readUInt32LE(8);
+        if (!(await stream.skip(Math.ceil(bytes / 8) * 8))) throw new RecordError('tracing data cut short');
+        return;
+      }
+      case recordType.auxtrace: {
+        if (record.length < 16) throw new RecordError('an auxtrace record too short');
+        const bytes = safe(record.readBigUInt64LE(8));
+        if (!Number.isFinite(bytes) || !(await stream.skip(bytes))) throw new RecordError('auxtrace data cut short');
+        return;
+      }
+      case recordType.compressed:
+        throw new RecordError('compressed records (perf record -z), which profcpu does not decompress');
+      default: {
+        if (type >= 64) return;
+        const l = await started();
+        const event = decodeOther(record, type, l.otherTime(record));
+        if (!event) return;
+        event.offset = offset;
+        return order.push(event.time, event);
+      }
+    }
+  }
+
+  function addPipeAttr(record: Buffer, offset: number): void {
+    if (layout) throw badInput(name, `an event attribute after the data began, at offset ${offset}`);
+    if (record.length < 8 + attrMinBytes) throw new RecordError('an attribute record too short');
+    const attrBytes = record.readUInt32LE(12);
+    if (attrBytes < attrMinBytes || 8 + attrBytes > record.length)
+      throw new RecordError(`an attribute of ${attrBytes} bytes`);
+    if (header.attrs.length >= limits.maxAttrs) throw new RecordError(`more than ${limits.maxAttrs} attributes`);
+    const ids: bigint[] = [];
+    for (let at = 8 + attrBytes; at + 8 <= record.length; at += 8) ids.push(record.readBigUInt64LE(at));
+    header.attrs.push({ ...decodeAttr(record, 8), ids, name: undefined });
+  }
+
+  function addPipeFeature(record: Buffer, offset: number): void {
+    if (record.length < 16) throw new RecordError('a feature record too short');
+    const bit = safe(record.readBigUInt64LE(8));
+    try {
+      decodeFeature(bit, record.subarray(16), header.features);
+    } catch (error) {
+      throw badInput(name, `feature ${bit} at offset ${offset}: ${(error as Error).message}`, error);
+    }
+  }
+}
+
+async function wholeRecord(stream: ByteStream, head: Buffer, size: number): Promise<Buffer> {
+  if (size === 8) return Buffer.from(head);
+  const body = stream.tryRead(size - 8);
+  // The head is a view into the chunk just before the body when both came from it: one slice holds the record.
+  if (body && body.buffer === head.buffer && body.byteOffset === head.byteOffset + 8)
+    return Buffer.from(body.buffer, head.byteOffset, size);
+  const rest = body ?? (await stream.read(size - 8));
+  return Buffer.concat([head, rest]);
+}
+
+async function readAt(file: FileHandle, offset: number, length: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(length);
+  let read = 0;
+  while (read < length) {
+    const { bytesRead } = await file.read(buffer, read, length - read, offset + read);
+    if (bytesRead === 0) break;
+    read += bytesRead;
+  }
+  return buffer.subarray(0, read);
+}
+
+/** A u64 as a number; past 2^53 it is Infinity, which every bound refuses. */
+function safe(value: bigint): number {
+  return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.POSITIVE_INFINITY : Number(value);
+}

@@ -1,0 +1,285 @@
+// perf script's text, written from perf.data without perf: takes the reader's events (reader.ts) in perf's order and a
+// Symbols source, gives the text `perf script --header --no-inline` prints with its default fields (comm, tid, cpu,
+// time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), in chunks.
+//
+// It keeps what perf's machine keeps (tools/perf/util/machine.c, thread.c, map.c): each thread's comm (`:<tid>` until
+// one is known, the parent's after a fork), each process's mappings (a thread shares its leader's; a fork copies its
+// parent's; a new mapping replaces what it overlaps), and names each frame the way perf 6.1 does: kernel addresses
+// from kallsyms, file mappings by their offset in the file (the address printed is that offset), anonymous executable
+// memory as `/tmp/perf-<pid>.map` with the address as is. Frames past perf script's default --max-stack (127) are
+// dropped, as perf drops them.
+import { context, contextMax, misc } from './format.js';
+import type { PerfDataHeader, PerfEvent } from './reader.js';
+import type { MmapEvent, SampleEvent } from './records.js';
+
+/** A symbol and the distance of an address into it. */
+export interface SymbolHit {
+  name: string;
+  offset: bigint;
+}
+
+/** Where names come from: loaded on demand, so lookups of a file not loaded yet may return a promise. */
+export interface ScriptSymbols {
+  /** The symbol at a kernel address. */
+  kernel(address: bigint): SymbolHit | undefined;
+  /** The symbol at `offset` in the file mapped as `mapping` (path and build-id as perf recorded them). */
+  file(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined>;
+}
+
+export interface Mapping {
+  start: bigint;
+  end: bigint;
+  pgoff: bigint;
+  /** The name perf prints: the file's path, `[vdso]`, or `/tmp/perf-<pid>.map` for anonymous code. */
+  dso: string;
+  /** The path recorded in the mapping record. */
+  path: string;
+  buildId: string | undefined;
+  /** Addresses are printed and looked up as they are (anonymous code), not as file offsets. */
+  identity: boolean;
+}
+
+export interface ScriptTextOptions {
+  /** Keep only the samples of these processes (perf script --pid). Default: all. */
+  pids: ReadonlySet<number> | undefined;
+  /** Frames kept per sample (perf script --max-stack). Default 127. */
+  maxStack: number;
+}
+
+const kernelStart = 0xffff800000000000n;
+const maxStackDefault = 127;
+/** Frame lines cached per mapping and for the kernel (about 150 bytes each). */
+const maxCachedLines = 1 << 20;
+
+interface Thread {
+  pid: number;
+  comm: string;
+}
+
+type Maps = { list: Mapping[] };
+
+export class ScriptTextWriter {
+  private readonly threads = new Map<number, Thread>();
+  private readonly maps = new Map<number, Maps>();
+  private nameWidth = 0;
+  private names: string[] = [];
+  private pending: string[] = [];
+  private pendingLength = 0;
+  private readonly options: ScriptTextOptions;
+  private readonly kernelLines = new Map<bigint, string>();
+  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
+  samples = 0;
+
+  constructor(
+    private readonly symbols: ScriptSymbols,
+    private readonly write: (chunk: Buffer) => void | Promise<void>,
+    options: Partial<ScriptTextOptions> = {},
+  ) {
+    this.options = { pids: undefined, maxStack: maxStackDefault, ...options };
+  }
+
+  /** The `#` header perf script --header prints first (the parts profcpu reads back). */
+  header(header: PerfDataHeader): void {
+    const f = header.features;
+    this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
+    this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
+    const lines = ['# ========'];
+    const fact = (name: string, value: string | number | undefined) => {
+      if (value !== undefined) lines.push(`# ${name} : ${value}`);
+    };
+    fact('hostname', f.hostname);
+    fact('os release', f.osRelease);
+    fact('perf version', f.perfVersion);
+    fact('arch', f.arch);
+    fact('nrcpus online', f.nrCpusOnline);
+    fact('nrcpus avail', f.nrCpusAvailable);
+    fact('cpudesc', f.cpuDesc);
+    if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
+    for (const name of this.names) lines.push(`# event : name = ${name}, `);
+    lines.push('# ========', '#', '');
+    this.push(lines.join('\n'));
+  }
+
+  async event(event: PerfEvent): Promise<void> {
+    switch (event.kind) {
+      case 'sample':
+        return this.sample(event);
+      case 'comm':
+        this.thread(event.pid, event.tid).comm = event.comm;
+        return;
+      case 'fork':
+        return this.fork(event.pid, event.tid, event.ppid, event.ptid);
+      case 'mmap':
+        return this.mmap(event);
+      default:
+        return;
+    }
+  }
+
+  /** Writes what is left. */
+  async end(): Promise<void> {
+    await this.flush();
+  }
+
+  private thread(pid: number, tid: number): Thread {
+    let thread = this.threads.get(tid);
+    if (!thread || (pid >= 0 && thread.pid < 0)) {
+      thread = { pid, comm: thread?.comm ?? `:${tid}` };
+      this.threads.set(tid, thread);
+    }
+    if (pid !== tid && pid >= 0) this.mapsOf(pid);
+    return thread;
+  }
+
+  private mapsOf(pid: number): Maps {
+    let maps = this.maps.get(pid);
+    if (!maps) this.maps.set(pid, (maps = { list: [] }));
+    return maps;
+  }
+
+  private fork(pid: number, tid: number, ppid: number, ptid: number): void {
+    const parent = this.thread(ppid, ptid);
+    // A tid reused: the old thread goes.
+    this.threads.set(tid, { pid, comm: parent.comm });
+    if (pid !== ppid) this.maps.set(pid, { list: [...this.mapsOf(ppid).list] });
+  }
+
+  private mmap(event: MmapEvent): void {
+    // The kernel's mappings (pid -1) are looked up by address range alone: see frame().
+    if (event.pid < 0 || event.cpumode === misc.kernel) return;
+    if (event.prot !== undefined && (event.prot & 4) === 0) return;
+    const maps = this.mapsOf(event.pid);
+    this.thread(event.pid, event.tid);
+    const anon = isAnonymous(event.filename);
+    const mapping: Mapping = {
+      start: event.start,
+      end: event.start + event.length,
+      pgoff: event.pgoff,
+      dso: anon ? `/tmp/perf-${event.pid}.map` : event.filename,
+      path: event.filename,
+      buildId: event.buildId,
+      identity: anon || isNoDso(event.filename),
+    };
+    // What the new mapping overlaps is cut away, as the kernel did.
+    const kept: Mapping[] = [];
+    for (const old of maps.list) {
+      if (old.end <= mapping.start || old.start >= mapping.end) kept.push(old);
+      else {
+        if (old.start < mapping.start) kept.push({ ...old, end: mapping.start });
+        if (old.end > mapping.end)
+          kept.push({
+            ...old,
+            start: mapping.end,
+            pgoff: old.identity ? old.pgoff : old.pgoff + (mapping.end - old.start),
+          });
+      }
+    }
+    kept.push(mapping);
+    kept.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+    maps.list = kept;
+  }
+
+  private async sample(sample: SampleEvent): Promise<void> {
+    if (this.options.pids && !this.options.pids.has(sample.pid)) return;
+    this.samples++;
+    const thread = this.thread(sample.pid, sample.tid);
+    let line = `${thread.comm} ${String(sample.tid).padStart(5)} `;
+    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
+    if (sample.time !== undefined) {
+      const seconds = sample.time / 1_000_000_000n;
+      const micros = (sample.time % 1_000_000_000n) / 1000n;
+      line += `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}: `;
+    }
+    line += `${String(sample.period).padStart(10)} `;
+    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: \n`;
+    const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
+    const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
+    let cpumode = sample.callchain ? 0 : sample.cpumode;
+    let frames = 0;
+    for (let i = 0; i < chain.length && frames < this.options.maxStack; i++) {
+      const ip = chain[i]!;
+      if (ip >= contextMax) {
+        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
+        continue;
+      }
+      frames++;
+      const frame = this.frame(ip, cpumode, maps);
+      line += typeof frame === 'string' ? frame : await frame;
+    }
+    this.push(line + '\n');
+    if (this.pendingLength > 1 << 20) await this.flush();
+  }
+
+  private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
+    if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
+      let line = this.kernelLines.get(ip);
+      if (line === undefined) {
+        line = frameLine(ip, this.symbols.kernel(ip), '[kernel.kallsyms]');
+        this.remember(this.kernelLines, ip, line);
+      }
+      return line;
+    }
+    const mapping = findMapping(maps, ip);
+    if (!mapping) return frameLine(ip, undefined, '[unknown]');
+    // A frame's line depends on its mapping and address only: most frames recur, so each line is made once.
+    let lines = this.mappingLines.get(mapping);
+    if (!lines) this.mappingLines.set(mapping, (lines = new Map()));
+    const known = lines.get(ip);
+    if (known !== undefined) return known;
+    const address = mapping.identity ? ip : ip - mapping.start + mapping.pgoff;
+    const found = this.symbols.file(mapping, address);
+    const make = (hit: SymbolHit | undefined) => {
+      const line = frameLine(address, hit, mapping.dso);
+      this.remember(lines, ip, line);
+      return line;
+    };
+    return found instanceof Promise ? found.then(make) : make(found);
+  }
+
+  /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
+  private remember(cache: Map<bigint, string>, ip: bigint, line: string): void {
+    if (cache.size >= maxCachedLines) cache.clear();
+    cache.set(ip, line);
+  }
+
+  private push(text: string): void {
+    this.pending.push(text);
+    this.pendingLength += text.length;
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const chunk = Buffer.from(this.pending.join(''));
+    this.pending = [];
+    this.pendingLength = 0;
+    await this.write(chunk);
+  }
+}
+
+function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
+  const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
+  return `\t${address.toString(16).padStart(16)} ${name} (${dso})\n`;
+}
+
+function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {
+  let lo = 0;
+  let hi = list.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const m = list[mid]!;
+    if (ip < m.start) hi = mid - 1;
+    else if (ip >= m.end) lo = mid + 1;
+    else return m;
+  }
+  return undefined;
+}
+
+/** perf's is_anon_memory: code there is named from /tmp/perf-<pid>.map. */
+function isAnonymous(path: string): boolean {
+  return path === '//anon' || path.startsWith('/dev/zero') || path.startsWith('/anon_hugepage');
+}
+
+/** perf's is_no_dso_memory: addresses used as they are. */
+function isNoDso(path: string): boolean {
+  return path.startsWith('[stack') || path.startsWith('/SYSV') || path === '[heap]';
+}

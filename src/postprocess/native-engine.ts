@@ -1,0 +1,86 @@
+// The native engine of postprocess: perf.data read by profcpu itself (src/perf/data/), with no perf installed. Takes
+// the output folder, gives what runScriptAndFold gives for perf script: the same perf-script text, teed to the
+// FlameScope file and into the fold, so the two engines differ only in who wrote the text. Names come from the folder
+// (kallsyms snapshot, kept binaries, perf-map copies: native-symbols.ts) and, for frames left unnamed, from the
+// resolver as with perf.
+import { layout } from '../bundle/layout.js';
+import type { Warn } from '../diagnostics.js';
+import { ProfcpuError } from '../error.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import { readPerfDataFile } from '../perf/data/reader.js';
+import { ScriptTextWriter } from '../perf/data/script-text.js';
+import { parseRecordingHeader } from '../perf/version.js';
+import { StackFolder, type FrameResolver } from '../stacks/fold.js';
+import { nativeSymbols } from './native-symbols.js';
+import type { PartialOutputs } from './outputs.js';
+import { mapsToPlace } from './perf-maps.js';
+import type { PostprocessOptions } from './postprocess.js';
+import { PerfScriptTee } from './tee.js';
+
+/** The processes to keep, from the only perf script arguments the native engine understands (`--pid=N[,M]`). */
+export function nativePidFilter(args: readonly string[]): Set<number> | undefined {
+  let pids: Set<number> | undefined;
+  for (const arg of args) {
+    const m = /^--pid=(\d+(?:,\d+)*)$/.exec(arg);
+    if (!m)
+      throw new ProfcpuError('USAGE', `the native engine does not take the perf script argument ${arg}`, {
+        remedy: 'Use `--engine perf` to pass arguments to perf script.',
+      });
+    pids ??= new Set();
+    for (const pid of m[1]!.split(',')) pids.add(Number(pid));
+  }
+  return pids;
+}
+
+export async function runNativeAndFold(
+  folder: OutputFolder,
+  opts: PostprocessOptions,
+  outputs: PartialOutputs,
+  context: { signal: AbortSignal | undefined; warn: Warn; progress: (message: string) => void },
+  resolving: Promise<FrameResolver | undefined>,
+) {
+  const { signal, warn, progress } = context;
+  const pids = nativePidFilter(opts.perfScriptArgs);
+  const resolver = await resolving;
+  const stackFolder = new StackFolder(opts.fold, warn, resolver);
+  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => stackFolder.write(chunk));
+  if (resolver) tee.nameFrames(resolver);
+  const perfMaps = await mapsToPlace(folder, warn);
+  let writer: ScriptTextWriter | undefined;
+  let lastProgress = performance.now();
+  try {
+    await readPerfDataFile(
+      `${folder.path}/${layout.perfData}`,
+      {
+        async header(header) {
+          const symbols = await nativeSymbols(folder, header, perfMaps, warn);
+          writer = new ScriptTextWriter(symbols, (chunk) => tee.sink(chunk), { pids });
+          writer.header(header);
+        },
+        async event(event) {
+          await writer!.event(event);
+          if (performance.now() - lastProgress >= opts.progressIntervalMs) {
+            lastProgress = performance.now();
+            progress(`reading ${layout.perfData}: ${writer!.samples} samples`);
+          }
+        },
+      },
+      { signal, name: layout.perfData },
+    );
+    await writer!.end();
+    await tee.finish();
+    return {
+      fold: stackFolder.end(),
+      resolver,
+      header: parseRecordingHeader(tee.headerLines()),
+      scriptBytes: tee.counts.bytes,
+      linesCut: tee.linesCut,
+      isolated: false,
+      perfMaps: [],
+      keptBinaries: 0,
+    };
+  } catch (error) {
+    tee.destroy();
+    throw error;
+  }
+}

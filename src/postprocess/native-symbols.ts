@@ -1,0 +1,234 @@
+// Names for the native engine (src/perf/data/script-text.ts), from what an output folder holds and what perf itself
+// would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
+// /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
+// symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
+// when its build-id is the recorded one (or none was recorded); anonymous code from the folder's perf map, under the
+// PID perf recorded. Every file is read within limits; a file that cannot be read names nothing.
+import { constants } from 'node:fs';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Warn } from '../diagnostics.js';
+import { layout } from '../bundle/layout.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import type { PerfDataHeader } from '../perf/data/reader.js';
+import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
+import { readKeptIndex } from '../symbols/kept-binaries.js';
+import { bytesSource, fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
+import {
+  fixup,
+  readFunctionTable,
+  tableOf,
+  type FunctionTable,
+  type FunctionSymbol,
+} from '../symbols/elf-functions.js';
+import { parsePerfMap } from '../symbols/perfmap.js';
+
+const maxKallsymsBytes = 64 << 20;
+const maxPerfMapBytes = 1 << 30;
+
+export interface NativeSymbolSources {
+  /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
+  kernel: string | undefined;
+}
+
+export async function nativeSymbols(
+  folder: OutputFolder,
+  header: PerfDataHeader,
+  perfMaps: readonly { from: string; pid: number }[],
+  warn: Warn,
+): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
+  const buildIds = new Map<string, string>();
+  for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
+  const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  const kept = await readKeptIndex(folder).catch(() => new Map());
+  const tables = new Map<string, Promise<FunctionTable>>();
+  const mapTables = new Map<number, Promise<FunctionTable>>();
+  for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
+
+  let vdso: Promise<FunctionTable> | undefined;
+  const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
+    if (mapping.dso === '[vdso]')
+      return (vdso ??= ownVdsoTable(mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
+    const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
+    if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
+    const buildId = mapping.buildId ?? buildIds.get(mapping.path);
+    const key = `${buildId ?? ''}\0${mapping.path}`;
+    let table = tables.get(key);
+    if (!table) {
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? '')).catch(() => tableOf([]));
+      tables.set(key, table);
+    }
+    return table;
+  };
+  const loaded = new Map<string, FunctionTable>();
+  return {
+    sources: { kernel: kernel.source },
+    kernel: (address) => kernel.table.lookup(address),
+    file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
+      const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
+      const ready = loaded.get(key);
+      if (ready) return ready.lookup(offset);
+      return fileTable(mapping).then((table) => {
+        loaded.set(key, table);
+        return table.lookup(offset);
+      });
+    },
+  };
+}
+
+async function loadFileTable(
+  folder: OutputFolder,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+): Promise<FunctionTable> {
+  const runtime =
+    isKept && buildId ? await folder.openExisting(`${layout.binaries}/${buildId}`) : await openLocal(path);
+  if (!runtime) return tableOf([]);
+  try {
+    const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
+    const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
+    // perf refuses a file whose build-id is not the recorded one.
+    if (!isKept && buildId && fileId !== buildId) return tableOf([]);
+    // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
+    // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
+    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
+      const debug = await openLocal(candidate);
+      if (!debug) continue;
+      try {
+        const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
+        const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
+        if (buildId && debugId && debugId !== buildId) continue;
+        const table = await readFunctionTable(debugSource, runtimeSource);
+        if (table.size > 0) return table;
+      } finally {
+        await debug.close();
+      }
+    }
+    return await readFunctionTable(runtimeSource);
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
+async function debugCandidates(runtime: ByteSource, path: string, buildId: string | undefined): Promise<string[]> {
+  const candidates: string[] = [];
+  const link = (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file;
+  if (link && !link.includes('/') && path.startsWith('/')) {
+    const dir = dirname(path);
+    candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
+  }
+  if (buildId) candidates.push(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+  return candidates;
+}
+
+/** A regular file of this machine opened for reading, or undefined. */
+async function openLocal(path: string): Promise<FileHandle | undefined> {
+  if (!path.startsWith('/') || path.startsWith('/memfd:') || path.endsWith(' (deleted)')) return undefined;
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(
+    () => undefined,
+  );
+  if (!handle) return undefined;
+  if ((await handle.stat()).isFile()) return handle;
+  await handle.close();
+  return undefined;
+}
+
+async function perfMapTable(folder: OutputFolder, from: string): Promise<FunctionTable> {
+  try {
+    const { bytes } = await folder.read(from, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 });
+    const symbols: FunctionSymbol[] = parsePerfMap(bytes).symbols.map((s) => ({
+      start: s.start,
+      end: s.start + s.size,
+      name: s.name,
+      binding: 1,
+    }));
+    return tableOf(fixup(symbols));
+  } catch {
+    return tableOf([]);
+  }
+}
+
+/**
+ * This process's vdso, when it is the recorded one (same build-id): perf names [vdso] frames from its copy of the
+ * recording machine's vdso, which on the same kernel is ours.
+ */
+async function ownVdsoTable(recordedBuildId: string | undefined): Promise<FunctionTable> {
+  const maps = await readFile('/proc/self/maps', 'utf8');
+  const line = maps.split('\n').find((l) => l.endsWith('[vdso]'));
+  const range = line && /^([0-9a-f]+)-([0-9a-f]+)/.exec(line);
+  if (!range) return tableOf([]);
+  const start = parseInt(range[1]!, 16);
+  const length = parseInt(range[2]!, 16) - start;
+  if (length <= 0 || length > 1 << 20) return tableOf([]);
+  const mem = await open('/proc/self/mem', 'r');
+  try {
+    const bytes = Buffer.alloc(length);
+    await mem.read(bytes, 0, length, start);
+    const source = bytesSource(bytes);
+    const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
+    if (!recordedBuildId || id !== recordedBuildId) return tableOf([]);
+    return await readFunctionTable(source);
+  } finally {
+    await mem.close();
+  }
+}
+
+/** kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. */
+export function kallsymsTable(text: string): FunctionTable {
+  const symbols: FunctionSymbol[] = [];
+  for (let from = 0; from < text.length;) {
+    const newline = text.indexOf('\n', from);
+    const end = newline < 0 ? text.length : newline;
+    const space = text.indexOf(' ', from);
+    const type = space > from && space + 2 < end ? text[space + 1]! : '';
+    if ((type === 't' || type === 'T' || type === 'w' || type === 'W') && text[space + 2] === ' ') {
+      const rest = text.slice(space + 3, end);
+      const tab = rest.indexOf('\t');
+      const name = tab < 0 ? rest : rest.slice(0, tab);
+      const start = BigInt(`0x${text.slice(from, space)}`);
+      if (start !== 0n && name)
+        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+    }
+    from = end + 1;
+  }
+  return tableOf(fixup(symbols, true));
+}
+
+async function kernelTable(
+  folder: OutputFolder,
+  recordedBuildId: string | undefined,
+  warn: Warn,
+): Promise<{ table: FunctionTable; source: string | undefined }> {
+  const kept = await folder
+    .read(layout.kallsyms, { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
+    .then(({ bytes }) => bytes.toString('utf8'))
+    .catch(() => undefined);
+  if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
+  const running = await runningKernelBuildId();
+  if (recordedBuildId && running !== recordedBuildId) {
+    warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
+    return { table: tableOf([]), source: undefined };
+  }
+  const text = await readFile('/proc/kallsyms', 'utf8').catch(() => '');
+  const table = kallsymsTable(text);
+  return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
+}
+
+/** The running kernel's build-id, from the NT_GNU_BUILD_ID note in /sys/kernel/notes. */
+async function runningKernelBuildId(): Promise<string | undefined> {
+  const notes = await readFile('/sys/kernel/notes').catch(() => undefined);
+  if (!notes) return undefined;
+  for (let at = 0; at + 12 <= notes.length;) {
+    const nameSize = notes.readUInt32LE(at);
+    const descSize = notes.readUInt32LE(at + 4);
+    const type = notes.readUInt32LE(at + 8);
+    const nameAt = at + 12;
+    const descAt = nameAt + Math.ceil(nameSize / 4) * 4;
+    if (type === 3 && notes.toString('latin1', nameAt, nameAt + 3) === 'GNU')
+      return notes.toString('hex', descAt, descAt + descSize);
+    at = descAt + Math.ceil(descSize / 4) * 4;
+  }
+  return undefined;
+}

@@ -1,0 +1,645 @@
+// C++ symbol names (Itanium ABI, `_Z...`) turned back into the names perf prints for them: perf demangles without
+// parameters (libiberty's DMGL_NO_OPTS), so `_ZN4node5StartEiPPc` is `node::Start` and template arguments are kept
+// (`v8::internal::Deserializer<v8::internal::Isolate>::ReadObject`), written as libiberty writes them (`char const*`,
+// `> >`). Names this demangler does not cover (local names, function types and expressions in template arguments,
+// lambdas...) give undefined, and the caller keeps the mangled name. Bounded: the input is a symbol name, at most a
+// few KiB, parsed once left to right with a depth limit.
+
+class Unsupported extends Error {}
+
+const builtins: Record<string, string> = {
+  v: 'void',
+  w: 'wchar_t',
+  b: 'bool',
+  c: 'char',
+  a: 'signed char',
+  h: 'unsigned char',
+  s: 'short',
+  t: 'unsigned short',
+  i: 'int',
+  j: 'unsigned int',
+  l: 'long',
+  m: 'unsigned long',
+  x: 'long long',
+  y: 'unsigned long long',
+  n: '__int128',
+  o: 'unsigned __int128',
+  f: 'float',
+  d: 'double',
+  e: 'long double',
+  g: '__float128',
+  z: '...',
+};
+
+const extendedBuiltins: Record<string, string> = {
+  n: 'decltype(nullptr)',
+  i: 'char32_t',
+  s: 'char16_t',
+  u: 'char8_t',
+  a: 'auto',
+  c: 'decltype(auto)',
+};
+
+const operators: Record<string, string> = {
+  nw: 'new',
+  na: 'new[]',
+  dl: 'delete',
+  da: 'delete[]',
+  ps: '+',
+  ng: '-',
+  ad: '&',
+  de: '*',
+  co: '~',
+  pl: '+',
+  mi: '-',
+  ml: '*',
+  dv: '/',
+  rm: '%',
+  an: '&',
+  or: '|',
+  eo: '^',
+  aS: '=',
+  pL: '+=',
+  mI: '-=',
+  mL: '*=',
+  dV: '/=',
+  rM: '%=',
+  aN: '&=',
+  oR: '|=',
+  eO: '^=',
+  ls: '<<',
+  rs: '>>',
+  lS: '<<=',
+  rS: '>>=',
+  eq: '==',
+  ne: '!=',
+  lt: '<',
+  gt: '>',
+  le: '<=',
+  ge: '>=',
+  ss: '<=>',
+  nt: '!',
+  aa: '&&',
+  oo: '||',
+  pp: '++',
+  mm: '--',
+  cm: ',',
+  pm: '->*',
+  pt: '->',
+  cl: '()',
+  ix: '[]',
+  qu: '?',
+};
+
+const stdAbbreviations: Record<string, string> = {
+  a: 'std::allocator',
+  b: 'std::basic_string',
+  s: 'std::string',
+  i: 'std::istream',
+  o: 'std::ostream',
+  d: 'std::iostream',
+};
+
+const literalSuffixes: Record<string, string> = { i: '', j: 'u', l: 'l', m: 'ul', x: 'll', y: 'ull' };
+
+const maxDepth = 64;
+const maxLength = 4096;
+
+/** perf's name for `mangled`, or undefined when it is not a C++ name this demangler covers. */
+export function demangle(mangled: string): string | undefined {
+  if (!mangled.startsWith('_Z') || mangled.length > maxLength) return undefined;
+  const dot = mangled.indexOf('.');
+  const symbol = dot < 0 ? mangled : mangled.slice(0, dot);
+  try {
+    const parser = new Parser(symbol);
+    // perf 6.1 prints a compiler clone (`.isra.0`, `.part.0`, `.cold`) under its function's name alone.
+    return finish(parser.encodingName());
+  } catch (error) {
+    if (error instanceof Unsupported || error instanceof RangeError) return undefined;
+    throw error;
+  }
+}
+
+interface Name {
+  text: string;
+  /** ` const` (and the like) of a member function: written after its parameters in a local name. */
+  qualifiers: string;
+  /** The name is a constructor or destructor (it has no return type in its encoding). */
+  structor: boolean;
+  /** The last unqualified name (for constructors and destructors of the enclosing class). */
+  last: string;
+  /** Template arguments ended the name. */
+  template: boolean;
+}
+
+class Parser {
+  private at = 2;
+  private readonly subs: string[] = [];
+  private templateArgs: string[] = [];
+  private depth = 0;
+  /** The last unqualified name read was a constructor or destructor. */
+  private structor = false;
+
+  constructor(private readonly s: string) {}
+
+  encodingName(): string {
+    // Thunks are written with their target's parameters.
+    if (this.take('Th')) {
+      this.callOffset();
+      return `non-virtual thunk to ${this.withParameters()}`;
+    }
+    if (this.take('Tv')) {
+      this.callOffset();
+      this.callOffset();
+      return `virtual thunk to ${this.withParameters()}`;
+    }
+    if (this.peek() === 'T' || this.s.startsWith('GV', this.at)) throw new Unsupported();
+    const name = this.name(false);
+    return name.text;
+  }
+
+  private peek(offset = 0): string {
+    return this.s[this.at + offset] ?? '';
+  }
+
+  private take(text: string): boolean {
+    if (!this.s.startsWith(text, this.at)) return false;
+    this.at += text.length;
+    return true;
+  }
+
+  private expect(text: string): void {
+    if (!this.take(text)) throw new Unsupported();
+  }
+
+  private enter(): void {
+    if (++this.depth > maxDepth) throw new Unsupported();
+  }
+
+  /** <name>; `asType`: the whole name is a type (a substitution candidate). */
+  private name(asType: boolean): Name {
+    this.enter();
+    try {
+      const c = this.peek();
+      if (c === 'N') return this.nestedName(asType);
+      if (c === 'Z') return this.localName();
+      let name: Name;
+      if (c === 'S' && this.peek(1) !== 't') {
+        const sub = this.substitution();
+        name = {
+          text: sub,
+          last: sub.slice(sub.lastIndexOf('::') + 2),
+          template: false,
+          qualifiers: '',
+          structor: false,
+        };
+        if (this.peek() !== 'I') return name;
+      } else {
+        const std = this.take('St');
+        // `L`: internal linkage, not written.
+        this.take('L');
+        const unqualified = this.unqualifiedName('');
+        const text = (std ? 'std::' : '') + unqualified;
+        name = { text, last: unqualified, template: false, qualifiers: '', structor: this.structor };
+        if (this.peek() !== 'I') return name;
+        this.subs.push(text);
+      }
+      const args = this.templateArgList(true);
+      return { ...name, text: templated(name.text, args), template: true };
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private nestedName(asType: boolean): Name {
+    this.expect('N');
+    let qualifiers = '';
+    for (;;) {
+      const q = { r: ' restrict', V: ' volatile', K: ' const' }[this.peek()];
+      if (q === undefined) break;
+      qualifiers += q;
+      this.at++;
+    }
+    if (this.take('R')) qualifiers += ' &';
+    else if (this.take('O')) qualifiers += ' &&';
+    let text = '';
+    let last = '';
+    let template = false;
+    // A prefix that is itself a substitution is not a new candidate.
+    let known = false;
+    for (;;) {
+      if (this.take('E')) break;
+      if (text !== '' && !template && !known) this.subs.push(text);
+      template = false;
+      known = false;
+      const c = this.peek();
+      if (c === 'S' && this.peek(1) === 't' && text === '') {
+        // `NSt...`: a name in std, `std` not a candidate by itself.
+        this.at += 2;
+        this.structor = false;
+        const part = this.unqualifiedName(last);
+        last = part;
+        text = `std::${part}`;
+        continue;
+      }
+      if (c === 'S' && this.peek(1) !== 't' && text === '') {
+        text = this.substitution();
+        last = text.slice(text.lastIndexOf('::') + 2);
+        known = true;
+        continue;
+      }
+      if (c === 'T' && text === '') {
+        text = this.templateParam();
+        last = text;
+        continue;
+      }
+      if (c === 'I') {
+        if (text === '') throw new Unsupported();
+        const args = this.templateArgList(true);
+        text = templated(text, args);
+        template = true;
+        // The template-id is a prefix too, unless it ends the name.
+        if (this.peek() !== 'E') this.subs.push(text);
+        continue;
+      }
+      if (c === 'L') this.at++;
+      this.structor = false;
+      const part = this.unqualifiedName(last);
+      last = part.startsWith('~') ? part.slice(1) : part;
+      text = text === '' ? part : `${text}::${part}`;
+    }
+    if (asType && template) this.subs.push(text);
+    return { text, last, template, qualifiers, structor: this.structor };
+  }
+
+  /** <unqualified-name>; `enclosing` names the class of a constructor or destructor. */
+  private unqualifiedName(enclosing: string): string {
+    const c = this.peek();
+    let name: string;
+    if (c >= '0' && c <= '9') {
+      name = this.sourceName();
+    } else if (c === 'C' && /[1-5I]/.test(this.peek(1))) {
+      const inheriting = this.peek(1) === 'I';
+      this.at += inheriting ? 3 : 2;
+      if (inheriting) this.type();
+      name = withoutTemplateArgs(enclosing);
+      this.structor = true;
+    } else if (c === 'D' && /[0-5]/.test(this.peek(1))) {
+      this.at += 2;
+      name = `~${withoutTemplateArgs(enclosing)}`;
+      this.structor = true;
+    } else if (c === 'U' && this.peek(1) === 'l') {
+      this.at += 2;
+      const params = this.parameterList('E');
+      name = `{lambda(${params})#${this.discriminatorNumber()}}`;
+    } else if (c === 'U' && this.peek(1) === 't') {
+      this.at += 2;
+      name = `{unnamed type#${this.discriminatorNumber()}}`;
+    } else {
+      name = this.operatorName();
+    }
+    while (this.take('B')) name += `[abi:${this.sourceName()}]`;
+    return name;
+  }
+
+  /**
+   * <local-name>: `Z <function encoding> E <entity>`: the function is written with its parameters (libiberty does so
+   * even without DMGL_PARAMS), then `::` and the entity.
+   */
+  private localName(): Name {
+    this.expect('Z');
+    const savedArgs = this.templateArgs;
+    const fn = this.name(false);
+    // A local name in a variable's initializer (no parameters): the enclosing name alone.
+    const enclosing = this.take('E') ? fn.text : `${fn.text}(${this.functionParameters(fn)})${fn.qualifiers}`;
+    this.templateArgs = savedArgs;
+    if (this.take('s')) {
+      this.discriminator();
+      return {
+        text: `${enclosing}::string literal`,
+        last: 'string literal',
+        template: false,
+        qualifiers: '',
+        structor: false,
+      };
+    }
+    const entity = this.name(false);
+    this.discriminator();
+    return { ...entity, text: `${enclosing}::${entity.text}` };
+  }
+
+  /** `[n] <number> _` of a thunk: not printed. */
+  private callOffset(): void {
+    this.take('n');
+    const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];
+    if (!digits) throw new Unsupported();
+    this.at += digits.length;
+    this.expect('_');
+  }
+
+  /** A whole function encoding with its parameters: `name(params) const`. */
+  private withParameters(): string {
+    const fn = this.name(false);
+    const types: string[] = [];
+    if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
+    while (this.at < this.s.length) types.push(finish(this.type()));
+    const params = types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+    return `${fn.text}(${params})${fn.qualifiers}`;
+  }
+
+  /** The parameters of a function encoding, its return type skipped when it has one (a template function). */
+  private functionParameters(fn: Name): string {
+    if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
+    return this.parameterList('E');
+  }
+
+  /** Types up to (not including) `end`, as a parameter list: `v` alone is none. */
+  private parameterList(end: string): string {
+    const types: string[] = [];
+    while (this.peek() !== end) {
+      if (this.at >= this.s.length) throw new Unsupported();
+      types.push(finish(this.type()));
+    }
+    this.expect(end);
+    return types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+  }
+
+  /** `[<number>] _` after a lambda or unnamed type: #1 without a number, #n+2 with n. */
+  private discriminatorNumber(): number {
+    const digits = /^\d*/.exec(this.s.slice(this.at))![0];
+    this.at += digits.length;
+    this.expect('_');
+    return digits === '' ? 1 : Number(digits) + 2;
+  }
+
+  /** `_ <digit>` or `__ <number> _` after a local name: not printed. */
+  private discriminator(): void {
+    if (this.s.startsWith('__', this.at)) {
+      this.at += 2;
+      while (/\d/.test(this.peek())) this.at++;
+      this.expect('_');
+    } else if (this.peek() === '_' && /\d/.test(this.peek(1))) this.at += 2;
+  }
+
+  private sourceName(): string {
+    const digits = /^\d+/.exec(this.s.slice(this.at, this.at + 6))?.[0];
+    if (!digits) throw new Unsupported();
+    const length = Number(digits);
+    this.at += digits.length;
+    if (this.at + length > this.s.length) throw new Unsupported();
+    const id = this.s.slice(this.at, this.at + length);
+    this.at += length;
+    return id.startsWith('_GLOBAL__N') ? '(anonymous namespace)' : id;
+  }
+
+  private operatorName(): string {
+    const code = this.s.slice(this.at, this.at + 2);
+    if (code === 'cv') {
+      this.at += 2;
+      return `operator ${this.type()}`;
+    }
+    if (code === 'li') {
+      this.at += 2;
+      return `operator"" ${this.sourceName()}`;
+    }
+    const op = operators[code];
+    if (!op) throw new Unsupported();
+    this.at += 2;
+    return /^[a-z]/.test(op) ? `operator ${op}` : `operator${op}`;
+  }
+
+  private substitution(): string {
+    this.expect('S');
+    const c = this.peek();
+    const abbreviation = stdAbbreviations[c];
+    if (abbreviation) {
+      this.at++;
+      return abbreviation;
+    }
+    let index = 0;
+    if (c !== '_') {
+      const id = /^[0-9A-Z]+/.exec(this.s.slice(this.at, this.at + 8))?.[0];
+      if (!id) throw new Unsupported();
+      index = parseInt(id, 36) + 1;
+      this.at += id.length;
+    }
+    this.expect('_');
+    const sub = this.subs[index];
+    if (sub === undefined) throw new Unsupported();
+    return sub;
+  }
+
+  private templateParam(): string {
+    this.expect('T');
+    let index = 0;
+    if (this.peek() !== '_') {
+      const id = /^\d+/.exec(this.s.slice(this.at, this.at + 6))?.[0];
+      if (!id) throw new Unsupported();
+      index = Number(id) + 1;
+      this.at += id.length;
+    }
+    this.expect('_');
+    const arg = this.templateArgs[index];
+    if (arg === undefined) throw new Unsupported();
+    return arg;
+  }
+
+  /** <template-args>; `outer`: these are the arguments T_ refers to from now on. */
+  private templateArgList(outer: boolean): string[] {
+    this.expect('I');
+    const args: string[] = [];
+    while (!this.take('E')) {
+      if (this.at >= this.s.length) throw new Unsupported();
+      args.push(this.templateArg());
+    }
+    if (outer) this.templateArgs = args;
+    return args;
+  }
+
+  private templateArg(): string {
+    const c = this.peek();
+    if (c === 'L') return this.literal();
+    if (c === 'X') throw new Unsupported();
+    if (this.take('J')) {
+      // A pack: its arguments in line.
+      const pack: string[] = [];
+      while (!this.take('E')) {
+        if (this.at >= this.s.length) throw new Unsupported();
+        pack.push(this.templateArg());
+      }
+      return pack.join(', ');
+    }
+    return this.type();
+  }
+
+  private literal(): string {
+    this.expect('L');
+    if (this.peek() === 'Z') throw new Unsupported();
+    const type = this.peek();
+    // A value of a class or enum type: `(Type)value`.
+    if (type === 'N' || type === 'S' || (type >= '0' && type <= '9')) {
+      const name = this.type();
+      const negative = this.take('n');
+      const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];
+      if (!digits) throw new Unsupported();
+      this.at += digits.length;
+      this.expect('E');
+      return `(${name})${negative ? '-' : ''}${digits}`;
+    }
+    this.at++;
+    const negative = this.take('n');
+    const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];
+    if (!digits) throw new Unsupported();
+    this.at += digits.length;
+    this.expect('E');
+    const value = (negative ? '-' : '') + digits;
+    if (type === 'b') return value === '0' ? 'false' : 'true';
+    const suffix = literalSuffixes[type];
+    if (suffix !== undefined) return value + suffix;
+    const builtin = builtins[type];
+    if (!builtin) throw new Unsupported();
+    return `(${builtin})${value}`;
+  }
+
+  private type(): string {
+    this.enter();
+    try {
+      return this.typeInner();
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private typeInner(): string {
+    const c = this.peek();
+    const builtin = builtins[c];
+    if (builtin) {
+      this.at++;
+      return builtin;
+    }
+    if (c === 'D') {
+      const extended = extendedBuiltins[this.peek(1)];
+      if (!extended) throw new Unsupported();
+      this.at += 2;
+      return extended;
+    }
+    if (c === 'K' || c === 'V' || c === 'r') {
+      let qualifiers = '';
+      while ('rVK'.includes(this.peek()) && this.peek() !== '') {
+        const q = this.peek();
+        this.at++;
+        qualifiers = (q === 'K' ? ' const' : q === 'V' ? ' volatile' : ' restrict') + qualifiers;
+      }
+      const inner = this.type();
+      // A qualified pointer to a function: `void (* const)(int)`.
+      const type = inner.includes(hole) ? inner.replace(hole, qualifiers + hole) : inner + qualifiers;
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'P' || c === 'R' || c === 'O') {
+      this.at++;
+      const inner = this.type();
+      const mark = c === 'P' ? '*' : c === 'R' ? '&' : '&&';
+      // A pointer to a function goes inside its parentheses: `void (*)(int)`.
+      const type = !inner.includes(hole)
+        ? collapse(inner, mark)
+        : /\((?:[*&]| const| volatile| restrict)*\u0001\)/.test(inner)
+          ? inner.replace(hole, mark + hole)
+          : inner.replace(hole, `(${mark}${hole})`);
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'F') {
+      this.at++;
+      this.take('Y');
+      const returns = this.type();
+      const params = this.parameterList('E');
+      // A function returning a pointer to a function: its parameters go inside the declarator.
+      const type = returns.includes(hole)
+        ? returns.replace(hole, `${hole}(${params})`)
+        : `${returns} (${hole})(${params})`;
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'T') {
+      const param = this.templateParam();
+      this.subs.push(param);
+      if (this.peek() !== 'I') return param;
+      const type = templated(param, this.templateArgList(false));
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'S' && this.peek(1) !== 't') {
+      const sub = this.substitution();
+      if (this.peek() !== 'I') return sub;
+      const type = templated(sub, this.templateArgList(false));
+      this.subs.push(type);
+      return type;
+    }
+    if (c === 'Z') {
+      // A class local to a function (a lambda's closure type, most often).
+      const saved = this.templateArgs;
+      const local = this.localName().text;
+      this.templateArgs = saved;
+      this.subs.push(local);
+      return local;
+    }
+    if (c === 'N' || (c >= '0' && c <= '9') || c === 'S') {
+      const saved = this.templateArgs;
+      const name = this.nameAsType();
+      this.templateArgs = saved;
+      return name;
+    }
+    throw new Unsupported();
+  }
+
+  /** A class or enum type: its name, a substitution candidate once whole. */
+  private nameAsType(): string {
+    if (this.peek() === 'N') {
+      const name = this.nestedName(true);
+      if (!name.template) this.subs.push(name.text);
+      return name.text;
+    }
+    const std = this.take('St');
+    const unqualified = this.unqualifiedName('');
+    let text = (std ? 'std::' : '') + unqualified;
+    this.subs.push(text);
+    if (this.peek() === 'I') {
+      text = templated(text, this.templateArgList(false));
+      this.subs.push(text);
+    }
+    return text;
+  }
+}
+
+/** `inner` with `mark` (`*`, `&`, `&&`) added, references collapsed as C++ does (`X& &&` is `X&`). */
+function collapse(inner: string, mark: string): string {
+  if (mark === '*' || !inner.endsWith('&')) return inner + mark;
+  if (inner.endsWith('&&') && mark === '&&') return inner;
+  return `${inner.replace(/&&?$/, '')}&`;
+}
+
+/** Marks where a pointer or reference goes in a function type (`void (*)(int)`); removed from the final name. */
+const hole = '\u0001';
+
+function finish(name: string): string {
+  return name.replaceAll(`(${hole})`, '').replaceAll(hole, '');
+}
+
+/** `name<args>` as libiberty writes it: `> >` between closing brackets, `operator< <int>`. */
+function templated(name: string, args: string[]): string {
+  // An empty pack adds nothing; a function type is finished once it is an argument.
+  const inner = args
+    .filter((arg) => arg !== '')
+    .map(finish)
+    .join(', ');
+  const open = name.endsWith('<') ? ' <' : '<';
+  // libiberty looks at the last argument, so after an empty pack it writes `>>`.
+  const spaced = (args[args.length - 1] ?? '').endsWith('>');
+  return `${name}${open}${inner}${spaced ? ' >' : '>'}`;
+}
+
+function withoutTemplateArgs(name: string): string {
+  const open = name.indexOf('<');
+  return open < 0 ? name : name.slice(0, open);
+}

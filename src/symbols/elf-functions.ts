@@ -1,0 +1,312 @@
+// The function symbols of a 64-bit little-endian ELF file as perf uses them to name frames (tools/perf/util/
+// symbol-elf.c, symbol.c): `.symtab` when the file has one, else `.dynsym`; functions, GNU ifuncs and named labels in
+// code sections; each symbol moved from its virtual address to its file offset (perf names a user frame by its offset
+// in the mapped file); symbols at one address reduced to the one perf prefers; a symbol of size 0 ending where the
+// next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in. Reads are bounded by
+// `limits`: a forged header yields an error, never a huge allocation.
+import { demangle } from './demangle.js';
+import type { ByteSource } from './elf.js';
+
+export interface FunctionTable {
+  /** The symbol holding file offset `offset`, and how far into it. */
+  lookup(offset: bigint): { name: string; offset: bigint } | undefined;
+  readonly size: number;
+}
+
+export const elfFunctionLimits = Object.freeze({
+  maxSections: 1 << 16,
+  /** A symbol table of a few million symbols (libxul has about 400 000). */
+  maxSymbolBytes: 256 << 20,
+  maxStringBytes: 256 << 20,
+});
+
+const SHT_SYMTAB = 2;
+const SHT_DYNSYM = 11;
+const SHT_NOBITS = 8;
+const STT_NOTYPE = 0;
+const STT_FUNC = 2;
+const STT_GNU_IFUNC = 10;
+const STB_GLOBAL = 1;
+const STB_WEAK = 2;
+const SHN_UNDEF = 0;
+const SHN_LORESERVE = 0xff00;
+const SHN_ABS = 0xfff1;
+
+interface Section {
+  name: number;
+  type: number;
+  flags: bigint;
+  addr: bigint;
+  offset: bigint;
+  size: bigint;
+  link: number;
+  entsize?: bigint;
+}
+
+export interface FunctionSymbol {
+  start: bigint;
+  end: bigint;
+  name: string;
+  binding: number;
+  /** Its size was 0: its end was set to the next symbol's start. */
+  label?: boolean;
+}
+
+interface Segment {
+  vaddr: bigint;
+  memsz: bigint;
+  offset: bigint;
+}
+
+async function elfHeader(source: ByteSource): Promise<Buffer | undefined> {
+  const header = Buffer.from(await source.read(0, 64));
+  if (header.length < 64 || header.readUInt32BE(0) !== 0x7f454c46 || header[4] !== 2 || header[5] !== 1)
+    return undefined;
+  return header;
+}
+
+/** The PT_LOAD segments of an ELF: perf moves a symbol to its file offset by the segment holding it. */
+export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
+  const header = await elfHeader(source);
+  if (!header) return [];
+  const phoff = header.readBigUInt64LE(0x20);
+  const phentsize = header.readUInt16LE(0x36);
+  const phnum = header.readUInt16LE(0x38);
+  if (phentsize < 56 || phoff > BigInt(source.size)) return [];
+  const table = Buffer.from(await source.read(Number(phoff), phnum * phentsize));
+  const segments: Segment[] = [];
+  for (let at = 0; at + 56 <= table.length; at += phentsize)
+    if (table.readUInt32LE(at) === 1)
+      segments.push({
+        offset: table.readBigUInt64LE(at + 8),
+        vaddr: table.readBigUInt64LE(at + 16),
+        memsz: table.readBigUInt64LE(at + 40),
+      });
+  return segments;
+}
+
+/**
+ * The function table of the ELF in `source`, empty when it is not a 64-bit little-endian ELF with symbols. Symbols
+ * are moved to file offsets by the load segments of `runtime` (the mapped file, when `source` is its debug file).
+ */
+export async function readFunctionTable(source: ByteSource, runtime: ByteSource = source): Promise<FunctionTable> {
+  const header = await elfHeader(source);
+  if (!header) return tableOf([]);
+  const segments = await readLoadSegments(runtime);
+  const shoff = header.readBigUInt64LE(0x28);
+  const shentsize = header.readUInt16LE(0x3a);
+  const shnum = header.readUInt16LE(0x3c);
+  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size))
+    return tableOf([]);
+  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const sections: Section[] = [];
+  for (let i = 0; (i + 1) * shentsize <= table.length; i++) {
+    const at = i * shentsize;
+    sections.push({
+      name: table.readUInt32LE(at),
+      type: table.readUInt32LE(at + 4),
+      flags: table.readBigUInt64LE(at + 8),
+      addr: table.readBigUInt64LE(at + 16),
+      offset: table.readBigUInt64LE(at + 24),
+      size: table.readBigUInt64LE(at + 32),
+      link: table.readUInt32LE(at + 40),
+    });
+  }
+  const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0n;
+  const symbols =
+    sections.find((s) => s.type === SHT_SYMTAB && present(s)) ??
+    sections.find((s) => s.type === SHT_DYNSYM && present(s));
+  const strings = symbols && sections[symbols.link];
+  if (!symbols || !strings || !present(strings)) return tableOf([]);
+  if (
+    symbols.size > BigInt(elfFunctionLimits.maxSymbolBytes) ||
+    strings.size > BigInt(elfFunctionLimits.maxStringBytes)
+  )
+    return tableOf([]);
+  const names = sections[header.readUInt16LE(0x3e)];
+  const sectionNames =
+    names && present(names) && names.size <= BigInt(elfFunctionLimits.maxStringBytes)
+      ? Buffer.from(await source.read(Number(names.offset), Number(names.size)))
+      : Buffer.alloc(0);
+  const isText = (section: Section) => {
+    const nul = sectionNames.indexOf(0, section.name);
+    return sectionNames.toString('latin1', section.name, nul < 0 ? sectionNames.length : nul).includes('text');
+  };
+  const symBytes = Buffer.from(await source.read(Number(symbols.offset), Number(symbols.size)));
+  const strBytes = Buffer.from(await source.read(Number(strings.offset), Number(strings.size)));
+  const syms: FunctionSymbol[] = [];
+  for (let at = 0; at + 24 <= symBytes.length; at += 24) {
+    const nameAt = symBytes.readUInt32LE(at);
+    const info = symBytes[at + 4]!;
+    const shndx = symBytes.readUInt16LE(at + 6);
+    const type = info & 0xf;
+    if (nameAt === 0 || shndx === SHN_UNDEF || (shndx >= SHN_LORESERVE && shndx !== SHN_ABS)) continue;
+    const section = sections[shndx];
+    if (!section) continue;
+    // perf's labels: untyped symbols of default or protected visibility in a section named like `.text`.
+    const visibility = symBytes[at + 5]! & 3;
+    const label = type === STT_NOTYPE && shndx !== SHN_ABS && visibility !== 1 && visibility !== 2 && isText(section);
+    if (!(type === STT_FUNC || type === STT_GNU_IFUNC || label)) continue;
+    if (nameAt >= strBytes.length) continue;
+    const nul = strBytes.indexOf(0, nameAt);
+    const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
+    // perf demangles C++ names as it loads them, before it chooses among symbols at one address.
+    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    // ARM mapping symbols ($a, $d, $x) are not functions.
+    if (name.startsWith('$')) continue;
+    const value = symBytes.readBigUInt64LE(at + 8);
+    const size = symBytes.readBigUInt64LE(at + 16);
+    // perf's elf_read_program_header: a symbol in no load segment is dropped.
+    const segment = segments.find((seg) => value >= seg.vaddr && value < seg.vaddr + seg.memsz);
+    if (!segment) continue;
+    const start = value - segment.vaddr + segment.offset;
+    syms.push({ start, end: start + size, name, binding: info >> 4 });
+  }
+  const functions = fixup(syms);
+  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
+  const plt = await readPltSymbols(runtime).catch(() => []);
+  if (plt.length === 0) return tableOf(functions);
+  return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
+}
+
+const SHT_RELA = 4;
+const EM_X86_64 = 62;
+
+/**
+ * perf's dso__synthesize_plt_symbols on x86-64: entry i of `.plt` (after a header of one entry) is `<name>@plt`, the
+ * name that of the dynamic symbol of relocation i of `.rela.plt`.
+ */
+async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
+  const header = await elfHeader(source);
+  if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
+  const shoff = header.readBigUInt64LE(0x28);
+  const shentsize = header.readUInt16LE(0x3a);
+  const shnum = header.readUInt16LE(0x3c);
+  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size)) return [];
+  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const sections: Section[] = [];
+  for (let at = 0; at + 64 <= table.length; at += shentsize)
+    sections.push({
+      name: table.readUInt32LE(at),
+      type: table.readUInt32LE(at + 4),
+      flags: table.readBigUInt64LE(at + 8),
+      addr: table.readBigUInt64LE(at + 16),
+      offset: table.readBigUInt64LE(at + 24),
+      size: table.readBigUInt64LE(at + 32),
+      link: table.readUInt32LE(at + 40),
+      entsize: table.readBigUInt64LE(at + 56),
+    });
+  const names = sections[header.readUInt16LE(0x3e)];
+  if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
+  const nameBytes = Buffer.from(await source.read(Number(names.offset), Number(names.size)));
+  const named = (wanted: string) =>
+    sections.find((sec) => {
+      const end = nameBytes.indexOf(0, sec.name);
+      return nameBytes.toString('latin1', sec.name, end < 0 ? nameBytes.length : end) === wanted;
+    });
+  const rela = named('.rela.plt');
+  const plt = named('.plt');
+  const dynsym = rela && sections[rela.link];
+  const dynstr = dynsym && sections[dynsym.link];
+  if (!rela || rela.type !== SHT_RELA || !plt || !dynsym || !dynstr || plt.entsize === 0n) return [];
+  const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
+  if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
+  const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
+  const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
+  const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
+  const entry = plt.entsize ?? 0n;
+  const out: FunctionSymbol[] = [];
+  let start = plt.offset + entry;
+  for (let at = 0; at + 24 <= relocations.length; at += 24) {
+    const index = Number(relocations.readBigUInt64LE(at + 8) >> 32n);
+    const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
+    const end = strings.indexOf(0, nameAt);
+    const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
+    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    out.push({ start, end: start + entry, name: `${name}@plt`, binding: STB_GLOBAL });
+    start += entry;
+  }
+  return out;
+}
+
+/**
+ * perf's symbols__fixup_duplicate and symbols__fixup_end, in the order perf runs them for ELF files; kallsyms has its
+ * ends fixed first (`endsFirst`), so of symbols at one address the last listed wins there.
+ */
+export function fixup(syms: FunctionSymbol[], endsFirst = false): FunctionSymbol[] {
+  syms.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  if (endsFirst) fixupEnds(syms);
+  const kept: FunctionSymbol[] = [];
+  for (const sym of syms) {
+    const last = kept[kept.length - 1];
+    if (last && last.start === sym.start) {
+      if (prefer(sym, last)) kept[kept.length - 1] = sym;
+      continue;
+    }
+    kept.push(sym);
+  }
+  fixupEnds(kept);
+  return kept;
+}
+
+function fixupEnds(syms: FunctionSymbol[]): void {
+  for (let i = 0; i + 1 < syms.length; i++)
+    if (syms[i]!.end === syms[i]!.start) {
+      syms[i]!.end = syms[i + 1]!.start;
+      syms[i]!.label = true;
+    }
+  const last = syms[syms.length - 1];
+  if (last && last.end === last.start) last.end = ((last.start + 4095n) / 4096n) * 4096n + 4096n;
+}
+
+/** perf's choose_best_symbol: true when `a` wins over `b`. */
+function prefer(a: FunctionSymbol, b: FunctionSymbol): boolean {
+  const sizeA = a.end - a.start;
+  const sizeB = b.end - b.start;
+  if (sizeA > 0n && sizeB === 0n) return true;
+  if (sizeA === 0n && sizeB > 0n) return false;
+  const weakA = a.binding === STB_WEAK;
+  const weakB = b.binding === STB_WEAK;
+  if (weakB && !weakA) return true;
+  if (weakA && !weakB) return false;
+  const globalA = a.binding === STB_GLOBAL;
+  const globalB = b.binding === STB_GLOBAL;
+  if (globalA && !globalB) return true;
+  if (globalB && !globalA) return false;
+  const underscores = (s: string) => /^_*/.exec(s)![0].length;
+  if (underscores(b.name) > underscores(a.name)) return true;
+  if (underscores(a.name) > underscores(b.name)) return false;
+  if (a.name.length > b.name.length) return true;
+  if (a.name.length < b.name.length) return false;
+  // perf keeps the first it met (arch__choose_best_symbol on x86).
+  return false;
+}
+
+/** A lookup table over symbols already fixed up. */
+export function tableOf(syms: FunctionSymbol[]): FunctionTable {
+  return {
+    size: syms.length,
+    lookup(offset) {
+      let lo = 0;
+      let hi = syms.length - 1;
+      let found = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (syms[mid]!.start <= offset) {
+          found = mid;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      const sym = syms[found];
+      if (!sym || offset >= sym.end) return undefined;
+      // A label inside a sized function: perf's tree search meets the function first and names the frame by it.
+      if (sym.label)
+        for (let i = found - 1; i >= 0 && i >= found - 16; i--) {
+          const outer = syms[i]!;
+          if (!outer.label && outer.start <= offset && offset < outer.end)
+            return { name: outer.name, offset: offset - outer.start };
+        }
+      return { name: sym.name, offset: offset - sym.start };
+    },
+  };
+}
