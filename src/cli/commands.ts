@@ -9,9 +9,20 @@ import postprocess from './postprocess.js';
 import ps from './ps.js';
 import render from './render.js';
 import symbols from './symbols.js';
+import watch from './watch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const commands: CommandModule<any, any>[] = [collect, postprocess, demo, doctor, ps, symbols, fold, render];
+export const commands: CommandModule<any, any>[] = [
+  collect,
+  watch,
+  postprocess,
+  demo,
+  doctor,
+  ps,
+  symbols,
+  fold,
+  render,
+];
 
 /** Long options accepted with a single dash, as the original shell tool spelled them. */
 export const singleDashOptions: ReadonlySet<string> = new Set([
@@ -30,4 +41,5 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'width',
   'perf',
   'offline',
+  'rules',
 ]);
