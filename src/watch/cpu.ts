@@ -1,7 +1,7 @@
 // A process's CPU use over a sliding window, from /proc/PID/stat (utime + stime, in clock ticks): nothing is sent to
 // the process. Takes samples (time, ticks) as the watch polls; gives the average share of one core over the last
-// `windowMs`, once the samples cover that window. Also the CPU quota of the process's cgroup v2 (`cpu.max`), in cores,
-// for triggers expressed as a share of the container's quota.
+// `windowMs`, once the samples cover that window. Also the CPU quota of the process's cgroup (v2 `cpu.max`, or the v1
+// cpu controller's CFS quota), in cores, for triggers expressed as a share of the container's quota.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { readPathCapped } from '../files/bounded-read.js';
@@ -63,9 +63,53 @@ export function parseCpuMax(text: string): number | undefined {
   return Number(match[1]) / Number(match[2]);
 }
 
+/** Parses cgroup v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us`: the quota in cores, undefined when unlimited (-1). */
+export function parseCfsQuota(quota: string, period: string): number | undefined {
+  const [q, p] = [Number(quota.trim()), Number(period.trim())];
+  return Number.isSafeInteger(q) && Number.isSafeInteger(p) && q > 0 && p > 0 ? q / p : undefined;
+}
+
+/** The cgroup v1 `cpu` controller's path in /proc/PID/cgroup text (`4:cpu,cpuacct:/path`), if any. */
+export function parseCgroupV1Cpu(text: string): string | undefined {
+  for (const line of text.split('\n')) {
+    const match = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (match && match[1]!.split(',').includes('cpu')) return match[2];
+  }
+  return undefined;
+}
+
+/** Where the cgroup v1 `cpu` controller is mounted, from /proc/self/mountinfo text. */
+export function cpuV1Mount(mountinfo: string): string | undefined {
+  for (const line of mountinfo.split('\n')) {
+    const [left, right] = line.split(' - ');
+    const [type, , options] = (right ?? '').split(' ');
+    const mountPoint = left?.split(' ')[4];
+    if (type === 'cgroup' && mountPoint && options?.split(',').includes('cpu'))
+      return mountPoint.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
+  }
+  return undefined;
+}
+
+/** The folders from `path` up to its hierarchy's root (a path has a few levels; the bound guards a forged one). */
+function upwards(path: string): string[] {
+  const dirs: string[] = [];
+  for (let dir = path; dirs.length < 64; dir = dir.slice(0, dir.lastIndexOf('/')) || '/') {
+    dirs.push(dir);
+    if (dir === '/' || dir === '') break;
+  }
+  return dirs;
+}
+
+const readSmall = (file: string) =>
+  readPathCapped(file, { maxBytes: 256, timeoutMs: 5000 }).then(
+    (r) => r.bytes.toString('utf8'),
+    () => undefined,
+  );
+
 /**
- * The CPU quota of the process's cgroup, in cores: the smallest `cpu.max` from its cgroup up to the root, as the
- * kernel enforces each level. No quota anywhere (or no cgroup v2 visible): the CPUs this machine has.
+ * The CPU quota of the process's cgroup, in cores: the smallest quota from its cgroup up to the root, as the kernel
+ * enforces each level: cgroup v2 `cpu.max`, else the v1 `cpu` controller's `cpu.cfs_quota_us / cpu.cfs_period_us`.
+ * No quota anywhere (or no cgroup visible): the CPUs this machine has.
  */
 export async function cpuQuotaCores(
   pid: number,
@@ -73,25 +117,32 @@ export async function cpuQuotaCores(
 ): Promise<{ cores: number; source: string }> {
   const machine = { cores: availableParallelism(), source: 'no CPU quota: the machine’s CPUs' };
   const text = await readProcText(pid, 'cgroup', options).catch(() => undefined);
-  const path = text === undefined ? undefined : parseCgroupV2(text);
-  if (path === undefined || path.startsWith('/..')) return machine;
+  if (text === undefined) return machine;
   const procRoot = options.procRoot ?? '/proc';
   const mountinfo = await readPathCapped(join(procRoot, 'self', 'mountinfo'), { maxBytes: 4 << 20, timeoutMs: 5000 })
     .then((r) => r.bytes.toString('utf8'))
     .catch(() => '');
-  const mount = cgroupMounts(mountinfo).v2;
-  if (!mount) return machine;
   let best: { cores: number; source: string } | undefined;
-  // A cgroup path has a few levels; the bound only guards against a forged one.
-  let dir = path;
-  for (let level = 0; level < 64; level++) {
-    const file = join(mount, dir, 'cpu.max');
-    const cores = await readPathCapped(file, { maxBytes: 256, timeoutMs: 5000 })
-      .then((r) => parseCpuMax(r.bytes.toString('utf8')))
-      .catch(() => undefined);
-    if (cores !== undefined && (!best || cores < best.cores)) best = { cores, source: `${file}` };
-    if (dir === '/' || dir === '') break;
-    dir = dir.slice(0, dir.lastIndexOf('/')) || '/';
+  const consider = (cores: number | undefined, source: string) => {
+    if (cores !== undefined && (!best || cores < best.cores)) best = { cores, source };
+  };
+  const v1Path = parseCgroupV1Cpu(text);
+  const v1Mount = cpuV1Mount(mountinfo);
+  if (v1Path !== undefined && v1Mount && !v1Path.startsWith('/..')) {
+    for (const dir of upwards(v1Path)) {
+      const quota = await readSmall(join(v1Mount, dir, 'cpu.cfs_quota_us'));
+      const period = await readSmall(join(v1Mount, dir, 'cpu.cfs_period_us'));
+      if (quota !== undefined && period !== undefined)
+        consider(parseCfsQuota(quota, period), join(v1Mount, dir, 'cpu.cfs_quota_us'));
+    }
+    return best ?? machine;
+  }
+  const v2Path = parseCgroupV2(text);
+  const v2Mount = cgroupMounts(mountinfo).v2;
+  if (v2Path === undefined || !v2Mount || v2Path.startsWith('/..')) return machine;
+  for (const dir of upwards(v2Path)) {
+    const text = await readSmall(join(v2Mount, dir, 'cpu.max'));
+    if (text !== undefined) consider(parseCpuMax(text), join(v2Mount, dir, 'cpu.max'));
   }
   return best ?? machine;
 }
