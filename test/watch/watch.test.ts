@@ -137,3 +137,26 @@ test('SIGTERM during a profile: the recording stops, the run is post-processed a
   assert.equal(run.figures?.['end'], 'stopped');
   assert.ok((await stat(join(dir, run.id, layout.flamegraphSvg))).isFile());
 });
+
+test('a second SIGTERM abandons the profile under way: its folder is removed, the index says discarded, exit 130', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const gate = join(work, 'burn');
+  await writeFile(gate, '');
+  const burner = await startBurner(t, gate);
+  const dir = join(work, 'watch');
+  const watch = startWatch(t, dir, ['--pid', String(burner.pid), '--on-demand', '--duration', '60']);
+  await watch.waitFor(/rule rule1: watching process/);
+  await writeFile(join(dir, 'triggers', 'rule1'), '');
+  await watch.waitFor(/recording for 60 s/);
+  await sleep(2000);
+  watch.child.kill('SIGTERM');
+  await watch.waitFor(/SIGTERM: ending/);
+  watch.child.kill('SIGTERM');
+  assert.equal(await watch.exited, 130, watch.log());
+  assert.match(watch.log(), /SIGTERM: abandoning the action under way/);
+  assert.match(watch.log(), /rule rule1: profile abandoned, \S+ removed/);
+  const [run] = await watch.index();
+  assert.equal(run?.status, 'discarded');
+  await assert.rejects(stat(join(dir, run.id)), /ENOENT/);
+});
