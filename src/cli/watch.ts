@@ -16,8 +16,6 @@ import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
 import { profileAction } from '../watch/actions.js';
 import {
   maxRulesFileBytes,
-  parseBytes,
-  parseDuration,
   parseRulesText,
   ruleDefaults,
   rulesError,
@@ -88,12 +86,18 @@ function watchOptions<T>(yargs: Argv<T>) {
     .option('duration', {
       type: 'number',
       default: ruleDefaults.profile.durationSeconds,
-      describe: 'Seconds each profile records',
+      describe: 'Seconds each profile records (a rules file gives its own)',
+    })
+    .option('frequency', {
+      type: 'number',
+      default: ruleDefaults.profile.frequency,
+      describe: 'Samples per second of each profile (a rules file gives its own)',
     })
     .option('rules', { type: 'string', describe: 'Rules file, JSON or YAML (README.md, "Collect by itself")' })
     .option('cpu-above', {
       type: 'number',
-      describe: 'Profile when the process uses more than this percent of a core (of the quota with --of quota)',
+      describe:
+        'Profile when the process uses at least this percent of a core (of its CPU quota with --of quota) over --for',
     })
     .option('for', { type: 'string', default: '30s', describe: 'The window --cpu-above averages over (e.g. 30s, 2m)' })
     .option('of', {
@@ -196,9 +200,6 @@ const command: CommandModule<object, WatchArgs> = {
   handler: async (args) => {
     const reporter = createReporter({ quiet: args.quiet });
     const rules = args.rules !== undefined ? await readRules(args.rules) : rulesFromFlags(args);
-    // Parsed here too, so that a bad value fails before the watch starts (validateRules took them already).
-    if (args.maxBytes !== undefined) parseBytes(args.maxBytes, 'max-bytes');
-    if (args.window !== undefined) parseDuration(args.window, 'window');
     const servers = symbolServerList({ flags: args.symbolServer ?? [], env: process.env, offline: args.offline }, (m) =>
       reporter.warn(m),
     );

@@ -1,16 +1,21 @@
 // Which processes a watch rule applies to, found again on every scan so that a restarted app (a new PID, or the same
-// PID with a new start time) is picked up. Takes /proc and a rule's filters; gives the matching processes. A scan
-// reads /proc/PID/stat of each process (to tell a reused PID); a process is inspected in full (maps, environment, to
-// know its runtime) once, when first seen, and remembered by PID and start time, so an idle watch costs one small read
-// per process and scan.
-import { basename } from 'node:path';
+// PID with a new start time) is picked up. Takes /proc and a rule's filters; gives the matching processes. A process
+// is inspected in full (maps, environment, to know its runtime) once, when first seen, and remembered by PID and start
+// time, so an idle watch costs a listing of /proc per scan, the stat of each new process and of the processes that
+// match, and the stat of every process once a minute (to tell a reused PID).
+import { readFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { readPathCapped } from '../files/bounded-read.js';
 import { processNames } from '../target/discover.js';
 import { inspectProcess, type TargetInfo } from '../target/inspect.js';
 import {
+  clockTicksPerSecond,
   listPids,
   ownPid,
   parseNulList,
   parseStat,
+  procPath,
+  procReadTimeoutMs,
   readProcText,
   readStatus,
   type ProcfsOptions,
@@ -22,14 +27,17 @@ export interface SeenProcess {
   pid: number;
   startTicks: number;
   info?: TargetInfo;
-  /** Times inspected: a process is looked at again on its first scans until it shows as .NET (see scan). */
-  inspections: number;
 }
 
 /** Bounds on what one scan looks at: a sidecar sees a handful of processes, a host a few thousand. */
-export const scanLimits = Object.freeze({ maxProcesses: 4096, maxInspectedPerScan: 64, maxInspections: 3 });
-
-const key = (pid: number, startTicks: number) => `${pid}:${startTicks}`;
+export const scanLimits = Object.freeze({
+  maxProcesses: 4096,
+  maxInspectedPerScan: 64,
+  /** A process younger than this (seconds) may not have mapped its runtime yet. */
+  youngSeconds: 2,
+  /** Every this many scans, every process's start time is read again (a minute with the default 5 s scans). */
+  fullScanEvery: 12,
+});
 
 /**
  * Whether a process may match `filters`, from its comm and command line alone (no maps read): the filters on PID,
@@ -53,54 +61,76 @@ export function matchesFilters(filters: Filters, info: TargetInfo): boolean {
   return true;
 }
 
+/** Seconds since boot (/proc/uptime), the clock of a process's start time. */
+async function readUptime(options: ProcfsOptions): Promise<number | undefined> {
+  const text = await readFile(join(options.procRoot ?? '/proc', 'uptime'), 'utf8').catch(() => undefined);
+  const seconds = Number(text?.split(' ')[0]);
+  return Number.isFinite(seconds) ? seconds : undefined;
+}
+
+/** The first 64 KiB of /proc/PID/cmdline (enough to match filters; inspection reads it whole); '' when gone. */
+async function readCmdlineStart(pid: number, options: ProcfsOptions): Promise<string> {
+  return readPathCapped(procPath(pid, 'cmdline', options), { maxBytes: 64 << 10, timeoutMs: procReadTimeoutMs }).then(
+    (r) => r.bytes.toString('utf8'),
+    () => '',
+  );
+}
+
 export class ProcessScanner {
-  /** Inspections by pid:startTicks, of the processes alive at the last scan. */
-  private known = new Map<string, SeenProcess>();
+  /** What the last scan saw, by PID. */
+  private known = new Map<number, SeenProcess>();
   private self: number | undefined;
+  private scans = 0;
 
   constructor(private readonly procfs: ProcfsOptions) {}
 
   /**
    * Every visible user-space process but this one and its children (perf); those that may match one of `filters`
-   * are inspected, once each. New processes beyond maxInspectedPerScan wait for the next scan.
+   * are inspected, once each, once at least youngSeconds old. New processes beyond maxInspectedPerScan wait for the
+   * next scan. A PID seen before is
+   * trusted to be the same process (its /proc/PID/stat not read again) unless it matches a filter, or until the
+   * next full scan (every fullScanEvery scans), which finds a PID reused by another process.
    */
   async scan(filters: readonly Filters[]): Promise<SeenProcess[]> {
     this.self ??= await ownPid(this.procfs);
+    const full = this.scans++ % scanLimits.fullScanEvery === 0;
     const pids = (await listPids(this.procfs)).slice(0, scanLimits.maxProcesses);
-    const next = new Map<string, SeenProcess>();
+    const uptime = await readUptime(this.procfs);
+    const next = new Map<number, SeenProcess>();
     let inspected = 0;
     for (const pid of pids) {
       if (pid === this.self) continue;
+      const prior = this.known.get(pid);
+      const matching = prior?.info && filters.some((f) => matchesFilters(f, prior.info!));
+      if (prior && !matching && !full) {
+        next.set(pid, prior);
+        continue;
+      }
       const statText = await readProcText(pid, 'stat', this.procfs).catch(() => undefined);
       const stat = statText === undefined ? undefined : parseStat(statText);
       if (!stat || statText === undefined) continue;
-      const id = key(pid, stat.startTicks);
-      let seen = this.known.get(id);
-      // A .NET app maps libcoreclr.so some time after it starts: a process not (yet) seen as .NET is inspected again
-      // on its first scans.
-      const again = seen && seen.info?.runtime !== 'dotnet' && seen.inspections < scanLimits.maxInspections;
-      if (!seen || again) {
-        if (inspected >= scanLimits.maxInspectedPerScan) {
-          if (seen) next.set(id, seen);
-          continue;
-        }
-        const comm = statText.slice(statText.indexOf('(') + 1, statText.lastIndexOf(')'));
-        const cmdline = parseNulList((await readProcText(pid, 'cmdline', this.procfs).catch(() => undefined)) ?? '');
-        // Kernel threads have no command line; a process no filter can match is never inspected.
-        if (cmdline.length === 0 || !filters.some((f) => mayMatch(f, pid, comm, cmdline))) {
-          next.set(id, { pid, startTicks: stat.startTicks, inspections: scanLimits.maxInspections });
-          continue;
-        }
-        inspected++;
-        seen = { ...(await this.inspect(pid, stat.startTicks)), inspections: (seen?.inspections ?? 0) + 1 };
+      if (prior?.startTicks === stat.startTicks) {
+        next.set(pid, prior);
+        continue;
       }
-      next.set(id, seen);
+      // A .NET app maps libcoreclr.so some time after it starts: a young process is left for a later scan.
+      const young = uptime !== undefined && uptime - stat.startTicks / clockTicksPerSecond < scanLimits.youngSeconds;
+      if (inspected >= scanLimits.maxInspectedPerScan || young) continue;
+      const comm = statText.slice(statText.indexOf('(') + 1, statText.lastIndexOf(')'));
+      const cmdline = parseNulList(await readCmdlineStart(pid, this.procfs));
+      // Kernel threads have no command line; a process no filter can match is never inspected.
+      if (cmdline.length === 0 || !filters.some((f) => mayMatch(f, pid, comm, cmdline))) {
+        next.set(pid, { pid, startTicks: stat.startTicks });
+        continue;
+      }
+      inspected++;
+      next.set(pid, await this.inspect(pid, stat.startTicks));
     }
     this.known = next;
     return [...next.values()];
   }
 
-  private async inspect(pid: number, startTicks: number): Promise<Omit<SeenProcess, 'inspections'>> {
+  private async inspect(pid: number, startTicks: number): Promise<SeenProcess> {
     const status = await readStatus(pid, this.procfs).catch(() => undefined);
     // perf and whatever else this watch started are not targets.
     if (!status || status.ppid === this.self) return { pid, startTicks };

@@ -8,7 +8,7 @@
 // run one at a time, each into a run folder of its own, recorded in index.json/index.html, and retention applies after
 // each. `stop` ends the watch after the action under way finished (a profile stops recording early and is still
 // post-processed); `signal` abandons that action and its folder is removed.
-import { rm } from 'node:fs/promises';
+import { lstat, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Warn } from '../diagnostics.js';
@@ -100,6 +100,8 @@ export class Watcher {
   private readonly startedMs: number;
   private runs = 0;
   private demandedAll = false;
+  /** The triggers folder's inode and mtime when last listed. */
+  private triggersSeen: string | undefined;
 
   constructor(
     private readonly options: WatchOptions,
@@ -217,6 +219,13 @@ export class Watcher {
 
   /** A file named after a rule in triggers/ triggers that rule; the file is removed. */
   private async readTriggerFiles(folder: OutputFolder): Promise<void> {
+    // The folder is listed only when it changed: one stat a poll while nothing is dropped there.
+    const changed = await lstat(join(folder.path, triggersFolder), { bigint: true }).then(
+      (s) => `${s.ino}:${s.mtimeNs}`,
+      () => undefined,
+    );
+    if (changed !== undefined && changed === this.triggersSeen) return;
+    this.triggersSeen = changed;
     const names = await folder.list(triggersFolder, maxTriggerFiles).catch(() => [] as string[]);
     for (const name of names) {
       await folder.remove(`${triggersFolder}/${name}`).catch(() => undefined);
