@@ -19,6 +19,8 @@ export type ErrorCode =
   | 'IPC_PROTOCOL'
   | 'IPC_UNSUPPORTED'
   | 'IPC_TIMEOUT'
+  | 'DUMP_REFUSED'
+  | 'NO_SPACE'
   | 'ELF_MALFORMED'
   | 'SYMBOL_FETCH'
   | 'IO'

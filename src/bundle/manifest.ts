@@ -85,8 +85,11 @@ export function buildManifest(
   return { manifest: { ...extra, ...own }, collisions };
 }
 
-/** JSON with every object's keys sorted (arrays keep their order), two-space indent, trailing newline. */
-export function formatManifest(manifest: Manifest): string {
+/**
+ * JSON with every object's keys sorted (arrays keep their order), two-space indent, trailing newline. Also for a
+ * dump folder's manifest (src/dump/dump-manifest.ts).
+ */
+export function formatManifest(manifest: object): string {
   return `${JSON.stringify(sortKeys(manifest), null, 2)}\n`;
 }
 

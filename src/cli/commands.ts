@@ -4,6 +4,7 @@ import type { CommandModule } from 'yargs';
 import collect from './collect.js';
 import demo from './demo.js';
 import doctor from './doctor.js';
+import dump from './dump.js';
 import fold from './fold.js';
 import postprocess from './postprocess.js';
 import ps from './ps.js';
@@ -16,6 +17,7 @@ export const commands: CommandModule<any, any>[] = [
   collect,
   watch,
   postprocess,
+  dump,
   demo,
   doctor,
   ps,
@@ -42,4 +44,7 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'perf',
   'offline',
   'rules',
+  'type',
+  'timeout',
+  'max-size',
 ]);

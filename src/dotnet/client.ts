@@ -1,6 +1,14 @@
 // The diagnostic IPC commands profcpu sends, and nothing else (the socket also grants code execution, so the
-// client offers no generic "send"): a pid or socket path in, ProcessInfo or an acknowledged perf-map switch out.
+// client offers no generic "send"): a pid or socket path in, ProcessInfo, an acknowledged perf-map switch or a
+// written dump out.
 import { ProfcpuError } from '../error.js';
+import {
+  decodeDumpReply,
+  dumpCommandVersions,
+  encodeGenerateCoreDumpRequest,
+  type DumpCommandVersion,
+  type DumpTypeName,
+} from './dump-protocol.js';
 import {
   decodeProcessInfo,
   decodeServerReply,
@@ -79,5 +87,39 @@ export async function disablePerfMap(target: IpcTarget, options: IpcOptions = {}
   await withSocket(target, options, async (socket) => {
     const reply = await exchange(socket, encodeDisablePerfMapRequest(), options);
     decodeServerReply(reply.header, reply.payload, 'DisablePerfMap');
+  });
+}
+
+export const writeDumpDefaults = Object.freeze({
+  /** The runtime answers once createdump has finished: a full dump of a large heap takes minutes. */
+  timeoutMs: 600_000,
+});
+
+/**
+ * Asks the runtime to write a dump of `type` at `path` (in the target's own file system) and waits until it did;
+ * gives the command version that worked. Tries GenerateCoreDump3, then 2, then 1 while the runtime answers
+ * UNKNOWN_COMMAND; IPC_UNSUPPORTED when it knows none (before .NET 5), DUMP_REFUSED when it failed.
+ */
+export async function writeDump(
+  target: IpcTarget,
+  request: { path: string; type: DumpTypeName },
+  options: IpcOptions = {},
+): Promise<DumpCommandVersion> {
+  return withSocket(target, options, async (socket) => {
+    let unsupported: unknown;
+    for (const version of dumpCommandVersions) {
+      const reply = await exchange(socket, encodeGenerateCoreDumpRequest(version, request.path, request.type), {
+        ...options,
+        timeoutMs: options.timeoutMs ?? writeDumpDefaults.timeoutMs,
+      });
+      try {
+        decodeDumpReply(reply.header, reply.payload, version);
+        return version;
+      } catch (error) {
+        if (!(error instanceof ProfcpuError && error.code === 'IPC_UNSUPPORTED')) throw error;
+        unsupported = error;
+      }
+    }
+    throw unsupported;
   });
 }

@@ -1,5 +1,6 @@
 // The .NET diagnostic IPC wire format, pure: the few requests profcpu sends (ProcessInfo, ProcessInfo2,
-// EnablePerfMap, DisablePerfMap) to bytes, and reply bytes to typed values or a ProfcpuError. No I/O here.
+// EnablePerfMap, DisablePerfMap; the dump commands are in dump-protocol.ts) to bytes, and reply bytes to typed values
+// or a ProfcpuError. No I/O here.
 // Ground truth: dotnet/diagnostics documentation/design-docs/ipc-protocol.md and dotnet/runtime
 // src/native/eventpipe/ds-protocol.c, ds-process-protocol.c (see /work/shared/FACTS.md §2).
 import { ProfcpuError } from '../error.js';
@@ -10,9 +11,9 @@ export const HEADER_SIZE = 20;
 /** The size field is a u16, so no message can be larger. */
 export const MAX_MESSAGE_SIZE = 0xffff;
 
-export const commandSet = Object.freeze({ process: 0x04, server: 0xff });
+export const commandSet = Object.freeze({ dump: 0x01, process: 0x04, server: 0xff });
 
-/** Process command set ids; profcpu sends only these. */
+/** Process command set ids profcpu sends (with the dump set's GenerateCoreDump*, dump-protocol.ts). */
 export const processCommand = Object.freeze({
   processInfo: 0x00,
   processInfo2: 0x04,
@@ -57,13 +58,22 @@ export interface ProcessInfo {
   clrProductVersion?: string | null;
 }
 
+/** Dump command set ids (ds-dump-protocol.h): one payload for all three; 2 takes flags, 3 answers errors in words. */
+export const dumpCommand = Object.freeze({ generateCoreDump: 0x01, generateCoreDump2: 0x02, generateCoreDump3: 0x03 });
+
 /**
  * Whether `request` is one of the commands profcpu may send. Whoever reaches the socket can also make the runtime
  * load code (startup hooks, profilers), so the transport refuses everything else.
  */
 export function isAllowedRequest(request: Uint8Array): boolean {
-  const allowed: number[] = Object.values(processCommand);
-  return request.length >= HEADER_SIZE && request[16] === commandSet.process && allowed.includes(request[17]!);
+  if (request.length < HEADER_SIZE) return false;
+  const allowed: number[] =
+    request[16] === commandSet.process
+      ? Object.values(processCommand)
+      : request[16] === commandSet.dump
+        ? Object.values(dumpCommand)
+        : [];
+  return allowed.includes(request[17]!);
 }
 
 export function hresultName(hresult: number): string {
@@ -114,7 +124,7 @@ export function encodeDisablePerfMapRequest(): Buffer {
   return encodeRequest(commandSet.process, processCommand.disablePerfMap);
 }
 
-function protocolError(message: string): ProfcpuError {
+export function protocolError(message: string): ProfcpuError {
   return new ProfcpuError('IPC_PROTOCOL', `malformed diagnostic IPC reply: ${message}`, {
     remedy:
       'The socket answered, but not like a .NET runtime. Check that the path is the target\'s "dotnet-diagnostic-*-socket" and that nothing else listens there.',

@@ -30,7 +30,9 @@ export interface IpcReply {
 /** Sends `request` to the socket at `socketPath` and reads one reply. */
 export async function exchange(socketPath: string, request: Buffer, options: IpcCallOptions = {}): Promise<IpcReply> {
   if (!isAllowedRequest(request)) {
-    throw new RangeError('profcpu sends only ProcessInfo, ProcessInfo2, EnablePerfMap and DisablePerfMap');
+    throw new RangeError(
+      'profcpu sends only ProcessInfo, ProcessInfo2, EnablePerfMap, DisablePerfMap and GenerateCoreDump (1 to 3)',
+    );
   }
   if (Buffer.byteLength(socketPath) <= SUN_PATH_MAX) return exchangeAt(socketPath, socketPath, request, options);
   // Too long for connect(2): a symlink to it from a short private path resolves in the kernel, where no limit applies.

@@ -108,6 +108,7 @@ export interface CopyResult {
 /**
  * Copies bytes [from, to) of `source` to the same offsets of `dest`. Runs of zeros a whole chunk long are skipped,
  * so a sparse source gives a sparse copy instead of gigabytes of zeros on disk; the caller sets the final length.
+ * `onChunk` sees every chunk read, in order (to hash the copy or show progress); it must not keep the buffer.
  */
 export async function copyRange(
   source: FileHandle,
@@ -115,6 +116,7 @@ export async function copyRange(
   from: number,
   to: number,
   live: () => boolean = () => true,
+  onChunk?: (chunk: Buffer) => void,
 ): Promise<CopyResult> {
   const buffer = Buffer.allocUnsafe(chunkBytes);
   let offset = from;
@@ -125,6 +127,7 @@ export async function copyRange(
     const { bytesRead } = await source.read(buffer, 0, want, offset);
     if (bytesRead === 0) break;
     const piece = buffer.subarray(0, bytesRead);
+    onChunk?.(piece);
     if (!isAllZero(piece)) {
       await dest.write(piece, 0, bytesRead, offset);
       written += bytesRead;
@@ -134,10 +137,13 @@ export async function copyRange(
   return { bytes: offset, written };
 }
 
+const zeroChunk = Buffer.alloc(chunkBytes);
+
 function isAllZero(bytes: Buffer): boolean {
-  // Most chunks hold data: the first non-zero byte is usually found at once.
-  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== 0) return false;
-  return true;
+  // A native comparison (memcmp): a byte loop in JavaScript ran at 0.5 GB/s, slower than the copy itself on a .NET
+  // dump, half of whose chunks are zeros (npm run bench dump).
+  if (bytes.length > chunkBytes) throw new RangeError('isAllZero takes one chunk at most');
+  return bytes.equals(zeroChunk.subarray(0, bytes.length));
 }
 
 /**

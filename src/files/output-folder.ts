@@ -16,6 +16,7 @@ import {
   realpath,
   rename,
   rmdir,
+  statfs,
   unlink,
   type FileHandle,
 } from 'node:fs/promises';
@@ -236,6 +237,12 @@ export class OutputFolder {
     };
     await lchown(this.path, owner.uid, owner.gid);
     await walk('', 0);
+  }
+
+  /** Bytes an unprivileged writer may still put on the folder's file system (statfs f_bavail). */
+  async freeBytes(): Promise<number> {
+    const fs = await statfs(this.tree.rootHandle.kernelPath);
+    return fs.bavail * fs.bsize;
   }
 
   /** The regular file `relative`, reached without links, read up to the cap. */

@@ -219,14 +219,18 @@ async function checkKind(handle: PathHandle, kind: ObjectKind): Promise<void> {
   const wanted = kind === 'file' ? 'a regular file' : kind === 'directory' ? 'a directory' : 'a socket';
   if (actual !== wanted) throw new RootedPathError(path, `${actual}, not ${wanted}`);
   if (kind === 'file') {
-    const type = (await statfs(handle.kernelPath)).type;
-    const pseudo = pseudoFileSystems.get(type);
+    const pseudo = await pseudoFileSystemOf(handle.kernelPath);
     if (pseudo)
       throw new RootedPathError(path, `a file on ${pseudo} (refused: it shows the kernel or other processes)`);
   }
 }
 
-function kindOf(stat: Stats): string {
+/** The name of the pseudo file system (procfs, sysfs...) holding `kernelPath`, or undefined for a real one. */
+export async function pseudoFileSystemOf(kernelPath: string): Promise<string | undefined> {
+  return pseudoFileSystems.get((await statfs(kernelPath)).type);
+}
+
+export function kindOf(stat: Stats): string {
   if (stat.isFile()) return 'a regular file';
   if (stat.isDirectory()) return 'a directory';
   if (stat.isSocket()) return 'a socket';

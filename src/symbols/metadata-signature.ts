@@ -10,13 +10,13 @@ import { PeFormatError } from './pe-image.js';
 
 export type TypeNode =
   | { kind: 'primitive'; element: number }
-  | { kind: 'named'; token: Token; valueType: boolean; foreign: boolean }
+  | { kind: 'named'; token: Token; valueType: boolean; module: number }
   | { kind: 'generic'; base: TypeNode; args: TypeNode[] }
   | { kind: 'var'; index: number; method: boolean }
   | { kind: 'pointer' | 'byref' | 'szarray'; of: TypeNode }
   | { kind: 'array'; of: TypeNode; rank: number }
   | { kind: 'canon' }
-  | { kind: 'modified'; required: boolean; token: Token; of: TypeNode }
+  | { kind: 'modified'; required: boolean; token: Token; module: number; of: TypeNode }
   | { kind: 'fnptr'; convention: number; ret: TypeNode; params: TypeNode[] };
 
 const maxDepth = 32;
@@ -91,57 +91,60 @@ export class SignatureReader {
     return { table, row: value >>> 2 };
   }
 
-  /** One type. `foreign` marks types whose tokens belong to another module (ReadyToRun module overrides). */
-  type(depth = 0, foreign = false): TypeNode {
+  /**
+   * One type. `module` is the ReadyToRun module override its tokens belong to (0: the signature's own module), set by
+   * the signature's context or by ELEMENT_TYPE_MODULE_ZAPSIG inside it.
+   */
+  type(depth = 0, module = 0): TypeNode {
     if (depth > maxDepth) throw new PeFormatError('signature nested too deeply');
     const element = this.byte();
     if (primitive[element]) return { kind: 'primitive', element };
     switch (element) {
       case 0x0f:
-        return { kind: 'pointer', of: this.type(depth + 1, foreign) };
+        return { kind: 'pointer', of: this.type(depth + 1, module) };
       case 0x10:
-        return { kind: 'byref', of: this.type(depth + 1, foreign) };
+        return { kind: 'byref', of: this.type(depth + 1, module) };
       case 0x11:
       case 0x12:
-        return { kind: 'named', token: this.typeToken(), valueType: element === 0x11, foreign };
+        return { kind: 'named', token: this.typeToken(), valueType: element === 0x11, module };
       case 0x13:
       case 0x1e:
         return { kind: 'var', index: this.uint(), method: element === 0x1e };
       case 0x14: {
-        const of = this.type(depth + 1, foreign);
+        const of = this.type(depth + 1, module);
         const rank = this.uint();
         for (let n = this.uint(), i = 0; i < n; i++) this.uint();
         for (let n = this.uint(), i = 0; i < n; i++) this.uint();
         return { kind: 'array', of, rank };
       }
       case 0x15: {
-        const base = this.type(depth + 1, foreign);
+        const base = this.type(depth + 1, module);
         const count = this.uint();
         if (count > maxArgs) throw new PeFormatError('too many generic arguments');
         const args: TypeNode[] = [];
-        for (let i = 0; i < count; i++) args.push(this.type(depth + 1, foreign));
+        for (let i = 0; i < count; i++) args.push(this.type(depth + 1, module));
         return { kind: 'generic', base, args };
       }
       case 0x1b: {
         const convention = (this.blob[this.at] ?? 0) & 0x0f;
-        const { ret, params } = this.methodSignature(depth + 1, foreign);
+        const { ret, params } = this.methodSignature(depth + 1, module);
         return { kind: 'fnptr', convention, ret, params };
       }
       case 0x1d:
-        return { kind: 'szarray', of: this.type(depth + 1, foreign) };
+        return { kind: 'szarray', of: this.type(depth + 1, module) };
       case 0x1f:
       case 0x20: {
         const token = this.typeToken();
-        return { kind: 'modified', required: element === 0x1f, token, of: this.type(depth + 1, foreign) };
+        return { kind: 'modified', required: element === 0x1f, token, module, of: this.type(depth + 1, module) };
       }
       case 0x45:
-        return this.type(depth + 1, foreign);
+        return this.type(depth + 1, module);
       case 0x3e: // ELEMENT_TYPE_CANON_ZAPSIG: System.__Canon in shared generic code
         return { kind: 'canon' };
       case 0x3f: {
         // ELEMENT_TYPE_MODULE_ZAPSIG: the type's tokens are another module's.
-        const module = this.uint();
-        return this.type(depth + 1, foreign || module !== 0);
+        const override = this.uint();
+        return this.type(depth + 1, override !== 0 ? override : module);
       }
       default:
         throw new PeFormatError(`element type 0x${element.toString(16)} in a signature`);
@@ -149,22 +152,31 @@ export class SignatureReader {
   }
 
   /** A MethodDefSig / MethodRefSig: whether it has `this`, the return type and the parameters. */
-  methodSignature(depth = 0, foreign = false): { instance: boolean; ret: TypeNode; params: TypeNode[] } {
+  methodSignature(depth = 0, module = 0): { instance: boolean; ret: TypeNode; params: TypeNode[] } {
     const flags = this.byte();
     if (flags & 0x10) this.uint(); // generic parameter count
     const count = this.uint();
     if (count > maxArgs) throw new PeFormatError('too many parameters');
-    const ret = this.type(depth, foreign);
+    const ret = this.type(depth, module);
     const params: TypeNode[] = [];
     for (let i = 0; i < count; i++) {
       if (this.blob[this.at] === 0x41) this.at++; // sentinel of a vararg call site
-      params.push(this.type(depth, foreign));
+      params.push(this.type(depth, module));
     }
     return { instance: (flags & 0x20) !== 0, ret, params };
   }
 }
 
-/** Names of TypeDefs, TypeRefs and TypeSpecs of one module, memoised (a framework image names ~100 000 types). */
+/**
+ * The other modules a signature's tokens may belong to (a composite image's component assemblies), by ReadyToRun module
+ * override index; undefined when the index names no module whose metadata is at hand.
+ */
+export type ModuleResolver = (index: number) => TypeNames | undefined;
+
+/**
+ * Names of TypeDefs, TypeRefs and TypeSpecs of one module, memoised (a framework image names ~100 000 types). The
+ * modules of one composite image share a resolver and one budget.
+ */
 export class TypeNames {
   private readonly enclosing = new Map<number, number>();
   private readonly defNames = new Map<number, { ns: string; name: string }>();
@@ -173,11 +185,21 @@ export class TypeNames {
    * Type nodes one name may still print. TypeSpecs can refer to TypeSpecs with many arguments each, so a few hundred
    * bytes of a hostile image could otherwise stand for a name of astronomic length.
    */
-  private budget = nodesPerName;
+  private readonly budget: { left: number };
 
-  constructor(readonly metadata: EcmaMetadata) {
+  constructor(
+    readonly metadata: EcmaMetadata,
+    private readonly modules?: ModuleResolver,
+    shareBudgetWith?: TypeNames,
+  ) {
+    this.budget = shareBudgetWith?.budget ?? { left: nodesPerName };
     for (let row = 1; row <= metadata.rowCount(tables.NestedClass); row++)
       this.enclosing.set(metadata.raw(tables.NestedClass, row, 0), metadata.raw(tables.NestedClass, row, 1));
+  }
+
+  /** The names of the module a token of module override `index` belongs to: this one for 0, else the resolver's. */
+  private moduleOf(index: number): TypeNames | undefined {
+    return index === 0 ? this : this.modules?.(index);
   }
 
   /** `Ns.Outer+Inner` (separator `+`) or `Ns.Outer/Inner` (`/`, as signatures write nested types). */
@@ -226,13 +248,13 @@ export class TypeNames {
 
   /** Starts a new name: the budget of type nodes it may print is full again. */
   beginName(): void {
-    this.budget = nodesPerName;
+    this.budget.left = nodesPerName;
   }
 
   /** A type as signatures print it (`class [Asm]Ns.Type`, `valuetype Ns.Outer/Inner`, `int32`, `!0`). */
   signatureText(node: TypeNode, depth = 0): string {
     if (depth > maxDepth) return '?';
-    if (--this.budget < 0) return '…';
+    if (--this.budget.left < 0) return '…';
     switch (node.kind) {
       case 'primitive':
         return primitive[node.element]![0];
@@ -245,7 +267,9 @@ export class TypeNames {
       }
       case 'modified': {
         const modifier = node.required ? 'modreq' : 'modopt';
-        return `${this.signatureText(node.of, depth + 1)} ${modifier}(${this.tokenFullName(node.token, depth)})`;
+        const owner = this.moduleOf(node.module);
+        const name = owner ? owner.tokenFullName(node.token, depth) : '?';
+        return `${this.signatureText(node.of, depth + 1)} ${modifier}(${name})`;
       }
       case 'var':
         return `${node.method ? '!!' : '!'}${node.index}`;
@@ -263,10 +287,14 @@ export class TypeNames {
     }
   }
 
-  private tokenSignatureName(node: { token: Token; foreign: boolean }, depth: number): string {
+  private tokenSignatureName(node: { token: Token; module: number }, depth: number, defPrefix = ''): string {
     const { token } = node;
-    if (node.foreign) return '?';
-    if (token.table === tables.TypeDef) return this.typeDef(token.row, '/');
+    const owner = this.moduleOf(node.module);
+    if (!owner) return '?';
+    // Another module's TypeDef is written with its assembly, as a TypeRef to it would be.
+    if (owner !== this)
+      return owner.tokenSignatureName({ token, module: 0 }, depth, `[${owner.metadata.assemblyName()}]`);
+    if (token.table === tables.TypeDef) return defPrefix + this.typeDef(token.row, '/');
     if (token.table === tables.TypeRef) {
       const ref = this.typeRef(token.row, '/');
       return ref.assembly ? `[${ref.assembly}]${ref.name}` : ref.name;
@@ -278,7 +306,7 @@ export class TypeNames {
   /** A type as instantiations print it (`System.Int32`, `System.Collections.Generic.List`1[System.__Canon]`). */
   fullText(node: TypeNode, depth = 0): string {
     if (depth > maxDepth) return '?';
-    if (--this.budget < 0) return '…';
+    if (--this.budget.left < 0) return '…';
     switch (node.kind) {
       case 'primitive':
         return primitive[node.element]![1];
@@ -298,7 +326,7 @@ export class TypeNames {
       case 'generic':
         return `${this.fullText(node.base, depth + 1)}[${node.args.map((a) => this.fullText(a, depth + 1)).join(',')}]`;
       case 'named':
-        return node.foreign ? '?' : this.tokenFullName(node.token, depth);
+        return this.moduleOf(node.module)?.tokenFullName(node.token, depth) ?? '?';
     }
   }
 

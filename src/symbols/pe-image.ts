@@ -167,10 +167,13 @@ export interface CliHeader {
   managedNativeHeader: DataDirectory;
 }
 
-/** The COR20 header: where the metadata and the ReadyToRun header are. */
-export function readCliHeader(image: PeImage): CliHeader {
-  if (!image.cliHeader) throw new PeFormatError('no CLI header: not a .NET assembly');
-  const at = offsetOfRva(image, image.cliHeader.rva, 'CLI header');
+/**
+ * The COR20 header: where the metadata and the ReadyToRun header are. `rva` reads another one than the image's own
+ * (a composite image's embedded component).
+ */
+export function readCliHeader(image: PeImage, rva = image.cliHeader?.rva): CliHeader {
+  if (rva === undefined) throw new PeFormatError('no CLI header: not a .NET assembly');
+  const at = offsetOfRva(image, rva, 'CLI header');
   const r = image.reader;
   r.check(at, 72, 'CLI header');
   return {

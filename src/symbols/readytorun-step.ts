@@ -4,11 +4,12 @@
 // (readytorun-store.ts). Before recording, so a recording cut short by the target's end still has them; after
 // recording, for assemblies loaded meanwhile. The report says how many images and methods, and what was skipped.
 
+import { basename, dirname } from 'node:path';
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
-import { NotReadyToRunError, readReadyToRunNames } from './readytorun.js';
+import { compositeComponentNames, NotReadyToRunError, readReadyToRunNames } from './readytorun.js';
 import {
   readReadyToRunIndex,
   writeReadyToRunIndex,
@@ -35,6 +36,8 @@ export const readyToRunStepDefaults: Readonly<ReadyToRunStepOptions> = Object.fr
 });
 
 const assemblyPattern = /\.(dll|exe)$/i;
+/** A component's simple name as a file name may hold it: no separators, no `..`. */
+const assemblyName = /^(?!\.\.?$)[^/\0]{1,255}$/;
 
 /** The collect step; see the top of this file. */
 export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): CollectStep {
@@ -54,12 +57,31 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
         paths.add(m.path);
     const wanted = [...paths].sort().slice(0, Math.max(0, opts.maxImages - seen.size));
     if (wanted.length === 0) return report(totals);
+    const deadline = Date.now() + opts.timeoutMs;
+    // A composite image (`framework-r2r.dll`, `App.r2r.dll`) names its methods with its components' metadata, which
+    // is in their own files beside it: read within the same limits. One that cannot be read leaves its methods
+    // unnamed.
+    const readComponents = async (path: string, bytes: Buffer): Promise<Map<string, Buffer>> => {
+      const found = new Map<string, Buffer>();
+      for (const name of compositeComponentNames(bytes)) {
+        if (context.signal.aborted || Date.now() > deadline) break;
+        if (!assemblyName.test(name)) continue;
+        try {
+          const read = await files.read(`${dirname(path)}/${name}.dll`, opts.maxImageBytes);
+          if (bytesRead + read.bytes.length > opts.maxTotalBytes) break;
+          bytesRead += read.bytes.length;
+          if (!read.truncated) found.set(name, read.bytes);
+        } catch {
+          // Not there (trimmed away, or not readable): its methods stay unnamed.
+        }
+      }
+      return found;
+    };
     const folder = await OutputFolder.open(context.dir);
     try {
       const index = new Map((await readReadyToRunIndex(folder)).map((e) => [e.path, e] as const));
       const added: ReadyToRunImageEntry[] = [];
       const skipped: { path: string; reason: string }[] = [];
-      const deadline = Date.now() + opts.timeoutMs;
       for (const path of wanted) {
         seen.add(path);
         if (context.signal.aborted) break;
@@ -72,7 +94,11 @@ export function readyToRunStep(options: Partial<ReadyToRunStepOptions> = {}): Co
           const read = await files.read(path, opts.maxImageBytes);
           bytesRead += read.bytes.length;
           if (read.truncated) throw new Error(`larger than ${opts.maxImageBytes} bytes`);
-          const names = readReadyToRunNames(read.bytes);
+          const components = await readComponents(path, read.bytes);
+          const names = readReadyToRunNames(read.bytes, {
+            fileName: basename(path),
+            component: (name) => components.get(name),
+          });
           const entry = await writeReadyToRunTable(folder, path, names);
           index.set(path, entry);
           added.push(entry);

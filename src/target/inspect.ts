@@ -13,13 +13,17 @@ import {
   readStatus,
 } from './procfs.js';
 import { parseProcMaps } from './proc-maps.js';
+import { selfContainedVersion } from './self-contained.js';
 import { TargetFiles, type TargetFileState } from './target-files.js';
 import { ProfcpuError } from '../error.js';
 
 export type Runtime = 'dotnet' | 'node' | 'other';
 
 export interface DotnetInfo {
-  /** Runtime version from the libcoreclr.so path (`.../Microsoft.NETCore.App/10.0.0/libcoreclr.so`), if visible. */
+  /**
+   * Runtime version from the libcoreclr.so path (`.../Microsoft.NETCore.App/10.0.0/libcoreclr.so`), or for a
+   * self-contained app from the runtimeconfig.json beside it (src/target/self-contained.ts), if visible.
+   */
   version?: string;
   /** Path of libcoreclr.so as the target sees it. */
   coreclrPath: string;
@@ -78,12 +82,14 @@ function detectRuntime(comm: string, cmdline: readonly string[], dotnet: DotnetI
   return 'other';
 }
 
-async function describeFiles(
+/** The state of `paths` in the target and, for a self-contained .NET app, its runtime's version. */
+async function readTargetFiles(
   pid: number,
   uid: number,
   paths: readonly string[],
+  dotnet: DotnetInfo | undefined,
   options: ProcfsOptions,
-): Promise<FileInTarget[]> {
+): Promise<{ described: FileInTarget[]; version?: string | undefined }> {
   const describe = (files: TargetFiles | undefined) =>
     Promise.all(
       paths.map(async (path) => ({
@@ -94,7 +100,9 @@ async function describeFiles(
     );
   const files = await TargetFiles.open(pid, { ...options, uid }).catch(() => undefined);
   try {
-    return await describe(files);
+    const described = await describe(files);
+    if (!files || !dotnet || dotnet.version) return { described };
+    return { described, version: await selfContainedVersion(files, dotnet.coreclrPath) };
   } finally {
     await files?.close();
   }
@@ -136,12 +144,15 @@ export async function inspectProcess(pid: number, options: ProcfsOptions = {}): 
   const nspid = status.nspids.at(-1) ?? pid;
   const dir = dotnet?.perfMapDir ?? '/tmp';
   const uid = status.uid.effective;
-  const [perfMap, jitDump] = (await describeFiles(
+  const { described, version } = await readTargetFiles(
     pid,
     uid,
     [`${dir}/perf-${nspid}.map`, `${dir}/jit-${nspid}.dump`],
+    dotnet,
     options,
-  )) as [FileInTarget, FileInTarget];
+  );
+  const [perfMap, jitDump] = described as [FileInTarget, FileInTarget];
+  if (dotnet && version) dotnet.version = version;
   const info: TargetInfo = {
     pid,
     nspid,

@@ -65,7 +65,7 @@ describe('one IPC exchange against a fake server', () => {
     assert.deepEqual([...reply.payload], [1, 2, 3, 4]);
   });
 
-  it('refuses to send any command but the four profcpu uses', async () => {
+  it('refuses to send any command but the ones profcpu uses', async () => {
     await withServer(
       () => assert.fail('nothing may reach the server'),
       async (path) => {
@@ -74,7 +74,8 @@ describe('one IPC exchange against a fake server', () => {
           [0x04, 0x03], // SetEnvironmentVariable
           [0x04, 0x07], // ApplyStartupHook
           [0x03, 0x01], // AttachProfiler
-          [0x01, 0x00], // Dump
+          [0x01, 0x00], // Dump set, reserved id
+          [0x01, 0x04], // Dump set, unknown id
         ] as const) {
           await assert.rejects(exchange(path, encodeRequest(set, id)), RangeError);
         }

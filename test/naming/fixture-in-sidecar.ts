@@ -5,10 +5,12 @@
 import { cp, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { dirname, join, basename } from 'node:path';
 import { layout } from '../../src/bundle/layout.js';
-import { buildDotnetApp } from '../support/dotnet-app.js';
+import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { runCliInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
 
 export interface SidecarRecordingOptions {
+  /** Which .NET the fixture runs on (default 10; 8 and 9 are self-contained, their runtime in the app's folder). */
+  version?: DotnetVersion;
   /** Added to the app's environment (DOTNET_PerfMap* are removed unless given here). */
   env?: Record<string, string>;
   /** Seconds to record. Default 6. */
@@ -17,6 +19,10 @@ export interface SidecarRecordingOptions {
   args?: readonly string[];
   /** A folder outside /tmp (the namespaces mount their own /tmp) that holds the app copy and the output. */
   work: string;
+  /** Another .NET app to record instead of the fixture: its executable (outside /tmp, run in place) and arguments. */
+  app?: { executable: string; args?: readonly string[] };
+  /** Called once the target is up, before its warm-up (e.g. to start a load generator); awaited. */
+  started?: (target: NamespacedTarget) => Promise<void>;
 }
 
 export interface SidecarRecording {
@@ -31,8 +37,8 @@ export interface SidecarRecording {
 }
 
 /** Copies the built fixture under `work` (the target's /tmp is a fresh tmpfs, so the build cache there is hidden). */
-async function appOutsideTmp(work: string): Promise<string> {
-  const executable = await buildDotnetApp();
+async function appOutsideTmp(work: string, version: DotnetVersion | undefined): Promise<string> {
+  const executable = await buildDotnetApp(version);
   const copy = join(work, 'app');
   await cp(dirname(executable), copy, { recursive: true });
   return join(copy, basename(executable));
@@ -40,11 +46,11 @@ async function appOutsideTmp(work: string): Promise<string> {
 
 /** Starts the fixture in its namespaces, waits until it is busy, records it from a sidecar. Kill `target` after. */
 export async function recordFixtureFromSidecar(options: SidecarRecordingOptions): Promise<SidecarRecording> {
-  const executable = await appOutsideTmp(options.work);
+  const executable = options.app?.executable ?? (await appOutsideTmp(options.work, options.version));
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) if (!/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
   Object.assign(env, options.env);
-  const target = await startNamespacedTarget(executable, [], {
+  const target = await startNamespacedTarget(executable, options.app?.args ?? [], {
     env,
     // Ready once the app's diagnostic socket exists in its /tmp: the runtime is up and its workloads are starting.
     ready: async ({ hostPid }) => {
@@ -53,6 +59,12 @@ export async function recordFixtureFromSidecar(options: SidecarRecordingOptions)
     },
     readyTimeoutMs: 60_000,
   });
+  try {
+    await options.started?.(target);
+  } catch (error) {
+    await target.kill();
+    throw error;
+  }
   // Let every workload thread warm up (the app prints "ready" on a stdout the namespace helper does not keep).
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const dir = join(options.work, 'out');
@@ -93,7 +105,7 @@ export async function readOutputs(dir: string) {
     collect?: { steps?: { perfMap?: Record<string, unknown> } };
   };
   const target = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as {
-    dotnet?: { writeXorExecute?: boolean };
+    dotnet?: { writeXorExecute?: boolean; version?: string };
   };
   const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
   // The perf-map step's reports before and after recording, merged as collect writes them.

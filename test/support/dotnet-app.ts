@@ -1,6 +1,9 @@
-// The .NET fixture app (test/fixtures/dotnet-app) for tests: `buildDotnetApp()` builds it with the machine's SDK
-// once per source version into a cache folder outside the repository and gives the executable's path;
-// `startDotnetApp({ env })` starts it and resolves once it printed "ready", giving { pid, kill() }.
+// The .NET fixture app (test/fixtures/dotnet-app) for tests: `buildDotnetApp(version)` builds it with the machine's
+// SDK once per .NET version and source version into a cache folder outside the repository and gives the
+// executable's path; `startDotnetApp({ env, version })` starts it and resolves once it printed "ready", giving
+// { pid, kill() }. .NET 10 (the default) is a plain build on the SDK's own shared framework, built with no network;
+// .NET 8 and 9 are published self-contained for linux-x64 (the runtime, libcoreclr.so and System.Private.CoreLib in
+// the app's folder), with the runtime packs the SDK picks restored from NuGet on the first build.
 // Tests check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -16,10 +19,19 @@ export const dotnetAppSource = fileURLToPath(new URL('../fixtures/dotnet-app', i
 /** Where built fixtures are kept between runs; `PROFCPU_TEST_CACHE` overrides. */
 export const testCacheDir = process.env['PROFCPU_TEST_CACHE'] ?? join(tmpdir(), 'profcpu-test-cache');
 
+/** The .NET versions the fixture is built for. */
+export type DotnetVersion = 8 | 9 | 10;
+export const dotnetVersions: readonly DotnetVersion[] = [8, 9, 10];
+
+/** Where the runtime packs of .NET 8 and 9 come from (the fixture's NuGet.config clears every source). */
+const nugetSource = process.env['PROFCPU_TEST_NUGET_SOURCE'] ?? 'https://api.nuget.org/v3/index.json';
+
 /** The workloads the app knows (see its README). */
 export type DotnetAppWorkload = 'generic' | 'async' | 'linq' | 'alloc';
 
 export interface DotnetAppOptions {
+  /** Which .NET the app runs on (default 10, the SDK's shared framework; 8 and 9 are self-contained). */
+  version?: DotnetVersion;
   /** Added to the test's environment; `undefined` removes a variable. DOTNET_PerfMap* are removed unless given. */
   env?: Record<string, string | undefined>;
   /** Exit by itself after this many seconds (default: run until killed). */
@@ -53,12 +65,16 @@ export interface DotnetApp {
 }
 
 const execFileAsync = promisify(execFile);
-let built: Promise<string> | undefined;
+const built = new Map<DotnetVersion, Promise<string>>();
 
-/** Builds the fixture (once per test process, reused across processes while the sources are unchanged). */
-export function buildDotnetApp(): Promise<string> {
-  built ??= buildOnce();
-  return built;
+/**
+ * Builds the fixture for one .NET version (once per test process, reused across processes while the sources are
+ * unchanged) and gives the executable's path; for 8 and 9 its folder also holds the runtime.
+ */
+export function buildDotnetApp(version: DotnetVersion = 10): Promise<string> {
+  let build = built.get(version);
+  if (!build) built.set(version, (build = buildOnce(version)));
+  return build;
 }
 
 async function sourceHash(): Promise<string> {
@@ -72,27 +88,33 @@ async function sourceHash(): Promise<string> {
   return hash.digest('hex').slice(0, 16);
 }
 
-async function buildOnce(): Promise<string> {
-  const finalDir = join(testCacheDir, `dotnet-app-${await sourceHash()}`);
-  const executable = join(finalDir, 'bin', 'ProfcpuFixture', 'release', 'ProfcpuFixture');
+async function buildOnce(version: DotnetVersion): Promise<string> {
+  // .NET 10 keeps the folder name it always had, so existing caches stay valid.
+  const name = version === 10 ? 'dotnet-app' : `dotnet-app-net${version}`;
+  const finalDir = join(testCacheDir, `${name}-${await sourceHash()}`);
+  const executable =
+    version === 10
+      ? join(finalDir, 'bin', 'ProfcpuFixture', 'release', 'ProfcpuFixture')
+      : join(finalDir, 'publish', 'ProfcpuFixture', 'release_linux-x64', 'ProfcpuFixture');
   if (existsSync(executable)) return executable;
   await mkdir(testCacheDir, { recursive: true });
   // Built aside then renamed, so concurrent test processes never see a half-written build.
   const workDir = `${finalDir}.building-${process.pid}`;
   await rm(workDir, { recursive: true, force: true });
   try {
+    const project = join(dotnetAppSource, 'ProfcpuFixture.csproj');
+    const common = ['-c', 'Release', '--artifacts-path', workDir, '-nodeReuse:false', '-p:UseSharedCompilation=false'];
+    const selfContained = [
+      `-p:FixtureDotnet=${version}`,
+      '-r',
+      'linux-x64',
+      '--self-contained',
+      '--source',
+      nugetSource,
+    ];
     await execFileAsync(
       'dotnet',
-      [
-        'build',
-        join(dotnetAppSource, 'ProfcpuFixture.csproj'),
-        '-c',
-        'Release',
-        '--artifacts-path',
-        workDir,
-        '-nodeReuse:false',
-        '-p:UseSharedCompilation=false',
-      ],
+      version === 10 ? ['build', project, ...common] : ['publish', project, ...common, ...selfContained],
       {
         env: {
           ...process.env,
@@ -106,7 +128,8 @@ async function buildOnce(): Promise<string> {
     );
   } catch (error) {
     const out = (error as { stdout?: string }).stdout ?? '';
-    throw new Error(`building the .NET fixture failed:\n${out.slice(-4000)}`, { cause: error });
+    const hint = version === 10 ? '' : ` (.NET ${version}'s runtime packs come from NuGet at ${nugetSource})`;
+    throw new Error(`building the .NET ${version} fixture failed${hint}:\n${out.slice(-4000)}`, { cause: error });
   }
   try {
     await rename(workDir, finalDir);
@@ -120,7 +143,7 @@ async function buildOnce(): Promise<string> {
 
 /** Starts the fixture and waits for "ready". Call `kill()` when done (e.g. in `t.after`). */
 export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<DotnetApp> {
-  const executable = await buildDotnetApp();
+  const executable = await buildDotnetApp(options.version);
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (value !== undefined && !/^(DOTNET|COMPlus)_PerfMap/i.test(key)) env[key] = value;
@@ -216,6 +239,14 @@ async function findDescendant(pid: number, comm: string): Promise<number | undef
     }
   }
   return undefined;
+}
+
+/**
+ * The folder holding the runtime (libcoreclr.so, System.Private.CoreLib.dll...) the fixture built for `version` runs
+ * on: the app's own folder for a self-contained 8 or 9, the SDK's newest shared framework for 10 (or undefined).
+ */
+export async function dotnetRuntimeFolder(version: DotnetVersion = 10): Promise<string | undefined> {
+  return version === 10 ? sharedFramework() : dirname(await buildDotnetApp(version));
 }
 
 /** The newest shared framework of the `dotnet` on PATH, or undefined. */

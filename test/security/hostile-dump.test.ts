@@ -1,0 +1,148 @@
+// `profcpu dump` against a hostile target (test/dump/fake-runtime.mjs as PID 1 of its namespaces, reached from a
+// sidecar): what the "runtime" leaves in place of the dump is a link out of its root, a FIFO, a sparse 1 TiB file, a
+// hard link, or a file that keeps growing; or it refuses, knows no dump command, or never answers. Each run must end
+// under a deadline with a clear error, copy nothing of the sidecar's, leave no dump or partial file in the output
+// folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either.
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { cliPath, repoRoot } from '../support/cli.js';
+import { hostileScene, inSidecar, scanForMarker, startHostileTarget, type HostileScene } from '../support/hostile.js';
+import type { NamespacedTarget } from '../support/namespaces.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+const fakeRuntime = join(repoRoot, 'test/dump/fake-runtime.mjs');
+
+function prerequisites(t: TestContext): boolean {
+  return needRoot(t) && needCommand(t, 'unshare', 'util-linux') && needCommand(t, 'nsenter', 'util-linux');
+}
+
+async function fakeTarget(t: TestContext, scene: HostileScene, mode: string): Promise<NamespacedTarget> {
+  return startHostileTarget(t, scene, ':', {
+    exec: `exec "${process.execPath}" '${fakeRuntime}' ${mode} '${scene.secret}'`,
+    ready: async ({ hostPid }) =>
+      (await readdir(`/proc/${hostPid}/root/tmp`).catch(() => [] as string[])).some((n) =>
+        n.startsWith('dotnet-diagnostic-1-'),
+      ),
+  });
+}
+
+/**
+ * What is left where nothing may be: the output folder (a failed dump leaves none, not even empty), the dump's name
+ * in the target.
+ */
+async function leftovers(scene: HostileScene, target: NamespacedTarget) {
+  const inTarget = await readdir(`/proc/${target.hostPid}/root/tmp`);
+  return {
+    output: await readdir(scene.out).catch((error: NodeJS.ErrnoException) => error.code),
+    target: inTarget.filter((n) => n.startsWith('profcpu-dump-')),
+  };
+}
+
+async function dumpFails(t: TestContext, mode: string, expected: RegExp, extra: readonly string[] = []) {
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, mode);
+  const run = await inSidecar(
+    target,
+    scene,
+    [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out, ...extra],
+    { timeout: 60_000 },
+  );
+  const output = String(run.all);
+  assert.equal(run.exitCode, 1, output);
+  assert.match(output, expected);
+  assert.doesNotMatch(output, /internal error/);
+  assert.deepEqual(await leftovers(scene, target), { output: 'ENOENT', target: [] }, output);
+  assert.deepEqual((await scanForMarker(scene.dir, scene.marker)).hits, ['secret'], 'only the secret holds the marker');
+  return { scene, target, output };
+}
+
+test('the dump is a link out of the target’s root: refused, never followed', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'symlink', /is a symbolic link, not a regular file/);
+});
+
+test('the dump is a FIFO: refused without opening it (no hang)', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'fifo', /is a FIFO, not a regular file/);
+});
+
+test('the dump is a sparse 1 TiB file: over the size cap, refused before a byte is copied', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'sparse', /is 1048576\.0 MiB, more than the 65536\.0 MiB allowed/);
+});
+
+test('the dump is a sparse 1 TiB file under a raised cap: more than the output’s free space, refused', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'sparse', /no room for the dump in .*: it is 1048576\.0 MiB, the file system there has/, [
+    '--max-size',
+    String(4 * 1024 * 1024),
+  ]);
+});
+
+test('the dump is a hard link to another file of the target: refused', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'hardlink', /is a file with 2 hard links, not a fresh file/);
+});
+
+test('the dump keeps growing while it is copied: refused, nothing kept', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'growing', /changed while it was copied/);
+});
+
+test('the runtime refuses the dump: its own words are shown', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'refuse', /did not write the dump: Insufficient space to write the dump \(0x80004005\)/);
+});
+
+test('a runtime without dump commands (before .NET 5): each version tried, then a clear error', async (t) => {
+  if (!prerequisites(t)) return;
+  const { target, output } = await dumpFails(t, 'old', /does not know GenerateCoreDump\b.*\n.*\.NET 5 or later/);
+  const requests = await readFile(`/proc/${target.hostPid}/root/tmp/requests`, 'utf8');
+  assert.deepEqual(requests.trim().split('\n'), ['1.3', '1.2', '1.1'], output);
+});
+
+test('a runtime that never answers: the --timeout ends the wait', async (t) => {
+  if (!prerequisites(t)) return;
+  await dumpFails(t, 'silent', /no complete diagnostic IPC reply .* within 2000 ms/, ['--timeout', '2']);
+});
+
+/** The pid of the CLI among `root`'s descendants (the sidecar's wrappers do not pass signals on). */
+async function cliProcess(root: number): Promise<number | undefined> {
+  const pending = [root];
+  for (let seen = 0; pending.length > 0 && seen < 64; seen++) {
+    const pid = pending.shift()!;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    // The node running the CLI itself, not a wrapper shell that has its path among its arguments.
+    if (cmdline.split('\0')[1] === cliPath) return pid;
+    const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+    for (const task of tasks) {
+      const children = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
+      pending.push(...children.trim().split(/\s+/).filter(Boolean).map(Number));
+    }
+  }
+  return undefined;
+}
+
+test('Ctrl-C while the dump is copied: it stops, and no partial file is left or claimed complete', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'big');
+  const run = inSidecar(target, scene, [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out], {
+    timeout: 60_000,
+  });
+  let text = '';
+  run.all?.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  for (let i = 0; i < 600 && !/copying the dump/.test(text); i++) await sleep(50);
+  assert.match(text, /copying the dump/);
+  const cli = await cliProcess(run.pid!);
+  assert.ok(cli !== undefined, 'the CLI process is found');
+  process.kill(cli, 'SIGINT');
+  const result = await run;
+  const output = String(result.all);
+  assert.equal(result.exitCode, 130, output);
+  assert.match(output, /SIGINT: stopping; no partial dump is kept/);
+  assert.deepEqual(await leftovers(scene, target), { output: 'ENOENT', target: [] }, output);
+});

@@ -1,0 +1,83 @@
+// The dump tests' independent reader (test/fixtures/clrmd-reader, built on ClrMD from NuGet): `buildClrmdReader()`
+// builds it once per source version into the test cache (restoring Microsoft.Diagnostics.Runtime), and
+// `readDump(path)` runs it on a core dump, giving its OS thread count and each managed thread's frames.
+// Callers check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { testCacheDir } from './dotnet-app.js';
+
+const source = fileURLToPath(new URL('../fixtures/clrmd-reader', import.meta.url));
+const execFileAsync = promisify(execFile);
+let built: Promise<string> | undefined;
+
+export interface DumpAsClrmdSees {
+  osThreads: number;
+  runtimeVersion: string;
+  threads: { osId: number; managedId: number; alive: boolean; frames: string[] }[];
+}
+
+export function buildClrmdReader(): Promise<string> {
+  built ??= buildOnce();
+  return built;
+}
+
+async function buildOnce(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const name of (await readdir(source)).filter((n) => /\.(cs|csproj)$/.test(n)).sort())
+    hash
+      .update(name)
+      .update('\0')
+      .update(await readFile(join(source, name)));
+  const finalDir = join(testCacheDir, `clrmd-reader-${hash.digest('hex').slice(0, 16)}`);
+  const executable = join(finalDir, 'bin', 'ClrmdReader', 'release', 'ClrmdReader');
+  if (existsSync(executable)) return executable;
+  await mkdir(testCacheDir, { recursive: true });
+  // Built aside then renamed, so concurrent test processes never see a half-written build.
+  const workDir = `${finalDir}.building-${process.pid}`;
+  await rm(workDir, { recursive: true, force: true });
+  try {
+    await execFileAsync(
+      'dotnet',
+      [
+        'build',
+        join(source, 'ClrmdReader.csproj'),
+        '-c',
+        'Release',
+        '--artifacts-path',
+        workDir,
+        '-nodeReuse:false',
+        '-p:UseSharedCompilation=false',
+      ],
+      {
+        env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1', MSBUILDDISABLENODEREUSE: '1' },
+        maxBuffer: 16 << 20,
+      },
+    );
+  } catch (error) {
+    const out = (error as { stdout?: string }).stdout ?? '';
+    throw new Error(`building the ClrMD reader failed:\n${out.slice(-4000)}`, { cause: error });
+  }
+  try {
+    await rename(workDir, finalDir);
+  } catch (error) {
+    if (!existsSync(executable)) throw error;
+    await rm(workDir, { recursive: true, force: true });
+  }
+  return executable;
+}
+
+/** What ClrMD reads in the dump at `path`. */
+export async function readDump(path: string): Promise<DumpAsClrmdSees> {
+  const reader = await buildClrmdReader();
+  const { stdout } = await execFileAsync(reader, [path], {
+    timeout: 120_000,
+    maxBuffer: 64 << 20,
+    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
+  });
+  return JSON.parse(stdout) as DumpAsClrmdSees;
+}

@@ -1,0 +1,57 @@
+// dotnet-trace (dotnet/diagnostics, a NuGet dotnet tool), the profiler the naming cross-check compares with:
+// `installDotnetTrace()` installs a fixed version once into the test cache (`dotnet tool install --tool-path`, from
+// the machine's NuGet sources: the first run needs NuGet, later ones nothing) and gives the executable's path.
+// Tests check for the SDK first, then call `need(t, ...)` with the install's outcome.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { testCacheDir } from './dotnet-app.js';
+
+/** The version installed: one NuGet serves here, with `--profile dotnet-sampled-thread-time` for `collect`. */
+export const dotnetTraceVersion = '10.0.750501';
+
+const execFileAsync = promisify(execFile);
+let installed: Promise<string> | undefined;
+
+/** Installs dotnet-trace (once per test process, kept across runs); rejects with the tool's output when it fails. */
+export function installDotnetTrace(): Promise<string> {
+  installed ??= installOnce();
+  return installed;
+}
+
+async function installOnce(): Promise<string> {
+  const finalDir = join(testCacheDir, `dotnet-trace-${dotnetTraceVersion}`);
+  const executable = join(finalDir, 'dotnet-trace');
+  if (existsSync(executable)) return executable;
+  await mkdir(testCacheDir, { recursive: true });
+  const workDir = `${finalDir}.installing-${process.pid}`;
+  await rm(workDir, { recursive: true, force: true });
+  try {
+    // From the cache folder, so no project's NuGet.config (the fixture's clears every source) is in the way.
+    await execFileAsync(
+      'dotnet',
+      ['tool', 'install', 'dotnet-trace', '--tool-path', workDir, '--version', dotnetTraceVersion],
+      {
+        cwd: testCacheDir,
+        env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
+        maxBuffer: 16 << 20,
+      },
+    );
+  } catch (error) {
+    await rm(workDir, { recursive: true, force: true });
+    const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
+    throw new Error(
+      `dotnet tool install dotnet-trace --version ${dotnetTraceVersion} failed (it comes from NuGet):\n${stdout}${stderr}`,
+      { cause: error },
+    );
+  }
+  try {
+    await rename(workDir, finalDir);
+  } catch (error) {
+    if (!existsSync(executable)) throw error;
+    await rm(workDir, { recursive: true, force: true });
+  }
+  return executable;
+}
