@@ -14,6 +14,7 @@ import { postprocess } from '../postprocess/postprocess.js';
 import { symbolServerList } from '../symbols/symbol-server.js';
 import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
 import { profileAction } from '../watch/actions.js';
+import { dumpAction } from '../watch/dump-action.js';
 import {
   maxRulesFileBytes,
   parseRulesText,
@@ -183,6 +184,9 @@ export function rulesFromFlags(args: WatchArgs): WatchRules {
   });
 }
 
+/** Every action kind this build runs. */
+const availability = { profile: true, dump: true } as const;
+
 async function readRules(path: string): Promise<WatchRules> {
   const text = await readFile(path).catch((error: unknown) => {
     throw new ProfcpuError('USAGE', `cannot read the rules file ${path}: ${(error as Error).message}`, {
@@ -190,7 +194,7 @@ async function readRules(path: string): Promise<WatchRules> {
     });
   });
   if (text.length > maxRulesFileBytes) throw rulesError('', `the file is over ${maxRulesFileBytes} bytes`);
-  return parseRulesText(text.toString('utf8'));
+  return parseRulesText(text.toString('utf8'), availability);
 }
 
 const command: CommandModule<object, WatchArgs> = {
@@ -220,6 +224,7 @@ const command: CommandModule<object, WatchArgs> = {
       }
     };
     const runners = {
+      dump: dumpAction({ ...(sidecar.owner && { owner: sidecar.owner }) }),
       profile: profileAction(
         {
           perfPath,

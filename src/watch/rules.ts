@@ -92,9 +92,10 @@ export interface ActionAvailability {
   dump: true | { why: string };
 }
 
+/** What validation assumes when not told: profile only (the watch command says it runs dumps too). */
 export const defaultAvailability: ActionAvailability = {
   profile: true,
-  dump: { why: 'the dump action is not available yet in this version of profcpu (profile is)' },
+  dump: { why: 'the dump action is not available here (profile is)' },
 };
 
 const maxRules = 64;

@@ -1,5 +1,5 @@
 // Watch rules: a JSON and a YAML document give the same rules, defaults fill what is left out, and every mistake is
-// an error naming the field (typos, wrong types, values out of range, the dump action not available yet).
+// an error naming the field (typos, wrong types, values out of range, the dump action where it is not available).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
@@ -111,7 +111,7 @@ test('each mistake is an error naming its field', () => {
   rejects({ rules: [{ trigger: cpu }], retention: { maxBytes: '2 lots' } }, 'retention.maxBytes', /not a size/);
 });
 
-test('the dump action is validated (kind dump, type) and refused as not available yet', () => {
+test('the dump action is validated (kind dump, type) and refused where not available', () => {
   rejects(
     { rules: [{ trigger: cpu, actions: [{ kind: 'dump', type: 'huge' }] }] },
     'rules[0].actions[0].type',
@@ -120,7 +120,7 @@ test('the dump action is validated (kind dump, type) and refused as not availabl
   rejects(
     { rules: [{ trigger: cpu, actions: [{ kind: 'dump', type: 'heap' }] }] },
     'rules[0].actions[0].kind',
-    /not available yet/,
+    /the dump action is not available here/,
   );
   // A build with a dump action takes it.
   const rules = validateRules(

@@ -1,5 +1,5 @@
 // `profcpu watch`'s command line without recording anything: usage errors (no trigger, a rules file and rule flags
-// together, a rules file's mistakes named by field, the dump action not available yet), and a rule's lifetime ending
+// together, a rules file's mistakes named by field, a dump type profcpu does not know), and a rule's lifetime ending
 // the watch by itself.
 import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -28,10 +28,10 @@ test('usage errors exit 2 with the reason, naming the rules file’s field', asy
   assert.equal(typo.exitCode, 2, String(typo.all));
   assert.match(String(typo.stderr), /error: rules: rules\[0\]\.trigger\.for: "30 parsecs" is not a duration/);
 
-  await writeFile(rules, 'rules:\n  - trigger: { type: demand }\n    actions: [{ kind: dump, type: heap }]\n');
+  await writeFile(rules, 'rules:\n  - trigger: { type: demand }\n    actions: [{ kind: dump, type: huge }]\n');
   const dump = await runCli(['watch', '--rules', rules, '--output', work]);
   assert.equal(dump.exitCode, 2, String(dump.all));
-  assert.match(String(dump.stderr), /rules\[0\]\.actions\[0\]\.kind: the dump action is not available yet/);
+  assert.match(String(dump.stderr), /rules\[0\]\.actions\[0\]\.type: must be one of full, heap, mini, triage/);
 
   const flag = await runCli(['watch', '--cpu-above', '80', '--for', 'soon', '--output', work]);
   assert.equal(flag.exitCode, 2, String(flag.all));
