@@ -76,6 +76,12 @@ async function readCmdlineStart(pid: number, options: ProcfsOptions): Promise<st
   );
 }
 
+/** Whether libcoreclr.so is mapped in the process, the sign of .NET inspectProcess goes by. */
+async function mapsCoreclr(pid: number, options: ProcfsOptions): Promise<boolean> {
+  const maps = await readProcText(pid, 'maps', options).catch(() => undefined);
+  return maps !== undefined && /\/libcoreclr\.so$/m.test(maps);
+}
+
 export class ProcessScanner {
   /** What the last scan saw, by PID. */
   private known = new Map<number, SeenProcess>();
@@ -118,8 +124,11 @@ export class ProcessScanner {
       if (inspected >= scanLimits.maxInspectedPerScan || young) continue;
       const comm = statText.slice(statText.indexOf('(') + 1, statText.lastIndexOf(')'));
       const cmdline = parseNulList(await readCmdlineStart(pid, this.procfs));
-      // Kernel threads have no command line; a process no filter can match is never inspected.
-      if (cmdline.length === 0 || !filters.some((f) => mayMatch(f, pid, comm, cmdline))) {
+      // Kernel threads have no command line; a process no filter can match is never inspected, nor one that is not
+      // .NET when every filter it may match wants .NET (its maps are a fraction of an inspection's reads).
+      const candidates = cmdline.length === 0 ? [] : filters.filter((f) => mayMatch(f, pid, comm, cmdline));
+      const onlyDotnet = candidates.every((f) => f.runtime === 'dotnet');
+      if (candidates.length === 0 || (onlyDotnet && !(await mapsCoreclr(pid, this.procfs)))) {
         next.set(pid, { pid, startTicks: stat.startTicks });
         continue;
       }
