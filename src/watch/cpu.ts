@@ -13,6 +13,8 @@ interface Sample {
   ticks: number;
 }
 
+const maxSamplesPerWindow = 256;
+
 /** Samples of one process's CPU ticks, kept for one window (and one sample before it). */
 export class CpuWindow {
   private readonly samples: Sample[] = [];
@@ -23,9 +25,19 @@ export class CpuWindow {
     const last = this.samples.at(-1);
     // A counter that went back is another process (a reused PID): start again.
     if (last && (ticks < last.ticks || atMs <= last.atMs)) this.samples.length = 0;
-    this.samples.push({ atMs, ticks });
+    // At most about 256 samples a window, whatever the window and the polling: a sample closer than window/256 to
+    // the one before the last replaces the last (only the window's ends count).
+    const beforeLast = this.samples.at(-2);
+    if (beforeLast && atMs - beforeLast.atMs < this.windowMs / maxSamplesPerWindow)
+      this.samples[this.samples.length - 1] = { atMs, ticks };
+    else this.samples.push({ atMs, ticks });
     // Keep the newest sample at or before the window's start, and those after it.
     while (this.samples.length > 2 && this.samples[1]!.atMs <= atMs - this.windowMs) this.samples.shift();
+  }
+
+  /** Samples kept. */
+  get size(): number {
+    return this.samples.length;
   }
 
   /** Forget what was seen: after an action, the next trigger needs a whole window of its own. */

@@ -119,6 +119,8 @@ function isEntry(value: unknown): value is RunEntry {
     e !== null &&
     typeof e.id === 'string' &&
     /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(e.id) &&
+    // Retention removes a run's folder by its id: never one of the watch folder's own entries.
+    ![indexFiles.json, indexFiles.html, 'triggers'].includes(e.id) &&
     typeof e.rule === 'string' &&
     typeof e.status === 'string'
   );

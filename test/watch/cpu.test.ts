@@ -37,6 +37,13 @@ test('the window averages over the samples covering it, and starts again when th
   assert.equal(w.share(), undefined);
 });
 
+test('a day-long window polled every second keeps a few hundred samples, and still averages over the day', () => {
+  const w = new CpuWindow(86_400_000);
+  for (let second = 0; second <= 2 * 86_400; second++) w.add(second * 1000, second * 50);
+  assert.ok(w.size <= 260, `${w.size} samples`);
+  assert.ok(Math.abs(w.share()! - 0.5) < 1e-9, `half a core: ${w.share()}`);
+});
+
 test('quota parsers: cgroup v2 cpu.max, v1 CFS quota, /proc/PID/cgroup and mountinfo', () => {
   assert.equal(parseCpuMax('150000 100000\n'), 1.5);
   assert.equal(parseCpuMax('max 100000\n'), undefined);

@@ -77,7 +77,14 @@ test('a later watch carries on from index.json; a run left under way is discarde
   await writeFile(
     join(dir, 'index.json'),
     JSON.stringify({
-      runs: [entry('old', 10), entry('cut', 10, { status: 'running' }), entry('../../etc', 10), { id: 3 }],
+      runs: [
+        entry('old', 10),
+        entry('cut', 10, { status: 'running' }),
+        entry('../../etc', 10),
+        entry('index.json', 10),
+        entry('triggers', 10),
+        { id: 3 },
+      ],
     }),
   );
   const folder = await OutputFolder.open(dir);
