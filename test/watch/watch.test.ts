@@ -160,3 +160,26 @@ test('a second SIGTERM abandons the profile under way: its folder is removed, th
   assert.equal(run?.status, 'discarded');
   await assert.rejects(stat(join(dir, run.id)), /ENOENT/);
 });
+
+test('a schedule: a profile every 10 s, each its own run, until the rule’s lifetime ends the watch', async (t) => {
+  if (!canRecord(t)) return;
+  const work = await workDir(t);
+  const gate = join(work, 'burn');
+  const burner = await startBurner(t, gate);
+  const dir = join(work, 'watch');
+  const watch = startWatch(t, dir, [
+    ...['--pid', String(burner.pid), '--every', '10s', '--duration', '1', '--cooldown', '0'],
+    ...['--lifetime', '25s', '--postprocess', 'false'],
+  ]);
+  assert.equal(await watch.exited, 0, watch.log());
+  assert.match(watch.log(), /rule rule1: lifetime of 25 s over, the rule ends/);
+  // At 10 s and 20 s; only one when a slow machine makes the first profile outlast the second period's lifetime.
+  const triggers = lines(watch.log(), /trigger:/);
+  assert.ok(triggers.length >= 1 && triggers.length <= 2, watch.log());
+  for (const line of triggers) assert.match(line, new RegExp(`trigger: process ${burner.pid} .*: every 10 s$`));
+  const runs = await watch.index();
+  assert.equal(runs.length, triggers.length);
+  for (const run of runs) assert.deepEqual([run.status, run.trigger.type], ['done', 'schedule']);
+  // --no-postprocess: the raw recording only, as collect leaves it.
+  for (const run of runs) assert.ok((await stat(join(dir, run.id, layout.perfData))).size > 0);
+});
