@@ -250,6 +250,7 @@ const command: CommandModule<object, WatchArgs> = {
         pollMs: Math.round(args.poll * 1000),
         scanMs: watchDefaults.scanMs,
         procRoot: watchDefaults.procRoot,
+        ...(sidecar.owner && { owner: sidecar.owner }),
       },
       {
         runners,

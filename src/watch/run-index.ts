@@ -2,7 +2,7 @@
 // target, outcome, size, and when retention removed it) and `index.html` (the same as a table linking each run's flame
 // graph), both rewritten after each run through the output folder (never through a link), and retention: at most
 // `maxRuns` runs and `maxBytes` bytes kept, oldest removed first, the newest always kept.
-import { lstat, readdir, rm } from 'node:fs/promises';
+import { lchown, lstat, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import type { Retention } from './rules.js';
@@ -25,6 +25,11 @@ export interface RunEntry {
   bytes?: number;
   /** When retention removed the run's folder. */
   removedAt?: string;
+}
+
+export interface Owner {
+  uid: number;
+  gid: number;
 }
 
 export const indexFiles = Object.freeze({ json: 'index.json', html: 'index.html' });
@@ -58,10 +63,11 @@ export class RunIndex {
   private constructor(
     private readonly folder: OutputFolder,
     readonly entries: RunEntry[],
+    private readonly owner: Owner | undefined,
   ) {}
 
   /** Opens the watch folder's index, carrying on from an earlier watch's index.json when one is there. */
-  static async open(folder: OutputFolder): Promise<RunIndex> {
+  static async open(folder: OutputFolder, owner?: Owner): Promise<RunIndex> {
     const earlier = await folder
       .read(indexFiles.json, { maxBytes: 16 << 20, timeoutMs: 10_000 })
       .then((r) => JSON.parse(r.bytes.toString('utf8')) as { runs?: unknown })
@@ -69,7 +75,7 @@ export class RunIndex {
     const runs = Array.isArray(earlier?.runs) ? (earlier.runs as RunEntry[]).filter(isEntry) : [];
     // A run an earlier watch left under way was cut short (the sidecar killed): said so, not left running.
     for (const run of runs) if (run.status === 'running') run.status = 'discarded';
-    return new RunIndex(folder, runs.slice(-maxIndexEntries));
+    return new RunIndex(folder, runs.slice(-maxIndexEntries), owner);
   }
 
   add(entry: RunEntry): void {
@@ -109,6 +115,8 @@ export class RunIndex {
     await this.folder.remove(temporary);
     await this.folder.writeFile(temporary, text, outputModes.file);
     await this.folder.rename(temporary, name);
+    // Given to the user the results are for (the launcher's PROFCPU_OUTPUT_OWNER); lchown never follows a link.
+    if (this.owner) await lchown(join(this.folder.path, name), this.owner.uid, this.owner.gid);
   }
 }
 

@@ -8,7 +8,7 @@
 // run one at a time, each into a run folder of its own, recorded in index.json/index.html, and retention applies after
 // each. `stop` ends the watch after the action under way finished (a profile stops recording early and is still
 // post-processed); `signal` abandons that action and its folder is removed.
-import { lstat, rm } from 'node:fs/promises';
+import { lchown, lstat, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Warn } from '../diagnostics.js';
@@ -17,7 +17,7 @@ import { OutputFolder } from '../files/output-folder.js';
 import type { ActionRunners } from './actions.js';
 import { CpuWindow, cpuQuotaCores, cpuTicks } from './cpu.js';
 import { matchesFilters, ProcessScanner, type SeenProcess } from './processes.js';
-import { folderBytes, RunIndex, type RunEntry } from './run-index.js';
+import { folderBytes, RunIndex, type Owner, type RunEntry } from './run-index.js';
 import type { Rule, WatchRules } from './rules.js';
 
 export interface WatchOptions {
@@ -29,6 +29,8 @@ export interface WatchOptions {
   /** How often processes are looked for again (new, restarted, gone), in ms. */
   scanMs: number;
   procRoot: string;
+  /** Who the watch folder, its index and triggers folder are given to (runs are given by collect). Default: as made. */
+  owner?: Owner;
 }
 
 export const watchDefaults = Object.freeze({
@@ -130,7 +132,13 @@ export class Watcher {
     const folder = await OutputFolder.open(this.options.dir, { create: true });
     try {
       await (await folder.folder(triggersFolder, { create: true })).close();
-      const index = await RunIndex.open(folder);
+      const owner = this.options.owner;
+      if (owner)
+        for (const path of [folder.path, join(folder.path, triggersFolder)])
+          await lchown(path, owner.uid, owner.gid).catch((e: unknown) =>
+            this.context.warn(`cannot give ${path} to uid ${owner.uid}: ${String(e)}`),
+          );
+      const index = await RunIndex.open(folder, owner);
       await index.save();
       log(
         `watching with ${this.states.length} rule(s) into ${folder.path}: ${this.states.map((s) => describeRule(s.rule)).join('; ')}`,

@@ -6,6 +6,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
+import { needRoot } from '../support/requirements.js';
 import { folderBytes, indexHtml, RunIndex, type RunEntry } from '../../src/watch/run-index.js';
 
 async function watchFolder(t: TestContext): Promise<string> {
@@ -113,6 +114,20 @@ test('index.json planted as a link is replaced, not written through', async (t) 
   await index.save();
   assert.equal(await readFile(outside, 'utf8'), 'untouched');
   assert.match(await readFile(join(dir, 'index.json'), 'utf8'), /"r1"/);
+});
+
+test('the index files are given to the owner asked for (the launcher’s user)', async (t) => {
+  if (!needRoot(t)) return;
+  const dir = await watchFolder(t);
+  const folder = await OutputFolder.open(dir);
+  t.after(() => folder.close());
+  const index = await RunIndex.open(folder, { uid: 4321, gid: 4322 });
+  index.add(entry('r1', 1));
+  await index.save();
+  for (const name of ['index.json', 'index.html']) {
+    const s = await stat(join(dir, name));
+    assert.deepEqual([s.uid, s.gid], [4321, 4322], name);
+  }
 });
 
 test('index.html escapes the target’s names and links only inside each run’s folder', () => {

@@ -2,7 +2,7 @@
 // together, a rules file's mistakes named by field, a dump type profcpu does not know), and a rule's lifetime ending
 // the watch by itself.
 import assert from 'node:assert/strict';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
@@ -38,15 +38,19 @@ test('usage errors exit 2 with the reason, naming the rules file’s field', asy
   assert.match(String(flag.stderr), /rules\[0\]\.trigger\.for: "soon" is not a duration/);
 });
 
-test('a watch whose only rule’s lifetime is over ends by itself, exit 0, with an empty index', async (t) => {
+test('a watch whose only rule’s lifetime is over ends by itself, exit 0, with an empty index given to the owner', async (t) => {
   const work = await workDir(t);
   const run = await runCli(
     ['watch', '--on-demand', '--pid', String(process.pid), '--lifetime', '2s', '--output', work, '--poll', '0.2'],
-    { timeout: 60_000 },
+    { timeout: 60_000, env: { PROFCPU_OUTPUT_OWNER: '4321:4322' } },
   );
   assert.equal(run.exitCode, 0, String(run.all));
   assert.match(String(run.stderr), /rule rule1: lifetime of 2 s over, the rule ends/);
   assert.match(String(run.stderr), /watch: ended \(rules expired\) after 0 run\(s\)/);
   assert.deepEqual(JSON.parse(await readFile(join(work, 'index.json'), 'utf8')), { runs: [] });
   assert.match(await readFile(join(work, 'index.html'), 'utf8'), /<tbody>\n<\/tbody>/);
+  // PROFCPU_OUTPUT_OWNER (the launcher's user): the watch folder, its index and triggers folder are theirs.
+  if (process.getuid?.() === 0)
+    for (const name of ['.', 'index.json', 'index.html', 'triggers'])
+      assert.equal((await stat(join(work, name))).uid, 4321, name);
 });
