@@ -21,6 +21,11 @@ export const commands: readonly CommandEntry[] = [
     load: () => import('./collect.js'),
   },
   {
+    command: 'watch',
+    describe: 'Stay running and profile by itself when a rule says so (CPU above a threshold, a schedule, on demand)',
+    load: () => import('./watch.js'),
+  },
+  {
     command: 'postprocess',
     describe:
       'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
@@ -80,6 +85,7 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'width',
   'perf',
   'offline',
+  'rules',
   'type',
   'timeout',
   'max-size',

@@ -21,7 +21,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .scriptName('profcpu')
     .usage('$0 <command> [options]\n\nCPU profiler for .NET (and other perf-map) processes in Linux containers.')
     .strict()
-    .demandCommand(1, 'Name a command: collect, postprocess, dump, demo, doctor, ps, symbols, fold or render.')
+    .demandCommand(1, 'Name a command: collect, watch, postprocess, dump, demo, doctor, ps, symbols, fold or render.')
     .recommendCommands()
     .help()
     .alias('h', 'help')

@@ -38,6 +38,8 @@ export interface DotnetAppOptions {
   seconds?: number;
   /** Which workloads run, each on its own thread (default: all). */
   workloads?: readonly DotnetAppWorkload[];
+  /** Idle after the first round and burn only while this file exists (--burn-while; default: always burn). */
+  burnWhile?: string;
   /** How long to wait for "ready" (default 60 s, the first start after a build is the slowest). */
   readyTimeoutMs?: number;
   /**
@@ -153,6 +155,7 @@ export async function startDotnetApp(options: DotnetAppOptions = {}): Promise<Do
   const args: string[] = [];
   if (options.seconds !== undefined) args.push('--seconds', String(options.seconds));
   if (options.workloads) args.push('--workloads', options.workloads.join(','));
+  if (options.burnWhile !== undefined) args.push('--burn-while', options.burnWhile);
 
   const [command, ...commandArgs] = options.wrap ? options.wrap(executable, args) : [executable, ...args];
   const child = spawn(command!, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
