@@ -1,5 +1,5 @@
 // `npm run bench stubs`: what reading the .NET runtime's stubs from its memory costs and what it names.
-// - PROFCPU_BENCH_PID=<pid> (a running .NET 10 process, e.g. the ASP.NET app of scripts/bench/aspnet-app under wrk):
+// - PROFCPU_BENCH_PID=<pid> (a running .NET 8+ process, e.g. the ASP.NET app of scripts/bench/aspnet-app under wrk):
 //   reads its stub table PROFCPU_BENCH_RUNS times (default 5) and prints time, bytes and reads per run (min, median,
 //   max) and the ranges by kind.
 // - PROFCPU_BENCH_DIR=<output folder> (collect's, with target/runtime-stubs.json): folds perf's own text with the
@@ -14,6 +14,7 @@ import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs-step.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
 import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
+import { inspectProcess } from '../../src/target/inspect.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 
 const spread = (values: number[]) => {
@@ -23,13 +24,15 @@ const spread = (values: number[]) => {
 
 async function live(pid: number): Promise<void> {
   const runs = Number(process.env['PROFCPU_BENCH_RUNS'] ?? 5);
+  // A self-contained app's path names no version: the inspection reads it, as collect's does.
+  const target = await inspectProcess(pid);
   const files = await TargetFiles.open(pid);
   const ms: number[] = [];
   const bytes: number[] = [];
   const reads: number[] = [];
   try {
     for (let i = 0; i < runs; i++) {
-      const read = await readRuntimeStubs(pid, files);
+      const read = await readRuntimeStubs(pid, files, { version: target.dotnet?.version });
       if ('skipped' in read) throw new Error(read.skipped);
       ms.push(read.ms);
       bytes.push(read.bytesRead);
@@ -80,7 +83,7 @@ if (pid) await live(Number(pid));
 if (dir) await folder(dir);
 if (!pid && !dir)
   console.log(
-    'set PROFCPU_BENCH_PID=<pid of a .NET 10 process> and/or PROFCPU_BENCH_DIR=<collect output folder>, e.g.\n' +
+    'set PROFCPU_BENCH_PID=<pid of a .NET 8+ process> and/or PROFCPU_BENCH_DIR=<collect output folder>, e.g.\n' +
       '  dotnet publish scripts/bench/aspnet-app -c Release -o /var/tmp/asp && ' +
       'dotnet /var/tmp/asp/AspnetLoad.dll --urls http://127.0.0.1:5077 &\n' +
       '  wrk -t1 -c16 -d60s http://127.0.0.1:5077/work &\n' +

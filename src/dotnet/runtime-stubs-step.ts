@@ -114,16 +114,16 @@ export async function readRuntimeStubs(
   if (!location) return { skipped: 'no libcoreclr.so mapped' };
   location.version ??= options.version;
   const major = Number(location.version?.split('.')[0]);
+  // Before .NET 10 the layout is fixed per version: without a known one, nothing is read.
+  const noLayout = {
+    skipped:
+      location.version === undefined
+        ? `the version of ${location.library} is unknown, and before .NET 10 its layout depends on it`
+        : `no known layout for .NET ${location.version} (only 8, 9 and 10 and later)`,
+  };
   if (location.descriptor === undefined) {
-    // Before .NET 10 the layout is fixed per version: without the version, nothing is read.
     if (location.dacTable === undefined) return { skipped: `${location.library} exports no data descriptor` };
-    if (!dacTableMajors.includes(major))
-      return {
-        skipped:
-          location.version === undefined
-            ? `the version of ${location.library} is unknown, and before .NET 10 its layout depends on it`
-            : `no known layout for .NET ${location.version} (only 8, 9 and 10 and later)`,
-      };
+    if (!dacTableMajors.includes(major)) return noLayout;
   }
   const started = Date.now();
   const budget = new MemoryBudget(options.memory, options.signal);
@@ -138,13 +138,14 @@ export async function readRuntimeStubs(
       try {
         let descriptor =
           location.descriptor !== undefined ? await readContractDescriptor(memory, location.descriptor) : undefined;
-        // .NET 9.0 exports a descriptor without the execution manager: the fixed layout fills in.
+        // .NET 9.0 exports a descriptor without the execution manager: the fixed layout of its version fills in.
         if (
           location.dacTable !== undefined &&
-          dacTableMajors.includes(major) &&
           descriptor?.global('ExecutionManagerCodeRangeMapAddress') === undefined
-        )
+        ) {
+          if (!dacTableMajors.includes(major)) return noLayout;
           descriptor = await dacTableDescriptor(memory, location.dacTable, major, descriptor);
+        }
         if (!descriptor) throw new Error(`${location.library}: no descriptor to read`);
         const walk = await walkRuntimeStubs(memory, descriptor);
         const barriers = await findWriteBarrierCopy(memory, maps ?? '');
@@ -173,6 +174,7 @@ export function runtimeStubsStep(options: Partial<RuntimeStubsStepOptions> = {})
           procRoot: context.procRoot,
           signal: context.signal,
           memory: options.memory,
+          version: context.target.dotnet?.version,
         });
       } catch (error) {
         if (context.signal.aborted) throw error;

@@ -119,11 +119,11 @@ const unloggedStubs: NamingRule = ({ noMaps, dotnet, context, sources }) => {
     cause:
       `${unlogged}: it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
       'stubs and dynamic helpers created before the perf map was switched on have no name, and profcpu could not ' +
-      'read their kinds from the runtime’s memory (collect’s runtime-stubs step says why: .NET older than 10, or ' +
+      'read their kinds from the runtime’s memory (collect’s runtime-stubs step says why: .NET older than 8, its version unknown, or ' +
       'no ptrace access to the target)',
     remedy:
       'Run collect with ptrace access to the target (root with CAP_SYS_PTRACE in the sidecar) so it reads the ' +
-      'stubs from the runtime’s memory (.NET 10). Only if that cannot be: start the app with ' +
+      'stubs from the runtime’s memory (.NET 8 and later). Only if that cannot be: start the app with ' +
       'DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` re-opens the jitdump ' +
       `.NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ${stubGranularityWhy}); ` +
       'not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.',

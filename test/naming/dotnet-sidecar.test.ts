@@ -4,9 +4,11 @@
 // say so in its naming figures. The same on .NET 8 and 9, published self-contained: the runtime, CoreLib and the
 // precompiled framework lie in the app's own folder, not in a shared framework.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import { layout } from '../../src/bundle/layout.js';
 import type { DotnetVersion } from '../support/dotnet-app.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir, type NamingManifest } from './fixture-in-sidecar.js';
@@ -123,10 +125,14 @@ function assertSelfContained(version: DotnetVersion, target: { dotnet?: { versio
 for (const version of [8, 9] as const) {
   test(`.NET ${version} self-contained, nothing set: the perf map is enabled over IPC, every .NET frame named`, async (t) => {
     if (!prerequisites(t)) return;
-    const { folded, naming, target, output, perfMapStep } = await record(t, {}, [], version);
+    const { folded, naming, target, output, perfMapStep, stubsStep, dir } = await record(t, {}, [], version);
     assertSelfContained(version, target, output);
     assert.equal(target.dotnet?.writeXorExecute, true, 'W^X is on');
     assert.equal(perfMapStep?.['state'], 'enabled-by-profcpu', JSON.stringify(perfMapStep));
+    // The runtime's stubs read from its memory, with the layout of the version inspect read from runtimeconfig.json.
+    assert.ok(Number(stubsStep?.['ranges'] ?? 0) > 0, JSON.stringify(stubsStep));
+    assert.equal(stubsStep?.['runtimeVersion'], target.dotnet?.version);
+    assert.ok(existsSync(join(dir, layout.runtimeStubs)), 'target/runtime-stubs.json is written');
     assertNamed(folded, naming, output, version);
   });
 }

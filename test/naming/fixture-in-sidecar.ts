@@ -98,16 +98,22 @@ export interface NamingManifest {
   };
 }
 
-/** manifest.json's `naming` and perf-map step report, target.json and folded_stacks.out of an output folder. */
+/** manifest.json's `naming`, perf-map and runtime-stubs step reports, target.json and folded_stacks.out of an output folder. */
 export async function readOutputs(dir: string) {
   const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
     naming: NamingManifest;
-    collect?: { steps?: { perfMap?: Record<string, unknown> } };
+    collect?: { steps?: { perfMap?: Record<string, unknown>; 'runtime-stubs'?: Record<string, unknown> } };
   };
   const target = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')) as {
     dotnet?: { writeXorExecute?: boolean; version?: string };
   };
   const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
   // The perf-map step's reports before and after recording, merged as collect writes them.
-  return { naming: manifest.naming, target, folded, perfMapStep: manifest.collect?.steps?.perfMap };
+  return {
+    naming: manifest.naming,
+    target,
+    folded,
+    perfMapStep: manifest.collect?.steps?.perfMap,
+    stubsStep: manifest.collect?.steps?.['runtime-stubs'],
+  };
 }
