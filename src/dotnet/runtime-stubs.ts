@@ -118,32 +118,37 @@ export async function walkRuntimeStubs(
   return walk(memory, descriptor, limits);
 }
 
-async function walk(
-  memory: ProcessMemory,
-  descriptor: ContractDescriptor,
-  limits: Partial<StubWalkLimits>,
-): Promise<StubWalkResult> {
-  const opts = { ...stubWalkDefaults, ...limits };
-  const result: StubWalkResult = {
-    ranges: [],
-    sections: { rangeLists: 0, codeHeaps: 0, other: 0 },
-    codeBlocks: 0,
-    stubBlocks: 0,
-    assumed: [],
-    skipped: [],
-  };
-  const skip = (why: string) => {
-    if (result.skipped.length < 20) result.skipped.push(why);
-  };
+/** Where the walk finds what it reads: offsets into the runtime's structures. */
+interface WalkLayout {
+  topLevel: number;
+  fragmentNext: number;
+  fragmentSection: number;
+  begin: number;
+  end: number;
+  flags: number;
+  heapList: number;
+  rangeList: number;
+  rangeListType: number;
+  heapStart: number;
+  heapEnd: number;
+  mapBase: number;
+  headerMap: number;
+}
+
+/** The layout from the descriptor, assumedLayout filling in (and named in `assumed`) what it does not give. */
+function walkLayout(descriptor: ContractDescriptor, assumed: string[]): WalkLayout {
   const need = (type: string, field: string): number => {
     const offset = descriptor.field(type, field);
     if (offset === undefined) throw new MemoryReadError(`the descriptor gives no ${type}.${field}`);
     return offset;
   };
-  const map = descriptor.global('ExecutionManagerCodeRangeMapAddress');
-  if (map === undefined || map === 0n) throw new MemoryReadError('the descriptor gives no code range map');
-  const stubLast = Number(descriptor.global('StubCodeBlockLast') ?? 0xfn);
-  const layout = {
+  const orAssumed = (type: string, field: string, offset: number): number => {
+    const given = descriptor.field(type, field);
+    if (given !== undefined) return given;
+    assumed.push(`${type}.${field} = 0x${offset.toString(16)}`);
+    return offset;
+  };
+  return {
     topLevel: need('RangeSectionMap', 'TopLevelData'),
     fragmentNext: need('RangeSectionFragment', 'Next'),
     fragmentSection: need('RangeSectionFragment', 'RangeSection'),
@@ -151,212 +156,285 @@ async function walk(
     end: need('RangeSection', 'RangeEndOpen'),
     flags: need('RangeSection', 'Flags'),
     heapList: need('RangeSection', 'HeapList'),
-    rangeList: descriptor.field('RangeSection', 'RangeList'),
-    rangeListType: descriptor.field('CodeRangeMapRangeList', 'RangeListType'),
+    rangeList: orAssumed('RangeSection', 'RangeList', assumedLayout.rangeSectionRangeList),
+    rangeListType: orAssumed('CodeRangeMapRangeList', 'RangeListType', assumedLayout.rangeListType),
     heapStart: need('CodeHeapListNode', 'StartAddress'),
     heapEnd: need('CodeHeapListNode', 'EndAddress'),
     mapBase: need('CodeHeapListNode', 'MapBase'),
     headerMap: need('CodeHeapListNode', 'HeaderMap'),
   };
-  if (layout.rangeList === undefined) {
-    layout.rangeList = assumedLayout.rangeSectionRangeList;
-    result.assumed.push(`RangeSection.RangeList = 0x${layout.rangeList.toString(16)}`);
-  }
-  if (layout.rangeListType === undefined) {
-    layout.rangeListType = assumedLayout.rangeListType;
-    result.assumed.push(`CodeRangeMapRangeList.RangeListType = 0x${layout.rangeListType.toString(16)}`);
-  }
-  const rangeListAt = layout.rangeList;
-  const rangeListTypeAt = layout.rangeListType;
+}
 
-  const ptr = (bytes: DataView, at: number) => bytes.getBigUint64(at, true);
-  const readView = async (address: bigint, length: number) => {
-    const bytes = await memory.read(address, length);
-    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+async function walk(
+  memory: ProcessMemory,
+  descriptor: ContractDescriptor,
+  limits: Partial<StubWalkLimits>,
+): Promise<StubWalkResult> {
+  const map = descriptor.global('ExecutionManagerCodeRangeMapAddress');
+  if (map === undefined || map === 0n) throw new MemoryReadError('the descriptor gives no code range map');
+  const walker = new MapWalker(memory, descriptor, { ...stubWalkDefaults, ...limits });
+  await walker.walkTable(map + BigInt(walker.layout.topLevel), levels);
+  try {
+    await walker.readStubHeap();
+  } catch (error) {
+    if (!(error instanceof MemoryReadError) || error.limit) throw error;
+    walker.skip(`the global stub heap: ${error.message}`);
+  }
+  for (const section of walker.sections) await walker.readSection(section);
+  walker.result.ranges = mergeRanges(walker.result.ranges);
+  return walker.result;
+}
+
+/**
+ * One walk's state: what was found, what was counted against the limits, and every pointer followed. The map is read
+ * first (collecting range sections), then the global stub heap, then each section.
+ */
+class MapWalker {
+  readonly result: StubWalkResult = {
+    ranges: [],
+    sections: { rangeLists: 0, codeHeaps: 0, other: 0 },
+    codeBlocks: 0,
+    stubBlocks: 0,
+    assumed: [],
+    skipped: [],
   };
-  const sectionBytes = Math.max(layout.begin, layout.end, layout.flags + 4, layout.heapList, rangeListAt) + 8;
-  const heapBytes = Math.max(layout.heapStart, layout.heapEnd, layout.mapBase, layout.headerMap) + 8;
+  readonly layout: WalkLayout;
+  /** Range sections found in the map, in the order found. */
+  readonly sections: bigint[] = [];
+  private readonly sectionSet = new Set<bigint>();
+  /** Each pointer is followed once: a forged map that points back into itself, or lists that loop, end here. */
+  private readonly seen = new Set<bigint>();
+  private tables = 0;
+  private fragments = 0;
+  private readonly stubLast: bigint;
+  private readonly sectionBytes: number;
+  private readonly heapBytes: number;
 
-  // Each pointer is followed once: a forged map that points back into itself, or lists that loop, end here.
-  const seen = new Set<bigint>();
-  const firstVisit = (address: bigint) => {
-    if (seen.has(address)) return false;
-    seen.add(address);
+  constructor(
+    private readonly memory: ProcessMemory,
+    private readonly descriptor: ContractDescriptor,
+    private readonly limits: StubWalkLimits,
+  ) {
+    this.layout = walkLayout(descriptor, this.result.assumed);
+    const l = this.layout;
+    this.stubLast = descriptor.global('StubCodeBlockLast') ?? 0xfn;
+    this.sectionBytes = Math.max(l.begin, l.end, l.flags + 4, l.heapList, l.rangeList) + 8;
+    this.heapBytes = Math.max(l.heapStart, l.heapEnd, l.mapBase, l.headerMap) + 8;
+  }
+
+  skip(why: string): void {
+    if (this.result.skipped.length < 20) this.result.skipped.push(why);
+  }
+
+  private firstVisit(address: bigint): boolean {
+    if (this.seen.has(address)) return false;
+    this.seen.add(address);
     return true;
-  };
-  let tables = 0;
-  let fragments = 0;
-  const sections: bigint[] = [];
-  const sectionSet = new Set<bigint>();
+  }
 
-  // The map's levels, top first: the top table lies inside the map itself, the others are pointed to. Pointers in
-  // the map carry a flag in bit 0 (collectible) that is no part of the address.
-  const walkTable = async (table: bigint, level: number): Promise<void> => {
-    if (++tables > opts.maxMapTables) throw new MemoryReadError(`more than ${opts.maxMapTables} map tables`, true);
-    const entries = await readView(table, entriesPerLevel * 8);
+  private async readView(address: bigint, length: number): Promise<DataView> {
+    const bytes = await this.memory.read(address, length);
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  private async readPointer(address: bigint): Promise<bigint> {
+    return ptr(await this.readView(address, 8), 0);
+  }
+
+  private add(start: bigint, end: bigint, kind: StubKind): void {
+    if (this.result.ranges.length >= this.limits.maxRanges)
+      throw new MemoryReadError(`more than ${this.limits.maxRanges} stub ranges`, true);
+    this.result.ranges.push({ start, end, kind });
+  }
+
+  /**
+   * The map's levels, top first: the top table lies inside the map itself, the others are pointed to. Pointers in the
+   * map carry a flag in bit 0 (collectible) that is no part of the address.
+   */
+  async walkTable(table: bigint, level: number): Promise<void> {
+    if (++this.tables > this.limits.maxMapTables)
+      throw new MemoryReadError(`more than ${this.limits.maxMapTables} map tables`, true);
+    const entries = await this.readView(table, entriesPerLevel * 8);
     for (let i = 0; i < entriesPerLevel; i++) {
       const next = ptr(entries, i * 8) & ~1n;
-      if (next === 0n || !firstVisit(next)) continue;
+      if (next === 0n || !this.firstVisit(next)) continue;
       try {
-        if (level > 1) await walkTable(next, level - 1);
-        else await walkFragments(next);
+        if (level > 1) await this.walkTable(next, level - 1);
+        else await this.walkFragments(next);
       } catch (error) {
         // Unreadable memory where the map points: that branch is left out, the rest still read.
         if (!(error instanceof MemoryReadError) || error.limit) throw error;
-        skip(`map entry 0x${next.toString(16)}: ${error.message}`);
+        this.skip(`map entry 0x${next.toString(16)}: ${error.message}`);
       }
     }
-  };
-  const walkFragments = async (first: bigint): Promise<void> => {
+  }
+
+  /** A bottom-level entry's list of fragments, each naming the range section it belongs to. */
+  private async walkFragments(first: bigint): Promise<void> {
+    const { fragmentNext, fragmentSection } = this.layout;
     for (let fragment = first; fragment !== 0n;) {
-      if (++fragments > opts.maxFragments) throw new MemoryReadError(`more than ${opts.maxFragments} fragments`, true);
-      const bytes = await readView(fragment, Math.max(layout.fragmentNext, layout.fragmentSection) + 8);
-      const section = ptr(bytes, layout.fragmentSection);
-      if (section !== 0n && !sectionSet.has(section)) {
-        if (sectionSet.size >= opts.maxRangeSections)
-          throw new MemoryReadError(`more than ${opts.maxRangeSections} range sections`, true);
-        sectionSet.add(section);
-        sections.push(section);
+      if (++this.fragments > this.limits.maxFragments)
+        throw new MemoryReadError(`more than ${this.limits.maxFragments} fragments`, true);
+      const bytes = await this.readView(fragment, Math.max(fragmentNext, fragmentSection) + 8);
+      const section = ptr(bytes, fragmentSection);
+      if (section !== 0n && !this.sectionSet.has(section)) {
+        if (this.sectionSet.size >= this.limits.maxRangeSections)
+          throw new MemoryReadError(`more than ${this.limits.maxRangeSections} range sections`, true);
+        this.sectionSet.add(section);
+        this.sections.push(section);
       }
-      const next = ptr(bytes, layout.fragmentNext) & ~1n;
-      if (next === 0n || !firstVisit(next)) break;
+      const next = ptr(bytes, fragmentNext) & ~1n;
+      if (next === 0n || !this.firstVisit(next)) break;
       fragment = next;
     }
-  };
+  }
 
-  const add = (start: bigint, end: bigint, kind: StubKind) => {
-    if (result.ranges.length >= opts.maxRanges)
-      throw new MemoryReadError(`more than ${opts.maxRanges} stub ranges`, true);
-    result.ranges.push({ start, end, kind });
-  };
+  /** One range section: a range list (one kind over the whole range) or a code heap; unreadable ones are skipped. */
+  async readSection(section: bigint): Promise<void> {
+    const l = this.layout;
+    let bytes: DataView;
+    try {
+      bytes = await this.readView(section, this.sectionBytes);
+    } catch (error) {
+      if (!(error instanceof MemoryReadError) || error.limit) throw error;
+      this.skip(`range section 0x${section.toString(16)}: ${error.message}`);
+      return;
+    }
+    const begin = ptr(bytes, l.begin);
+    const end = ptr(bytes, l.end);
+    const flags = bytes.getUint32(l.flags, true);
+    if (begin === 0n || end <= begin) {
+      this.skip(`range section 0x${section.toString(16)}: range 0x${begin.toString(16)}-0x${end.toString(16)}`);
+      return;
+    }
+    try {
+      if (flags & rangeListFlag) {
+        this.result.sections.rangeLists++;
+        const rangeList = ptr(bytes, l.rangeList);
+        if (rangeList === 0n) return;
+        const kind = (await this.readView(rangeList + BigInt(l.rangeListType), 4)).getUint32(0, true);
+        this.add(begin, end, stubKindName(kind));
+      } else if (flags & codeHeapFlag) {
+        this.result.sections.codeHeaps++;
+        const node = ptr(bytes, l.heapList);
+        if (node !== 0n) await this.readCodeHeap(begin, end, node);
+      } else this.result.sections.other++;
+    } catch (error) {
+      if (!(error instanceof MemoryReadError) || error.limit) throw error;
+      this.skip(`range section 0x${begin.toString(16)}: ${error.message}`);
+    }
+  }
 
-  const readRangeList = async (begin: bigint, end: bigint, rangeList: bigint) => {
-    const kind = (await readView(rangeList + BigInt(rangeListTypeAt), 4)).getUint32(0, true);
-    add(begin, end, stubKindName(kind));
-  };
-
-  // A code heap: its nibble map gives each code block's start; the word before a start says stub (its kind) or
-  // method (a pointer). Nibble map, .NET 9+ (ExecutionManager contract 2): one 32-bit word per 256 bytes of code,
-  // eight nibbles for its eight 32-byte buckets, the first bucket in the top nibble; a nibble n of 1 to 8 says a
-  // block starts at bucket + (n - 1) * 4. A word whose lowest nibble is 9 or more instead points back to the start of
-  // a block that covers it (the start is in an earlier word, already seen).
-  const readCodeHeap = async (begin: bigint, end: bigint, node: bigint) => {
-    const heap = await readView(node, heapBytes);
-    const mapBase = ptr(heap, layout.mapBase);
-    const headerMap = ptr(heap, layout.headerMap);
-    const heapEnd = ptr(heap, layout.heapEnd);
+  /**
+   * A code heap: its nibble map gives each code block's start; the word before a start says stub (its kind) or
+   * method (a pointer). Each start is handled as the map yields it, counted against maxCodeBlocks, so a forged map
+   * dense with starts costs at most that many header reads and no memory per start.
+   */
+  private async readCodeHeap(begin: bigint, end: bigint, node: bigint): Promise<void> {
+    const heap = await this.readView(node, this.heapBytes);
+    const mapBase = ptr(heap, this.layout.mapBase);
+    const headerMap = ptr(heap, this.layout.headerMap);
+    const heapEnd = ptr(heap, this.layout.heapEnd);
     const stop = heapEnd > begin && heapEnd <= end ? heapEnd : end;
     if (mapBase > begin || stop <= mapBase || headerMap === 0n) {
-      skip(`code heap 0x${begin.toString(16)}: map base 0x${mapBase.toString(16)} outside its range`);
+      this.skip(`code heap 0x${begin.toString(16)}: map base 0x${mapBase.toString(16)} outside its range`);
       return;
     }
-    if (stop - mapBase > BigInt(opts.maxCodeHeapBytes)) {
-      skip(`code heap 0x${begin.toString(16)}: ${stop - mapBase} bytes, more than ${opts.maxCodeHeapBytes}`);
+    if (stop - mapBase > BigInt(this.limits.maxCodeHeapBytes)) {
+      this.skip(
+        `code heap 0x${begin.toString(16)}: ${stop - mapBase} bytes, more than ${this.limits.maxCodeHeapBytes}`,
+      );
       return;
     }
-    const words = Number((stop - mapBase + 255n) / 256n);
-    const starts: bigint[] = [];
+    // Offsets from mapBase: below maxCodeHeapBytes, exact as numbers.
+    const first = Number(begin + 8n - mapBase);
+    const size = Number(stop - mapBase);
+    let previous: number | undefined;
+    for await (const offset of this.blockStarts(headerMap, size)) {
+      if (offset < first) continue;
+      if (previous !== undefined) await this.readCodeBlock(mapBase, previous, offset);
+      previous = offset;
+    }
+    if (previous !== undefined) await this.readCodeBlock(mapBase, previous, size);
+  }
+
+  /**
+   * The block starts a heap's nibble map gives, as offsets from its map base, ascending, read in chunks. One 32-bit
+   * word per 256 bytes of code, eight nibbles for its eight 32-byte buckets, the first bucket in the top nibble; a
+   * nibble n of 1 to 8 says a block starts at bucket + (n - 1) * 4. .NET 8's map is just that; .NET 9 and later
+   * (ExecutionManager contract 2) also mark a word whose lowest nibble is 9 or more as a pointer back to the start of a
+   * block that covers it (in an earlier word, already yielded), which is no start.
+   */
+  private async *blockStarts(headerMap: bigint, size: number): AsyncGenerator<number> {
+    const words = Math.ceil(size / 256);
     const chunkWords = 16_384;
-    for (let first = 0; first < words; first += chunkWords) {
-      const count = Math.min(chunkWords, words - first);
-      const map = await readView(headerMap + BigInt(first * 4), count * 4);
+    for (let chunk = 0; chunk < words; chunk += chunkWords) {
+      const count = Math.min(chunkWords, words - chunk);
+      const map = await this.readView(headerMap + BigInt(chunk * 4), count * 4);
       for (let w = 0; w < count; w++) {
         const word = map.getUint32(w * 4, true);
         if (word === 0 || (word & 0xf) > 8) continue;
-        const base = mapBase + BigInt((first + w) * 256);
         for (let bucket = 0; bucket < 8; bucket++) {
           const nibble = (word >>> (28 - bucket * 4)) & 0xf;
           if (nibble === 0) continue;
           if (nibble > 8) break;
-          const start = base + BigInt(bucket * 32 + (nibble - 1) * 4);
-          if (start >= begin + 8n && start < stop) starts.push(start);
+          const offset = (chunk + w) * 256 + bucket * 32 + (nibble - 1) * 4;
+          if (offset < size) yield offset;
         }
       }
     }
-    for (let i = 0; i < starts.length; i++) {
-      if (++result.codeBlocks > opts.maxCodeBlocks)
-        throw new MemoryReadError(`more than ${opts.maxCodeBlocks} code blocks`, true);
-      const start = starts[i]!;
-      const header = ptr(await readView(start - 8n, 8), 0);
-      if (header > BigInt(stubLast)) continue;
-      result.stubBlocks++;
-      const next = starts[i + 1] ?? stop;
-      // Adjacent stubs of one kind are one range.
-      const kind = stubKindName(Number(header));
-      const last = result.ranges.at(-1);
-      if (last && last.kind === kind && last.end === start) last.end = next;
-      else add(start, next, kind);
-    }
-  };
+  }
 
-  // The stubs the runtime's stub linker makes for the whole process (delegate shuffle thunks, instantiating stubs)
-  // live in the global loader allocator's stub heap, which no range section covers: its blocks are listed by the
-  // heap itself.
-  const readStubHeap = async () => {
-    const systemDomainVariable = descriptor.global('SystemDomain');
-    const allocatorAt = descriptor.field('SystemDomain', 'GlobalLoaderAllocator');
-    const stubHeapAt = descriptor.field('LoaderAllocator', 'StubHeap');
+  /** The code block from `offset` to `next` (offsets from `mapBase`): a stub of the kind its header word says, or not. */
+  private async readCodeBlock(mapBase: bigint, offset: number, next: number): Promise<void> {
+    if (++this.result.codeBlocks > this.limits.maxCodeBlocks)
+      throw new MemoryReadError(`more than ${this.limits.maxCodeBlocks} code blocks`, true);
+    const start = mapBase + BigInt(offset);
+    const header = await this.readPointer(start - 8n);
+    if (header > this.stubLast) return;
+    this.result.stubBlocks++;
+    const end = mapBase + BigInt(next);
+    // Adjacent stubs of one kind are one range.
+    const kind = stubKindName(Number(header));
+    const last = this.result.ranges.at(-1);
+    if (last && last.kind === kind && last.end === start) last.end = end;
+    else this.add(start, end, kind);
+  }
+
+  /**
+   * The stubs the runtime's stub linker makes for the whole process (delegate shuffle thunks, instantiating stubs)
+   * live in the global loader allocator's stub heap, which no range section covers: its blocks are listed by the heap
+   * itself.
+   */
+  async readStubHeap(): Promise<void> {
+    const systemDomainVariable = this.descriptor.global('SystemDomain');
+    const allocatorAt = this.descriptor.field('SystemDomain', 'GlobalLoaderAllocator');
+    const stubHeapAt = this.descriptor.field('LoaderAllocator', 'StubHeap');
     if (systemDomainVariable === undefined || allocatorAt === undefined || stubHeapAt === undefined) {
-      skip('the descriptor does not lead to the global stub heap');
+      this.skip('the descriptor does not lead to the global stub heap');
       return;
     }
-    const systemDomain = ptr(await readView(systemDomainVariable, 8), 0);
+    const systemDomain = await this.readPointer(systemDomainVariable);
     if (systemDomain === 0n) return;
     // The global loader allocator is a member of the SystemDomain, not a pointer.
-    const heap = ptr(await readView(systemDomain + BigInt(allocatorAt + stubHeapAt), 8), 0);
+    const heap = await this.readPointer(systemDomain + BigInt(allocatorAt + stubHeapAt));
     if (heap === 0n) return;
-    result.assumed.push(`LoaderHeap first block = 0x${assumedLayout.loaderHeapFirstBlock.toString(16)}`);
-    let block = ptr(await readView(heap + BigInt(assumedLayout.loaderHeapFirstBlock), 8), 0);
+    this.result.assumed.push(`LoaderHeap first block = 0x${assumedLayout.loaderHeapFirstBlock.toString(16)}`);
+    let block = await this.readPointer(heap + BigInt(assumedLayout.loaderHeapFirstBlock));
     for (let n = 0; block !== 0n && n < maxStubHeapBlocks; n++) {
-      if (!firstVisit(block)) break;
-      const bytes = await readView(block, 24);
+      if (!this.firstVisit(block)) break;
+      const bytes = await this.readView(block, 24);
       const start = ptr(bytes, 8);
       const size = ptr(bytes, 16);
-      if (start !== 0n && size > 0n && size <= maxStubHeapBlockBytes) add(start, start + size, 'stub linker');
-      else skip(`stub heap block 0x${block.toString(16)}: 0x${start.toString(16)}, ${size} bytes`);
+      if (start !== 0n && size > 0n && size <= maxStubHeapBlockBytes) this.add(start, start + size, 'stub linker');
+      else this.skip(`stub heap block 0x${block.toString(16)}: 0x${start.toString(16)}, ${size} bytes`);
       block = ptr(bytes, 0);
     }
-  };
-  await walkTable(map + BigInt(layout.topLevel), levels);
-  try {
-    await readStubHeap();
-  } catch (error) {
-    if (!(error instanceof MemoryReadError) || error.limit) throw error;
-    skip(`the global stub heap: ${error.message}`);
   }
-  for (const section of sections) {
-    let bytes: DataView;
-    try {
-      bytes = await readView(section, sectionBytes);
-    } catch (error) {
-      if (error instanceof MemoryReadError && error.limit) throw error;
-      skip(`range section 0x${section.toString(16)}: ${(error as Error).message}`);
-      continue;
-    }
-    const begin = ptr(bytes, layout.begin);
-    const end = ptr(bytes, layout.end);
-    const flags = bytes.getUint32(layout.flags, true);
-    if (begin === 0n || end <= begin) {
-      skip(`range section 0x${section.toString(16)}: range 0x${begin.toString(16)}-0x${end.toString(16)}`);
-      continue;
-    }
-    try {
-      if (flags & rangeListFlag) {
-        result.sections.rangeLists++;
-        const rangeList = ptr(bytes, rangeListAt);
-        if (rangeList !== 0n) await readRangeList(begin, end, rangeList);
-      } else if (flags & codeHeapFlag) {
-        result.sections.codeHeaps++;
-        const node = ptr(bytes, layout.heapList);
-        if (node !== 0n) await readCodeHeap(begin, end, node);
-      } else result.sections.other++;
-    } catch (error) {
-      if (!(error instanceof MemoryReadError) || error.limit) throw error;
-      skip(`range section 0x${begin.toString(16)}: ${error.message}`);
-    }
-  }
-  result.ranges = mergeRanges(result.ranges);
-  return result;
+}
+
+function ptr(bytes: DataView, at: number): bigint {
+  return bytes.getBigUint64(at, true);
 }
 
 /** Sorted by start; overlapping ranges (a forged or changing map) keep the first, later overlaps cut or dropped. */

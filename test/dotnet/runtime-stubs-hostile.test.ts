@@ -245,6 +245,48 @@ test('a code heap claiming a terabyte, or a map base outside its range, is skipp
   assert.ok(forged.bytesRead < 64 * 1024);
 });
 
+test('a code heap under the size cap but dense with block starts stops at the block cap', deadline, async () => {
+  // A 1 GiB heap (the size cap) whose nibble map has a block start in every 32-byte bucket: 33 million starts in
+  // 16 MiB of map. The walk handles each start as the map yields it, so it reads the map only as far as the block cap
+  // and no further, and holds no list of starts.
+  const heap = region + 0x40000n;
+  const section2 = 0x6100_0000_1000n;
+  const heapNode = 0x6300_0000_0000n;
+  const nibbleMap = 0x6500_0000_0000n;
+  const size = 1n << 30n;
+  const mapBytes = Number(size / 256n) * 4;
+  const dense = (limits: ConstructorParameters<typeof FakeMemory>[0], code: number) => {
+    const forged = new FakeMemory(limits)
+      .words(section2, [heap, heap + size, 2n, 0n, 0n, heapNode, 0n, 0n, 0n])
+      .words(heapNode, [0n, 0n, heap, heap + size, heap, nibbleMap])
+      .map(nibbleMap, Buffer.alloc(mapBytes, 0x11))
+      // Header words of 0 (a stub of kind 0) for the first `code` bytes of the heap.
+      .map(heap, Buffer.alloc(code));
+    for (const r of fakeRuntime().regions) forged.map(r.start, r.bytes);
+    return forged;
+  };
+  const descriptor = parseDescriptorJson(descriptorJson(), pointers);
+  const maxCodeBlocks = 10_000;
+  const capped = dense({}, 1 << 20);
+  await assert.rejects(
+    walkRuntimeStubs(capped, descriptor, { maxCodeBlocks }),
+    (error: unknown) => error instanceof MemoryReadError && error.limit && /10000 code blocks/.test(error.message),
+  );
+  // One header read per block up to the cap, the map's first chunk, and the few reads of the map and sections.
+  assert.ok(capped.reads <= maxCodeBlocks + 32, `${capped.reads} reads`);
+  assert.ok(capped.bytesRead < mapBytes / 64, `${capped.bytesRead} bytes read of a ${mapBytes}-byte map`);
+  // The review's case, the default limits and the heap's code unmapped past 0x200 bytes: the first unreadable header
+  // ends that heap (skipped), after one chunk of the map.
+  const unmapped = dense({}, 0x200);
+  const walk = await walkRuntimeStubs(unmapped, descriptor);
+  assert.ok(
+    walk.skipped.some((s) => /not mapped/.test(s)),
+    walk.skipped.join('\n'),
+  );
+  assert.ok(walk.codeBlocks <= 0x200 / 32 + 1, `${walk.codeBlocks} code blocks`);
+  assert.ok(unmapped.bytesRead < mapBytes / 64, `${unmapped.bytesRead} bytes read`);
+});
+
 test('the memory budget, its deadline and an abort stop the walk', deadline, async () => {
   const descriptor = parseDescriptorJson(descriptorJson(), pointers);
   await assert.rejects(
