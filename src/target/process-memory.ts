@@ -34,8 +34,12 @@ export const memoryLimitDefaults: Readonly<MemoryLimits> = Object.freeze({
   timeoutMs: 10_000,
 });
 
-/** Above any user-space address on a 64-bit Linux (x86-64 with 5-level paging: 2^56; arm64: 2^52). */
-const maxUserAddress = 1n << 57n;
+/**
+ * Addresses read at most: the largest a read position holds exactly as a number. Above x86-64's 4-level user space
+ * (2^47) and arm64's (2^52); with 5-level paging (LA57, up to 2^56) the kernel maps above 2^47 only where a program
+ * asks for it, which the .NET runtime does not.
+ */
+export const maxReadAddress = 1n << 53n;
 
 /** A read that failed: unmapped or unreadable memory, or a limit reached (`limit` set: reading on is pointless). */
 export class MemoryReadError extends Error {
@@ -69,7 +73,7 @@ export class MemoryBudget {
     if (Date.now() > this.deadline) throw new MemoryReadError(`the ${this.limits.timeoutMs} ms to read are over`, true);
     if (!Number.isSafeInteger(length) || length < 0 || length > this.limits.maxReadBytes)
       throw new MemoryReadError(`a read of ${length} bytes is larger than ${this.limits.maxReadBytes}`, true);
-    if (address < 0n || address + BigInt(length) > maxUserAddress)
+    if (address < 0n || address + BigInt(length) > maxReadAddress)
       throw new MemoryReadError(`address 0x${address.toString(16)} is outside the address space`);
     if (this.reads >= this.limits.maxReads) throw new MemoryReadError(`${this.limits.maxReads} reads made`, true);
     if (this.bytesRead + length > this.limits.maxTotalBytes)
@@ -119,7 +123,8 @@ export class ProcMemory implements ProcessMemory {
     while (done < length) {
       let n: number;
       try {
-        // Exact as a number: charge() refuses addresses past user space (x86-64 stays below 2^47, 2^56 with LA57).
+        // Exact as a number: charge() refuses addresses from 2^53 on. (Node 20's FileHandle.read takes a bigint
+        // position but reads at the file's current position instead, 0 here.)
         ({ bytesRead: n } = await this.file.read(buffer, done, length - done, Number(address) + done));
       } catch (cause) {
         const code = (cause as NodeJS.ErrnoException).code ?? String(cause);
