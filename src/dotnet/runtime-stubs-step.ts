@@ -14,7 +14,7 @@ import { fileByteSource } from '../symbols/elf.js';
 import { readDynamicSymbols } from '../symbols/elf-dynamic-symbols.js';
 import { writeRuntimeStubTable } from '../symbols/runtime-stubs-store.js';
 import { parseProcMaps } from '../target/proc-maps.js';
-import { readProcText } from '../target/procfs.js';
+import { readProcText, readStat } from '../target/procfs.js';
 import { MemoryBudget, ProcMemory, type MemoryLimits, type ProcessMemory } from '../target/process-memory.js';
 import type { TargetFiles } from '../target/target-files.js';
 import { readContractDescriptor } from './contract-descriptor.js';
@@ -107,6 +107,8 @@ export async function readRuntimeStubs(
     memory?: Partial<MemoryLimits>;
     /** The runtime's version when known otherwise (a self-contained app's path names none): needed before .NET 10. */
     version?: string | undefined;
+    /** The target's start time (ticks after boot, /proc/PID/stat), when known: another one means its pid was reused. */
+    startTicks?: number | undefined;
   } = {},
 ): Promise<RuntimeStubsRead | { skipped: string }> {
   const maps = await readProcText(pid, 'maps', { procRoot: options.procRoot });
@@ -136,6 +138,14 @@ export async function readRuntimeStubs(
     `the memory of process ${pid}`,
     async () => {
       try {
+        // maps and mem are opened by pid, one after the other. A start time still the target's once mem is open says
+        // both were the target's (a pid never returns to a process that exited); had the target exited in between,
+        // every read of mem fails.
+        if (options.startTicks !== undefined) {
+          const now = await readStat(pid, { procRoot: options.procRoot });
+          if (now?.startTicks !== options.startTicks)
+            return { skipped: `process ${pid} ${now ? 'is another process now (its pid was reused)' : 'exited'}` };
+        }
         let descriptor =
           location.descriptor !== undefined ? await readContractDescriptor(memory, location.descriptor) : undefined;
         // .NET 9.0 exports a descriptor without the execution manager: the fixed layout of its version fills in.
@@ -175,6 +185,7 @@ export function runtimeStubsStep(options: Partial<RuntimeStubsStepOptions> = {})
           signal: context.signal,
           memory: options.memory,
           version: context.target.dotnet?.version,
+          startTicks: context.target.startTicks,
         });
       } catch (error) {
         if (context.signal.aborted) throw error;

@@ -3,13 +3,15 @@
 // name of what made it (`stub FixupPrecode<FixupPrecode>`, `stub ...<GenerateDispatchStub>`). Every stub it logged
 // at an address the process maps executable must lie in a range of the table whose kind matches (runtimeNames below
 // is the mapping). The perf map is read before the memory, so every stub it names existed when the table was read.
-// .NET 8 and 9 do not log the write barriers' copy. Not checked: the `DynamicHelper` entries, which .NET 10.0.12 logs at addresses it never maps executable (the
-// writable view's, seen unmapped), and are so outside any table.
+// .NET 8 and 9 do not log the write barriers' copy. Not checked: the `DynamicHelper` entries, which .NET 10.0.12 logs
+// at addresses it never maps executable (the writable view's, seen unmapped), and are so outside any table. Also: 8 and
+// 9 without their version, and a start time not the process's (its pid reused), are skipped, saying why.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs-step.js';
 import { isExecutable, parseProcMaps, ProcMapsIndex } from '../../src/target/proc-maps.js';
+import { readStat } from '../../src/target/procfs.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 import { dotnetVersions, startDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { have, need } from '../support/requirements.js';
@@ -59,7 +61,11 @@ for (const version of dotnetVersions) {
         const unknown = await readRuntimeStubs(app.pid, files);
         assert.match('skipped' in unknown ? unknown.skipped : 'read', /libcoreclr\.so is unknown, and before \.NET 10/);
       }
-      const read = await readRuntimeStubs(app.pid, files, { version: `${version}.0` });
+      const startTicks = (await readStat(app.pid))!.startTicks;
+      // Another start time than the inspected one: the pid belongs to another process now, nothing is read.
+      const reused = await readRuntimeStubs(app.pid, files, { version: `${version}.0`, startTicks: startTicks + 1 });
+      assert.match('skipped' in reused ? reused.skipped : 'read', /is another process now/);
+      const read = await readRuntimeStubs(app.pid, files, { version: `${version}.0`, startTicks });
       if ('skipped' in read) assert.fail(read.skipped);
       const ranges = read.walk.ranges;
       const find = (address: bigint) => ranges.find((r) => address >= r.start && address < r.end);
