@@ -232,3 +232,11 @@ export function runtimeStubsStep(options: Partial<RuntimeStubsStepOptions> = {})
     };
   return { name: 'runtime-stubs', beforeRecording: run('before'), afterRecording: run('after') };
 }
+
+/** Why the step read no table, from its report in the manifest (the last pass's reason); undefined if it read one. */
+export function runtimeStubsSkipReason(report: StepReport | undefined): string | undefined {
+  if (report === undefined || report['ranges'] !== undefined) return undefined;
+  const passes = Array.isArray(report['passes']) ? (report['passes'] as Record<string, unknown>[]) : [];
+  const skipped = passes.at(-1)?.['skipped'];
+  return typeof skipped === 'string' ? skipped : undefined;
+}

@@ -13,7 +13,9 @@ import { layout } from '../bundle/layout.js';
 import type { Manifest } from '../bundle/manifest.js';
 import { readTargetIds } from '../bundle/target-info.js';
 import { writeTarball } from '../bundle/tarball.js';
+import type { StepReport } from '../collect/steps.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/exec.js';
@@ -191,7 +193,11 @@ async function postprocessFolder(
     );
     const { fold } = script;
     checkSamples(fold, dir);
-    const naming = namingReport(fold.quality, script.resolver);
+    const collectSteps = (context.manifestExtra?.['collect'] as { steps?: Record<string, StepReport> } | undefined)
+      ?.steps;
+    const naming = namingReport(fold.quality, script.resolver, {
+      runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
+    });
     if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
     await timed('render', () => writeRenders(outputs, fold, opts, signal));
     const files = await outputs.commit();

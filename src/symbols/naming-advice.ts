@@ -35,6 +35,8 @@ export interface NamingAdviceContext {
   resolver?: ResolverStats;
   /** How the runtime came to write its perf map: profcpu's EnablePerfMap over IPC, or the app's own environment. */
   perfMapEnabledBy?: 'ipc' | 'environment';
+  /** Why collect read no stub table from the runtime's memory: its runtime-stubs step's reason, when it gave one. */
+  runtimeStubsSkipped?: string | undefined;
 }
 
 export interface NamingCause {
@@ -115,18 +117,25 @@ const unloggedStubs: NamingRule = ({ noMaps, dotnet, context, sources }) => {
         'Nothing to set in the app: collect reads the runtime’s stubs before and after recording, so a longer ' +
         'warm-up before recording names more of them.',
     };
+  // No table: the remedy depends on why (the step's reason, when collect ran it).
+  const why = context.runtimeStubsSkipped;
+  const refused = why === undefined || /memory of process|EACCES|EPERM/.test(why);
+  const fromTheStart =
+    'start the app with DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` ' +
+    `re-opens the jitdump .NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ${stubGranularityWhy}); ` +
+    'not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.';
   return {
     cause:
       `${unlogged}: it logs a stub only when it creates it, so the JIT’s write barriers, virtual-dispatch ` +
       'stubs and dynamic helpers created before the perf map was switched on have no name, and profcpu could not ' +
-      'read their kinds from the runtime’s memory (collect’s runtime-stubs step says why: .NET older than 8, its version unknown, or ' +
-      'no ptrace access to the target)',
-    remedy:
-      'Run collect with ptrace access to the target (root with CAP_SYS_PTRACE in the sidecar) so it reads the ' +
-      'stubs from the runtime’s memory (.NET 8 and later). Only if that cannot be: start the app with ' +
-      'DOTNET_PerfMapEnabled=1 so the runtime logs its stubs from the start (`profcpu collect` re-opens the jitdump ' +
-      `.NET 10 abandons at startup; or add DOTNET_PerfMapStubGranularity=2, with which ${stubGranularityWhy}); ` +
-      'not DOTNET_PerfMapStubGranularity=4, which stops logging stubs altogether.',
+      'read their kinds from the runtime’s memory (' +
+      (why === undefined
+        ? 'collect’s runtime-stubs step says why: .NET older than 8, its version unknown, or no ptrace access to the target)'
+        : `${why})`),
+    remedy: refused
+      ? 'Run collect with ptrace access to the target (root with CAP_SYS_PTRACE in the sidecar) so it reads the ' +
+        `stubs from the runtime’s memory (.NET 8 and later). Only if that cannot be: ${fromTheStart}`
+      : `To name them, ${fromTheStart}`,
   };
 };
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { runtimeStubsSkipReason } from '../../src/dotnet/runtime-stubs-step.js';
 import type { NamingSources } from '../../src/symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingAdvice, namingReport, type NamingFigures } from '../../src/symbols/naming-advice.js';
 import { createDotnetResolver } from '../../src/symbols/resolver.js';
@@ -127,6 +128,43 @@ test('stubs left unnamed although the table was read from memory: nothing to set
   assert.match(stubs!.cause, /outside the 129 stub ranges collect read from the runtime’s memory/);
   assert.match(stubs!.remedy, /^Nothing to set in the app/);
   assert.doesNotMatch(stubs!.remedy, /DOTNET_/);
+});
+
+test('no table read: the remedy follows the runtime-stubs step’s reason', () => {
+  const resolver = {
+    jit: 10,
+    readytorun: 5,
+    readytorunFromImage: 0,
+    unloggedStubs: 4,
+    stubsFromMemory: 0,
+    noSymbol: 0,
+    noMapping: 0,
+    notManaged: 0,
+    unnamedByFile: {},
+  };
+  const stubsCause = (runtimeStubsSkipped: string) =>
+    namingAdvice(figures(50, 60), { sources: complete, resolver, runtimeStubsSkipped })!.causes.find((c) =>
+      /runtime stubs/.test(c.cause),
+    )!;
+  // Ptrace refused: get it.
+  const refused = stubsCause('cannot read the memory of process 7 (EPERM)');
+  assert.match(refused.cause, /\(cannot read the memory of process 7 \(EPERM\)\)$/);
+  assert.match(refused.remedy, /^Run collect with ptrace access/);
+  // Another reason: ptrace access would not help, so it is not offered.
+  const unknown = stubsCause(
+    'the version of /app/libcoreclr.so is unknown, and before .NET 10 its layout depends on it',
+  );
+  assert.match(unknown.cause, /the version of \/app\/libcoreclr\.so is unknown/);
+  assert.doesNotMatch(unknown.remedy, /ptrace/);
+  assert.match(unknown.remedy, /^To name them, start the app with DOTNET_PerfMapEnabled=1/);
+  // The reason postprocess passes: the step's last pass's, when it read no table.
+  const passes = [
+    { pass: 'before', skipped: 'a' },
+    { pass: 'after', skipped: 'b' },
+  ];
+  assert.equal(runtimeStubsSkipReason({ passes }), 'b');
+  assert.equal(runtimeStubsSkipReason({ ranges: 3, passes }), undefined);
+  assert.equal(runtimeStubsSkipReason(undefined), undefined);
 });
 
 test('no stub cause when every frame in runtime memory was named', () => {
