@@ -1,7 +1,8 @@
 // The runtime-stubs reader against forged runtimes in a fake memory (test/support/fake-memory.ts): a well-formed
 // one gives the ranges it holds; forged descriptors (magic, sizes, JSON huge, deep, broken or with prototype keys) are
 // refused; forged range section maps (cycles, self-similar tables, pointers to unmapped memory, heaps claiming a
-// terabyte) end under the walk's bounds and the memory budget, each under a test deadline.
+// terabyte, a heap dense with code blocks) end under the walk's bounds and the memory budget, each under a test
+// deadline.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
