@@ -143,7 +143,7 @@ test('no table read: the remedy follows the runtime-stubs step’s reason', () =
     unnamedByFile: {},
   };
   const stubsCause = (runtimeStubsSkipped: string) =>
-    namingAdvice(figures(50, 60), { sources: complete, resolver, runtimeStubsSkipped })!.causes.find((c) =>
+    namingAdvice(figures(50, 60, {}), { sources: complete, resolver, runtimeStubsSkipped })!.causes.find((c) =>
       /runtime stubs/.test(c.cause),
     )!;
   // Ptrace refused: get it.
