@@ -1,10 +1,11 @@
 // The .NET runtime's stubs by kind, as a collect step: finds libcoreclr.so among the target's mappings, reads the
-// address of its exported data descriptor from the file (through the target's root: TargetFiles), reads the
-// descriptor and walks the runtime's range section map in the target's memory (runtime-stubs.ts: read-only, every
-// read bounded, one byte budget and deadline per pass), and writes the table to the folder
-// (runtime-stubs-store.ts), so postprocess names frames in stubs the perf map never logged, with nothing set in the
-// target. Before recording (a recording cut short by the target's end still has a table) and after (stubs made
-// meanwhile), the second table holding both. The report says what was read, how much and how long it took.
+// address of its exported data descriptor (.NET 10; `g_dacTable` for 8 and 9, whose layout the runtime's version
+// picks) from the file (through the target's root: TargetFiles), reads the descriptor and walks the runtime's range
+// section map in the target's memory (runtime-stubs.ts: read-only, every read bounded, one byte budget and deadline
+// per pass), and writes the table to the folder (runtime-stubs-store.ts), so postprocess names frames in stubs the
+// perf map never logged, with nothing set in the target. Before recording (a recording cut short by the target's end
+// still has a table) and after (stubs made meanwhile), the second table holding both. The report says what was read,
+// how much and how long it took, or why nothing was.
 import { layout } from '../bundle/layout.js';
 import type { CollectStep, StepContext, StepReport } from '../collect/steps.js';
 import { isProfcpuError } from '../error.js';

@@ -4,7 +4,7 @@
 // fixup precode...); a range section over a code heap holds JIT-compiled methods and stubs side by side, told apart by
 // the word before each code block, found through the heap's nibble map: a small number (at most StubCodeBlockLast)
 // is the stub's kind, anything else points to a method's code header. In: a memory reader and the contract
-// descriptor; out: a sorted list of stub ranges with kinds. Everything read is the target's to forge: the map's
+// descriptor (.NET 10's own, or for 8 and 9 the one dac-table-layout.ts builds); out: a sorted list of stub ranges with kinds. Everything read is the target's to forge: the map's
 // levels, the fragment lists and the heaps are walked under counts and sizes fixed here, each pointer read once,
 // and a range that makes no sense is skipped and counted, never followed. Two kinds come from elsewhere: `stub
 // linker` (the global loader allocator's stub heap, which no range section covers) and `write barrier` (the runtime's
