@@ -9,6 +9,9 @@ import { defaultOutputDir } from '../collect/options.js';
 import { sidecarSettings } from './collect.js';
 import { createReporter, type Reporter } from './reporter.js';
 
+/** The longest delay setTimeout keeps, ms. */
+const maxTimerMs = 2 ** 31 - 1;
+
 interface DumpArgs {
   pid?: number;
   name?: string;
@@ -119,6 +122,9 @@ const command: CommandModule<object, DumpArgs> = {
           throw usage('--pid must be a positive integer');
         if (!(Number(args['max-size']) > 0)) throw usage('--max-size must be a positive number of MiB');
         if (!(Number(args.timeout) > 0)) throw usage('--timeout must be a positive number of seconds');
+        // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms).
+        if (Number(args.timeout) * 1000 > maxTimerMs)
+          throw usage(`--timeout must be at most ${Math.floor(maxTimerMs / 1000)} seconds (24.8 days)`);
         return true;
       }) as unknown as Argv<DumpArgs>,
   handler: async (args) => {
