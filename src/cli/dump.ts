@@ -1,5 +1,6 @@
 // `profcpu dump`: flags in, a .NET dump in an output folder out (path and size on stdout), with progress on stderr.
-// Ctrl-C (or SIGTERM) stops at once: no partial copy is left under the dump's name, the target's file is removed.
+// Ctrl-C (or SIGTERM) stops at once: no partial copy is left under the dump's name, the target's file is removed; while
+// the runtime is still writing, it is waited for so that its file can be removed, unless Ctrl-C comes again.
 import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
 import { dumpTypeNames, type DumpTypeName } from '../dotnet/dump-protocol.js';
@@ -131,7 +132,10 @@ const command: CommandModule<object, DumpArgs> = {
     const reporter = createReporter({ quiet: args.quiet });
     const sidecar = sidecarSettings(process.env, reporter);
     const abort = new AbortController();
+    const abandon = new AbortController();
     const onSignal = (name: NodeJS.Signals) => {
+      // The second stops waiting for a runtime still writing the dump (take-dump.ts says where its file is left).
+      if (abort.signal.aborted) return abandon.abort();
       writing.end();
       progress.end();
       reporter.warn(`${name}: stopping; no partial dump is kept`);
@@ -155,6 +159,7 @@ const command: CommandModule<object, DumpArgs> = {
         },
         {
           signal: abort.signal,
+          abandon: abandon.signal,
           warn: (m) => {
             writing.erase();
             progress.end();

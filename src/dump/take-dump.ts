@@ -10,7 +10,7 @@ import { posix, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { writeDump } from '../dotnet/client.js';
-import { dumpCommandName, type DumpTypeName } from '../dotnet/dump-protocol.js';
+import { dumpCommandName, type DumpCommandVersion, type DumpTypeName } from '../dotnet/dump-protocol.js';
 import { findDiagnosticSocket } from '../dotnet/socket-path.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { RootedPathError, type PathHandle } from '../files/rooted.js';
@@ -46,7 +46,13 @@ export const dumpDefaults = Object.freeze({
 export type DumpPhase = 'writing' | 'copying';
 
 export interface DumpContext {
+  /**
+   * Ctrl-C: stops at once, except while the runtime writes the dump: its file is then waited for (until it answers,
+   * within the timeout) so that it can be removed, since createdump goes on once asked.
+   */
   signal?: AbortSignal | undefined;
+  /** A second Ctrl-C: stops waiting for the runtime at once, leaving its file (the warning says where). */
+  abandon?: AbortSignal | undefined;
   warn?: Warn;
   info?: (message: string) => void;
   onPhase?: (phase: DumpPhase) => void;
@@ -156,20 +162,7 @@ async function dumpInto(
   context.onPhase?.('writing');
   context.info(`the runtime is writing a ${options.type} dump to ${pathInTarget} in the target`);
   const started = performance.now();
-  let version;
-  try {
-    version = await writeDump(
-      chosen.socketPath,
-      { path: pathInTarget, type: options.type },
-      { timeoutMs: options.dumpTimeoutMs, ...(context.signal && { signal: context.signal }) },
-    );
-  } catch (error) {
-    // Refused, timed out or interrupted: createdump may have left a file, or still be writing one.
-    await removeInTarget(folderInTarget, name).catch((cleanup: unknown) => context.warn(String(cleanup)));
-    if (error instanceof ProfcpuError && (error.code === 'IPC_TIMEOUT' || error.code === 'ABORTED'))
-      context.warn(`the runtime may still be writing ${pathInTarget} in the target: remove it once it is done`);
-    throw error;
-  }
+  const version = await runtimeWrites(chosen.socketPath, folderInTarget, pathInTarget, options, context);
   const dumpMs = Math.round(performance.now() - started);
   context.onPhase?.('copying');
   const file = await nextDumpName(folder, options.type, target.nspid);
@@ -198,4 +191,54 @@ async function dumpInto(
   };
   await recordDump(folder, entry);
   return { dir: folder.path, entry, path: `${folder.path}/${fetched.file}`, reason, written: fetched.written };
+}
+
+/**
+ * Asks the runtime for the dump and waits for its answer; gives the command version that worked. Interrupted while the
+ * runtime writes, it keeps the connection and waits on (within the timeout, until `abandon`) so that the file can be
+ * removed once written, then rejects ABORTED. The target's file is removed whenever the dump failed.
+ */
+async function runtimeWrites(
+  socketPath: string,
+  folderInTarget: PathHandle,
+  pathInTarget: string,
+  options: DumpOptions,
+  context: DumpContext & { warn: Warn },
+): Promise<DumpCommandVersion> {
+  const name = posix.basename(pathInTarget);
+  const interrupt = context.signal;
+  const onInterrupt = () =>
+    context.warn(
+      `waiting for the runtime to finish so its file can be removed; ${context.abandon ? `Ctrl-C again to leave it at ${pathInTarget}` : `${pathInTarget} is left there if it does not answer within the timeout`}`,
+    );
+  interrupt?.addEventListener('abort', onInterrupt, { once: true });
+  let outcome: { version: DumpCommandVersion } | { error: unknown };
+  try {
+    outcome = {
+      version: await writeDump(
+        socketPath,
+        { path: pathInTarget, type: options.type },
+        {
+          timeoutMs: options.dumpTimeoutMs,
+          ...(context.abandon && { signal: context.abandon }),
+          ...(interrupt && { noNewRequest: interrupt }),
+        },
+      ),
+    };
+  } catch (error) {
+    outcome = { error };
+  } finally {
+    interrupt?.removeEventListener('abort', onInterrupt);
+  }
+  if ('version' in outcome && !interrupt?.aborted) return outcome.version;
+  // Refused, interrupted, timed out or abandoned: createdump may have left a file. One still being written is freed
+  // once createdump closes it; one not created yet will appear after this.
+  await removeInTarget(folderInTarget, name).catch((cleanup: unknown) => context.warn(String(cleanup)));
+  const error = 'error' in outcome ? outcome.error : undefined;
+  // Given up on before its answer (not an interrupt that came before any request under way).
+  if (isProfcpuError(error, 'IPC_TIMEOUT') || (isProfcpuError(error, 'ABORTED') && context.abandon?.aborted))
+    context.warn(`the runtime may still be writing ${pathInTarget} in the target: remove it once it is done`);
+  if (interrupt?.aborted)
+    throw new ProfcpuError('ABORTED', 'dump interrupted while the runtime wrote it', { cause: error });
+  throw error;
 }
