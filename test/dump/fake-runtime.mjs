@@ -1,9 +1,9 @@
 // A hostile stand-in for a .NET runtime, run as PID 1 of a target's namespaces by dump-hostile.test.ts: it listens on
 // /tmp/dotnet-diagnostic-1-<start ticks>-socket like a runtime and answers dump requests as `argv[2]` says, putting in
 // place of the dump whatever a compromised target could (a link out of its root, a FIFO, a sparse 1 TiB file, a file
-// that keeps growing, a hard link), or a plain 1 GiB file (big), or refusing; or, as createdump does, creating the file
-// only at the end (late: once the test creates /tmp/go; each path written is appended to /tmp/written). Each request's
-// command id is appended to /tmp/requests.
+// that keeps growing, a hard link), or a sparse 16 GiB file (sparse16g, under the cap: a copy that lasts), or
+// refusing; or, as createdump does, creating the file only at the end (late: once the test creates /tmp/go; each path
+// written is appended to /tmp/written). Each request's command id is appended to /tmp/requests.
 import {
   appendFileSync,
   existsSync,
@@ -62,12 +62,10 @@ function place(path) {
       appendFileSync('/tmp/victim', 'the target’s own file\n');
       linkSync('/tmp/victim', path);
       break;
-    case 'big': {
-      const fd = openSync(path, 'w');
-      const chunk = Buffer.alloc(1 << 20, 0x5a);
-      for (let i = 0; i < 1024; i++) writeSync(fd, chunk);
+    case 'sparse16g':
+      openSync(path, 'w');
+      truncateSync(path, 16 * 2 ** 30);
       break;
-    }
     case 'growing': {
       const fd = openSync(path, 'w');
       const chunk = Buffer.alloc(1 << 20, 0x5a);
