@@ -17,7 +17,7 @@ import { RootedPathError, type PathHandle } from '../files/rooted.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { TargetFiles } from '../target/target-files.js';
-import { checkDumpFolder, nextDumpName, recordDump, type DumpEntry } from './dump-manifest.js';
+import { addDump, checkDumpFolder, type DumpEntry } from './dump-manifest.js';
 import { dumpFetchDefaults, fetchDump, removeInTarget, type DumpFetchLimits } from './fetch-dump.js';
 
 export interface DumpOptions {
@@ -165,16 +165,17 @@ async function dumpInto(
   const version = await runtimeWrites(chosen.socketPath, folderInTarget, pathInTarget, options, context);
   const dumpMs = Math.round(performance.now() - started);
   context.onPhase?.('copying');
-  const file = await nextDumpName(folder, options.type, target.nspid);
-  const fetched = await fetchDump(folderInTarget, name, folder, file, {
+  // A name of its own while it is copied (and its partial file): another dump into this folder at the same time
+  // never removes it; the dump's real name is given once it is complete (addDump).
+  const incoming = `dump-incoming-${randomBytes(8).toString('hex')}.core`;
+  const fetched = await fetchDump(folderInTarget, name, folder, incoming, {
     uid: target.uid,
     warn: context.warn,
     limits: options.copy,
     signal: context.signal,
     ...(context.onCopyProgress && { onProgress: context.onCopyProgress }),
   });
-  const entry: DumpEntry = {
-    file: fetched.file,
+  const entry = await addDump(folder, fetched.file, {
     type: options.type,
     takenAt: takenAt.toISOString(),
     bytes: fetched.bytes,
@@ -188,9 +189,8 @@ async function dumpInto(
       writtenAt: pathInTarget,
     },
     durationsMs: { dump: dumpMs, copy: fetched.copyMs },
-  };
-  await recordDump(folder, entry);
-  return { dir: folder.path, entry, path: `${folder.path}/${fetched.file}`, reason, written: fetched.written };
+  });
+  return { dir: folder.path, entry, path: `${folder.path}/${entry.file}`, reason, written: fetched.written };
 }
 
 /**

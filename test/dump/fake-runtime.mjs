@@ -1,8 +1,8 @@
 // A hostile stand-in for a .NET runtime, run as PID 1 of a target's namespaces by dump-hostile.test.ts: it listens on
 // /tmp/dotnet-diagnostic-1-<start ticks>-socket like a runtime and answers dump requests as `argv[2]` says, putting in
 // place of the dump whatever a compromised target could (a link out of its root, a FIFO, a sparse 1 TiB file, a file
-// that keeps growing, a hard link), or a sparse 16 GiB file (sparse16g, under the cap: a copy that lasts), or
-// refusing; or, as createdump does, creating the file only at the end (late: once the test creates /tmp/go; each path
+// that keeps growing, a hard link), or a sparse 16 GiB file (sparse16g, under the cap: a copy that lasts), or a
+// plain 1 MiB file (plain), or refusing; or, as createdump does, creating the file only at the end (late: once the test creates /tmp/go; each path
 // written is appended to /tmp/written). Each request's command id is appended to /tmp/requests.
 import {
   appendFileSync,
@@ -61,6 +61,9 @@ function place(path) {
     case 'hardlink':
       appendFileSync('/tmp/victim', 'the target’s own file\n');
       linkSync('/tmp/victim', path);
+      break;
+    case 'plain':
+      writeFileSync(path, Buffer.alloc(1 << 20, 0x5a));
       break;
     case 'sparse16g':
       openSync(path, 'w');

@@ -4,13 +4,14 @@
 // under a deadline with a clear error, copy nothing of the sidecar's, leave no dump or partial file in the output
 // folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either; one
 // while the runtime writes (it creates the file only at the end, as createdump) waits for it and removes the file, and a
-// second leaves at once, naming the file the runtime then writes.
+// second leaves at once, naming the file the runtime then writes. Two dumps into one folder at once both stay listed.
 import assert from 'node:assert/strict';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { execa } from 'execa';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import type { DumpManifest } from '../../src/dump/dump-manifest.js';
 import { cliPath, repoRoot } from '../support/cli.js';
 import { hostileScene, inSidecar, scanForMarker, startHostileTarget, type HostileScene } from '../support/hostile.js';
 import type { NamespacedTarget } from '../support/namespaces.js';
@@ -214,4 +215,17 @@ test('Ctrl-C while the dump is copied: it stops, and no partial file is left or 
   } finally {
     await execa('umount', [volume]);
   }
+});
+
+test('two dumps into one folder at once: each keeps its file and its entry', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'plain');
+  const argv = [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out];
+  const runs = await Promise.all([0, 1].map(() => inSidecar(target, scene, argv, { timeout: 60_000 })));
+  for (const run of runs) assert.equal(run.exitCode, 0, String(run.all));
+  const manifest = JSON.parse(await readFile(join(scene.out, 'manifest.json'), 'utf8')) as DumpManifest;
+  assert.deepEqual(manifest.dumps.map((d) => d.file).sort(), ['dump-full-1-1.core', 'dump-full-1-2.core']);
+  assert.deepEqual((await readdir(scene.out)).sort(), ['dump-full-1-1.core', 'dump-full-1-2.core', 'manifest.json']);
+  for (const dump of manifest.dumps) assert.equal((await readFile(join(scene.out, dump.file))).length, 1 << 20);
 });
