@@ -114,7 +114,8 @@ const command: CommandModule<object, DumpArgs> = {
       .option('timeout', {
         type: 'number',
         default: dumpDefaults.dumpTimeoutMs / 1000,
-        describe: 'Seconds the runtime may take to write the dump',
+        describe:
+          'Seconds the runtime may take to write the dump (Ctrl-C meanwhile waits for it within that time, to remove its file)',
       })
       .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the result' })
       .conflicts('pid', 'name')

@@ -2,7 +2,8 @@
 // The runtime writes the dump (its createdump, as the target's user, inside the target's mount namespace) at a name
 // profcpu chose in the target's temp folder: unique and unguessable, so nothing there can be waiting under it; the
 // file is then moved out through /proc/PID/root with the checks of fetch-dump.ts, and the target's copy is removed
-// whatever happened. Works from a sidecar that shares only the PID namespace: no shared volume is needed.
+// whatever happened, once the runtime has answered (interrupted while it writes, the answer is waited for, within the
+// timeout). Works from a sidecar that shares only the PID namespace: no shared volume is needed.
 // Also the entry point for other commands that take dumps (a `watch` action).
 import { randomBytes } from 'node:crypto';
 import { lstat, rmdir } from 'node:fs/promises';
