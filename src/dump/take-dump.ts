@@ -209,6 +209,8 @@ async function runtimeWrites(
   const name = posix.basename(pathInTarget);
   const interrupt = context.signal;
   const onInterrupt = () =>
+    // Not when the same signal abandons the wait too (a watch's).
+    !context.abandon?.aborted &&
     context.warn(
       `waiting for the runtime to finish so its file can be removed; ${context.abandon ? `Ctrl-C again to leave it at ${pathInTarget}` : `${pathInTarget} is left there if it does not answer within the timeout`}`,
     );
