@@ -1,5 +1,6 @@
 // `profcpu dump`: flags in, a .NET dump in an output folder out (path and size on stdout), with progress on stderr.
-// Ctrl-C (or SIGTERM) stops at once: no partial copy is left under the dump's name, the target's file is removed.
+// Ctrl-C (or SIGTERM) stops at once: no partial copy is left under the dump's name, the target's file is removed; while
+// the runtime is still writing, it is waited for so that its file can be removed, unless Ctrl-C comes again.
 import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
 import { dumpTypeNames, type DumpTypeName } from '../dotnet/dump-protocol.js';
@@ -8,6 +9,9 @@ import { dumpDefaults, takeDump } from '../dump/take-dump.js';
 import { defaultOutputDir } from '../collect/options.js';
 import { sidecarSettings } from './collect.js';
 import { createReporter, type Reporter } from './reporter.js';
+
+/** The longest delay setTimeout keeps, ms. */
+const maxTimerMs = 2 ** 31 - 1;
 
 interface DumpArgs {
   pid?: number;
@@ -110,7 +114,8 @@ const command: CommandModule<object, DumpArgs> = {
       .option('timeout', {
         type: 'number',
         default: dumpDefaults.dumpTimeoutMs / 1000,
-        describe: 'Seconds the runtime may take to write the dump',
+        describe:
+          'Seconds the runtime may take to write the dump (Ctrl-C meanwhile waits for it within that time, to remove its file)',
       })
       .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the result' })
       .conflicts('pid', 'name')
@@ -119,13 +124,19 @@ const command: CommandModule<object, DumpArgs> = {
           throw usage('--pid must be a positive integer');
         if (!(Number(args['max-size']) > 0)) throw usage('--max-size must be a positive number of MiB');
         if (!(Number(args.timeout) > 0)) throw usage('--timeout must be a positive number of seconds');
+        // A timer longer than 2^31-1 ms fires at once (Node clamps it to 1 ms).
+        if (Number(args.timeout) * 1000 > maxTimerMs)
+          throw usage(`--timeout must be at most ${Math.floor(maxTimerMs / 1000)} seconds (24.8 days)`);
         return true;
       }) as unknown as Argv<DumpArgs>,
   handler: async (args) => {
     const reporter = createReporter({ quiet: args.quiet });
     const sidecar = sidecarSettings(process.env, reporter);
     const abort = new AbortController();
+    const abandon = new AbortController();
     const onSignal = (name: NodeJS.Signals) => {
+      // The second stops waiting for a runtime still writing the dump (take-dump.ts says where its file is left).
+      if (abort.signal.aborted) return abandon.abort();
       writing.end();
       progress.end();
       reporter.warn(`${name}: stopping; no partial dump is kept`);
@@ -149,6 +160,7 @@ const command: CommandModule<object, DumpArgs> = {
         },
         {
           signal: abort.signal,
+          abandon: abandon.signal,
           warn: (m) => {
             writing.erase();
             progress.end();

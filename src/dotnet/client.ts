@@ -103,11 +103,19 @@ export const writeDumpDefaults = Object.freeze({
 export async function writeDump(
   target: IpcTarget,
   request: { path: string; type: DumpTypeName },
-  options: IpcOptions = {},
+  options: IpcOptions & {
+    /**
+     * Once aborted, no further request is sent (ABORTED), but the one under way is still waited for: createdump goes
+     * on writing whatever the client does, and its file can only be removed once it is written. `signal` stops at once.
+     */
+    noNewRequest?: AbortSignal;
+  } = {},
 ): Promise<DumpCommandVersion> {
   return withSocket(target, options, async (socket) => {
     let unsupported: unknown;
     for (const version of dumpCommandVersions) {
+      if (options.noNewRequest?.aborted)
+        throw new ProfcpuError('ABORTED', 'dump request interrupted', { cause: options.noNewRequest.reason });
       const reply = await exchange(socket, encodeGenerateCoreDumpRequest(version, request.path, request.type), {
         ...options,
         timeoutMs: options.timeoutMs ?? writeDumpDefaults.timeoutMs,

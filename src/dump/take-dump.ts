@@ -2,7 +2,8 @@
 // The runtime writes the dump (its createdump, as the target's user, inside the target's mount namespace) at a name
 // profcpu chose in the target's temp folder: unique and unguessable, so nothing there can be waiting under it; the
 // file is then moved out through /proc/PID/root with the checks of fetch-dump.ts, and the target's copy is removed
-// whatever happened. Works from a sidecar that shares only the PID namespace: no shared volume is needed.
+// whatever happened, once the runtime has answered (interrupted while it writes, the answer is waited for, within the
+// timeout). Works from a sidecar that shares only the PID namespace: no shared volume is needed.
 // Also the entry point for other commands that take dumps (a `watch` action).
 import { randomBytes } from 'node:crypto';
 import { lstat, rmdir } from 'node:fs/promises';
@@ -10,14 +11,14 @@ import { posix, resolve } from 'node:path';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { writeDump } from '../dotnet/client.js';
-import { dumpCommandName, type DumpTypeName } from '../dotnet/dump-protocol.js';
+import { dumpCommandName, type DumpCommandVersion, type DumpTypeName } from '../dotnet/dump-protocol.js';
 import { findDiagnosticSocket } from '../dotnet/socket-path.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { RootedPathError, type PathHandle } from '../files/rooted.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { TargetFiles } from '../target/target-files.js';
-import { checkDumpFolder, nextDumpName, recordDump, type DumpEntry } from './dump-manifest.js';
+import { addDump, checkDumpFolder, type DumpEntry } from './dump-manifest.js';
 import { dumpFetchDefaults, fetchDump, removeInTarget, type DumpFetchLimits } from './fetch-dump.js';
 
 export interface DumpOptions {
@@ -46,7 +47,13 @@ export const dumpDefaults = Object.freeze({
 export type DumpPhase = 'writing' | 'copying';
 
 export interface DumpContext {
+  /**
+   * Ctrl-C: stops at once, except while the runtime writes the dump: its file is then waited for (until it answers,
+   * within the timeout) so that it can be removed, since createdump goes on once asked.
+   */
   signal?: AbortSignal | undefined;
+  /** A second Ctrl-C: stops waiting for the runtime at once, leaving its file (the warning says where). */
+  abandon?: AbortSignal | undefined;
   warn?: Warn;
   info?: (message: string) => void;
   onPhase?: (phase: DumpPhase) => void;
@@ -156,32 +163,20 @@ async function dumpInto(
   context.onPhase?.('writing');
   context.info(`the runtime is writing a ${options.type} dump to ${pathInTarget} in the target`);
   const started = performance.now();
-  let version;
-  try {
-    version = await writeDump(
-      chosen.socketPath,
-      { path: pathInTarget, type: options.type },
-      { timeoutMs: options.dumpTimeoutMs, ...(context.signal && { signal: context.signal }) },
-    );
-  } catch (error) {
-    // Refused, timed out or interrupted: createdump may have left a file, or still be writing one.
-    await removeInTarget(folderInTarget, name).catch((cleanup: unknown) => context.warn(String(cleanup)));
-    if (error instanceof ProfcpuError && (error.code === 'IPC_TIMEOUT' || error.code === 'ABORTED'))
-      context.warn(`the runtime may still be writing ${pathInTarget} in the target: remove it once it is done`);
-    throw error;
-  }
+  const version = await runtimeWrites(chosen.socketPath, folderInTarget, pathInTarget, options, context);
   const dumpMs = Math.round(performance.now() - started);
   context.onPhase?.('copying');
-  const file = await nextDumpName(folder, options.type, target.nspid);
-  const fetched = await fetchDump(folderInTarget, name, folder, file, {
+  // A name of its own while it is copied (and its partial file): another dump into this folder at the same time
+  // never removes it; the dump's real name is given once it is complete (addDump).
+  const incoming = `dump-incoming-${randomBytes(8).toString('hex')}.core`;
+  const fetched = await fetchDump(folderInTarget, name, folder, incoming, {
     uid: target.uid,
     warn: context.warn,
     limits: options.copy,
     signal: context.signal,
     ...(context.onCopyProgress && { onProgress: context.onCopyProgress }),
   });
-  const entry: DumpEntry = {
-    file: fetched.file,
+  const entry = await addDump(folder, fetched.file, {
     type: options.type,
     takenAt: takenAt.toISOString(),
     bytes: fetched.bytes,
@@ -195,7 +190,58 @@ async function dumpInto(
       writtenAt: pathInTarget,
     },
     durationsMs: { dump: dumpMs, copy: fetched.copyMs },
-  };
-  await recordDump(folder, entry);
-  return { dir: folder.path, entry, path: `${folder.path}/${fetched.file}`, reason, written: fetched.written };
+  });
+  return { dir: folder.path, entry, path: `${folder.path}/${entry.file}`, reason, written: fetched.written };
+}
+
+/**
+ * Asks the runtime for the dump and waits for its answer; gives the command version that worked. Interrupted while the
+ * runtime writes, it keeps the connection and waits on (within the timeout, until `abandon`) so that the file can be
+ * removed once written, then rejects ABORTED. The target's file is removed whenever the dump failed.
+ */
+async function runtimeWrites(
+  socketPath: string,
+  folderInTarget: PathHandle,
+  pathInTarget: string,
+  options: DumpOptions,
+  context: DumpContext & { warn: Warn },
+): Promise<DumpCommandVersion> {
+  const name = posix.basename(pathInTarget);
+  const interrupt = context.signal;
+  const onInterrupt = () =>
+    // Not when the same signal abandons the wait too (a watch's).
+    !context.abandon?.aborted &&
+    context.warn(
+      `waiting for the runtime to finish so its file can be removed; ${context.abandon ? `Ctrl-C again to leave it at ${pathInTarget}` : `${pathInTarget} is left there if it does not answer within the timeout`}`,
+    );
+  interrupt?.addEventListener('abort', onInterrupt, { once: true });
+  let outcome: { version: DumpCommandVersion } | { error: unknown };
+  try {
+    outcome = {
+      version: await writeDump(
+        socketPath,
+        { path: pathInTarget, type: options.type },
+        {
+          timeoutMs: options.dumpTimeoutMs,
+          ...(context.abandon && { signal: context.abandon }),
+          ...(interrupt && { noNewRequest: interrupt }),
+        },
+      ),
+    };
+  } catch (error) {
+    outcome = { error };
+  } finally {
+    interrupt?.removeEventListener('abort', onInterrupt);
+  }
+  if ('version' in outcome && !interrupt?.aborted) return outcome.version;
+  // Refused, interrupted, timed out or abandoned: createdump may have left a file. One still being written is freed
+  // once createdump closes it; one not created yet will appear after this.
+  await removeInTarget(folderInTarget, name).catch((cleanup: unknown) => context.warn(String(cleanup)));
+  const error = 'error' in outcome ? outcome.error : undefined;
+  // Given up on before its answer (not an interrupt that came before any request under way).
+  if (isProfcpuError(error, 'IPC_TIMEOUT') || (isProfcpuError(error, 'ABORTED') && context.abandon?.aborted))
+    context.warn(`the runtime may still be writing ${pathInTarget} in the target: remove it once it is done`);
+  if (interrupt?.aborted)
+    throw new ProfcpuError('ABORTED', 'dump interrupted while the runtime wrote it', { cause: error });
+  throw error;
 }

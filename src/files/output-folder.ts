@@ -134,6 +134,21 @@ export class OutputFolder {
     });
   }
 
+  /**
+   * Creates `relative` exclusively, removing nothing: undefined when something already carries the name (a name
+   * another process claimed stays theirs, as a lock file).
+   */
+  async createNew(relative: string, mode: number = outputModes.file): Promise<FileHandle | undefined> {
+    return this.within(relative, { create: true, folderMode: folderModeFor(mode) }, async (folder, name) => {
+      try {
+        return await createExclusive(folder.at(name), mode);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined;
+        throw ioError(`${folder.path}/${name}`, error);
+      }
+    });
+  }
+
   /** Opens the existing regular file `relative` for reading and writing (to append to it), never through a link. */
   async openExisting(relative: string): Promise<FileHandle> {
     return this.within(relative, {}, async (folder, name) => {

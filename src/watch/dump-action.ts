@@ -12,7 +12,7 @@ export function dumpAction(base: Partial<Omit<DumpOptions, 'target' | 'type' | '
     if (request.action.kind !== 'dump') throw new Error(`dump action given a ${request.action.kind} action`);
     const result = await takeDump(
       { ...base, target: request.target, type: request.action.type as DumpTypeName, output: request.dir },
-      { signal: context.signal, warn: context.warn, info: context.info },
+      { signal: context.signal, abandon: context.signal, warn: context.warn, info: context.info },
     );
     const mib = (result.written / (1 << 20)).toFixed(1);
     return {

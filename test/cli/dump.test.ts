@@ -1,5 +1,6 @@
-// `profcpu dump` as a user runs it: --help names every type, a bad type is a usage error (exit 2), and a process
-// without a diagnostic socket (not .NET) gets an error about dumps, not perf maps, and no output folder.
+// `profcpu dump` as a user runs it: --help names every type, a bad type or a --timeout too long for a timer is a
+// usage error (exit 2), and a process without a diagnostic socket (not .NET) gets an error about dumps, not perf maps,
+// and no output folder.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
@@ -19,6 +20,12 @@ test('an unknown type is a usage error', async () => {
   const run = await runCli(['dump', '-pid', '1', '-type', 'huge']);
   assert.equal(run.exitCode, 2, String(run.all));
   assert.match(String(run.stderr), /Choices: "mini", "heap", "triage", "full"/);
+});
+
+test('a --timeout beyond what a timer can hold (24.8 days) is a usage error, not an instant timeout', async () => {
+  const run = await runCli(['dump', '--pid', '1', '--timeout', '2200000']);
+  assert.equal(run.exitCode, 2, String(run.all));
+  assert.match(String(run.stderr), /--timeout must be at most 2147483 seconds/);
 });
 
 test('a process that is not .NET: a dump-specific error, and no output folder', async (t) => {

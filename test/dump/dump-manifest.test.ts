@@ -1,11 +1,14 @@
 // A dump folder's manifest.json: each dump appended with the earlier ones kept, names never reused, and a folder
-// whose manifest.json is not a dump folder's (collect's, or not JSON) refused before any dump is taken.
+// whose manifest.json is not a dump folder's (collect's, or not JSON) refused before any dump is taken. Dumps added at
+// the same time each get a name of their own and an entry (the manifest's lock file); a lock left by a killed dump is
+// taken over once stale, and one held makes the others wait.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import {
+  addDump,
   checkDumpFolder,
   nextDumpName,
   recordDump,
@@ -64,4 +67,46 @@ test('a collect folder, or a manifest.json that is not JSON, is refused', async 
     checkDumpFolder(out),
     (e) => isProfcpuError(e, 'USAGE') && /cannot be read as JSON/.test(e.message),
   );
+});
+
+test('eight dumps added at once: eight names, eight entries, each file its own, no lock or incoming file left', async (t) => {
+  const out = await folder(t);
+  const ids = [...Array(8).keys()];
+  await Promise.all(ids.map((i) => out.writeFile(`dump-incoming-${i}.core`, `dump ${i}`)));
+  const added = await Promise.all(
+    ids.map((i) => {
+      const { file: _file, ...rest } = entry('');
+      return addDump(out, `dump-incoming-${i}.core`, { ...rest, sha256: String(i).repeat(64) });
+    }),
+  );
+  const manifest = JSON.parse(await readFile(join(out.path, 'manifest.json'), 'utf8')) as DumpManifest;
+  assert.equal(manifest.dumps.length, 8, 'no entry lost');
+  assert.deepEqual(new Set(added.map((a) => a.file)), new Set(ids.map((i) => `dump-mini-1-${i + 1}.core`)));
+  for (const dump of manifest.dumps) {
+    const i = Number(dump.sha256[0]);
+    assert.equal(await readFile(join(out.path, dump.file), 'utf8'), `dump ${i}`, `${dump.file} is dump ${i}`);
+  }
+  assert.deepEqual((await readdir(out.path)).sort(), [...added.map((a) => a.file), 'manifest.json'].sort());
+});
+
+test('a lock held by another dump is waited for; a stale one (a killed dump’s) is taken over', async (t) => {
+  const out = await folder(t);
+  const lock = join(out.path, 'manifest.json.lock');
+  await writeFile(lock, '');
+  let done = false;
+  const recorded = recordDump(out, entry('a.core')).then(() => (done = true));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(done, false, 'waits while the lock is held');
+  await rm(lock);
+  await recorded;
+  await writeFile(lock, '');
+  const old = new Date(Date.now() - 3600_000);
+  await utimes(lock, old, old);
+  await recordDump(out, entry('b.core'));
+  const manifest = JSON.parse(await readFile(join(out.path, 'manifest.json'), 'utf8')) as DumpManifest;
+  assert.deepEqual(
+    manifest.dumps.map((d) => d.file),
+    ['a.core', 'b.core'],
+  );
+  assert.deepEqual(await readdir(out.path), ['manifest.json']);
 });

@@ -1,8 +1,20 @@
 // A hostile stand-in for a .NET runtime, run as PID 1 of a target's namespaces by dump-hostile.test.ts: it listens on
 // /tmp/dotnet-diagnostic-1-<start ticks>-socket like a runtime and answers dump requests as `argv[2]` says, putting in
 // place of the dump whatever a compromised target could (a link out of its root, a FIFO, a sparse 1 TiB file, a file
-// that keeps growing, a hard link), or a plain 1 GiB file (big), or refusing. Each request's command id is appended to /tmp/requests.
-import { appendFileSync, linkSync, openSync, readFileSync, symlinkSync, truncateSync, writeSync } from 'node:fs';
+// that keeps growing, a hard link), or a sparse 16 GiB file (sparse16g, under the cap: a copy that lasts), or a
+// plain 1 MiB file (plain), or refusing; or, as createdump does, creating the file only at the end (late: once the test creates /tmp/go; each path
+// written is appended to /tmp/written). Each request's command id is appended to /tmp/requests.
+import {
+  appendFileSync,
+  existsSync,
+  linkSync,
+  openSync,
+  readFileSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
 
@@ -50,12 +62,13 @@ function place(path) {
       appendFileSync('/tmp/victim', 'the target’s own file\n');
       linkSync('/tmp/victim', path);
       break;
-    case 'big': {
-      const fd = openSync(path, 'w');
-      const chunk = Buffer.alloc(1 << 20, 0x5a);
-      for (let i = 0; i < 1024; i++) writeSync(fd, chunk);
+    case 'plain':
+      writeFileSync(path, Buffer.alloc(1 << 20, 0x5a));
       break;
-    }
+    case 'sparse16g':
+      openSync(path, 'w');
+      truncateSync(path, 16 * 2 ** 30);
+      break;
     case 'growing': {
       const fd = openSync(path, 'w');
       const chunk = Buffer.alloc(1 << 20, 0x5a);
@@ -68,6 +81,17 @@ function place(path) {
       break;
     }
   }
+}
+
+/** As createdump: the file appears only at the end (once /tmp/go exists), then the answer. */
+function writeLate(socket, id, path) {
+  const timer = setInterval(() => {
+    if (!existsSync('/tmp/go')) return;
+    clearInterval(timer);
+    writeFileSync(path, Buffer.alloc(4 << 20, 0x5a));
+    appendFileSync('/tmp/written', `${path}\n`);
+    if (!socket.destroyed) reply(socket, 0x00, Buffer.alloc(4));
+  }, 20);
 }
 
 createServer((socket) => {
@@ -87,6 +111,7 @@ createServer((socket) => {
         0xff,
         id === 3 ? hresult(0x80004005, 'Insufficient space to write the dump') : hresult(0x80004005),
       );
+    if (mode === 'late') return writeLate(socket, id, dumpPath(request));
     place(dumpPath(request));
     reply(socket, 0x00, Buffer.alloc(4));
   });

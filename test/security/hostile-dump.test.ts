@@ -2,12 +2,16 @@
 // sidecar): what the "runtime" leaves in place of the dump is a link out of its root, a FIFO, a sparse 1 TiB file, a
 // hard link, or a file that keeps growing; or it refuses, knows no dump command, or never answers. Each run must end
 // under a deadline with a clear error, copy nothing of the sidecar's, leave no dump or partial file in the output
-// folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either.
+// folder and nothing under the dump's name in the target. A Ctrl-C during a copy leaves no partial file either; one
+// while the runtime writes (it creates the file only at the end, as createdump) waits for it and removes the file, and a
+// second leaves at once, naming the file the runtime then writes. Two dumps into one folder at once both stay listed.
 import assert from 'node:assert/strict';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { execa } from 'execa';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import type { DumpManifest } from '../../src/dump/dump-manifest.js';
 import { cliPath, repoRoot } from '../support/cli.js';
 import { hostileScene, inSidecar, scanForMarker, startHostileTarget, type HostileScene } from '../support/hostile.js';
 import type { NamespacedTarget } from '../support/namespaces.js';
@@ -126,23 +130,102 @@ async function cliProcess(root: number): Promise<number | undefined> {
   return undefined;
 }
 
+/** A dump run in the sidecar whose output is gathered as it comes, to act on a line once it appears. */
+function watchedDump(target: NamespacedTarget, scene: HostileScene, extra: readonly string[] = [], setup?: string) {
+  const argv = [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out, ...extra];
+  const run = inSidecar(target, scene, argv, { timeout: 60_000, ...(setup && { setup }) });
+  let text = '';
+  run.all?.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  return {
+    run,
+    /** Resolves with the first match of `pattern` in the output so far (60 s at most). */
+    async seen(pattern: RegExp): Promise<RegExpMatchArray> {
+      for (let i = 0; i < 1200; i++) {
+        const match = pattern.exec(text);
+        if (match) return match;
+        await sleep(50);
+      }
+      assert.fail(`no ${pattern} in:\n${text}`);
+    },
+  };
+}
+
+const runtimeWriting = /the runtime is writing a full dump to (\S+) in the target/;
+const waitingForRuntime =
+  /waiting for the runtime to finish so its file can be removed; Ctrl-C again to leave it at (\S+)/;
+
+test('Ctrl-C while the runtime writes: profcpu waits for it, then removes the file it wrote', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'late');
+  const dump = watchedDump(target, scene);
+  const [, path] = await dump.seen(runtimeWriting);
+  process.kill((await cliProcess(dump.run.pid!))!, 'SIGINT');
+  assert.equal((await dump.seen(waitingForRuntime))[1], path);
+  // Only now does the "runtime" create the file, as createdump does at its end.
+  await writeFile(`/proc/${target.hostPid}/root/tmp/go`, '');
+  const result = await dump.run;
+  const output = String(result.all);
+  assert.equal(result.exitCode, 130, output);
+  assert.equal(await readFile(`/proc/${target.hostPid}/root/tmp/written`, 'utf8'), `${path}\n`, 'the file was written');
+  assert.deepEqual(await leftovers(scene, target), { output: 'ENOENT', target: [] }, output);
+  assert.doesNotMatch(output, /may still be writing/);
+});
+
+test('Ctrl-C twice while the runtime writes: profcpu leaves at once, saying where the file will be', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'late');
+  const dump = watchedDump(target, scene);
+  const [, path] = await dump.seen(runtimeWriting);
+  const cli = (await cliProcess(dump.run.pid!))!;
+  process.kill(cli, 'SIGINT');
+  await dump.seen(waitingForRuntime);
+  process.kill(cli, 'SIGINT');
+  const result = await dump.run;
+  const output = String(result.all);
+  assert.equal(result.exitCode, 130, output);
+  assert.ok(output.includes(`the runtime may still be writing ${path} in the target: remove it`), output);
+  // The warning is true: the runtime, let go on, puts its file there.
+  await writeFile(`/proc/${target.hostPid}/root/tmp/go`, '');
+  const written = `/proc/${target.hostPid}/root/tmp/written`;
+  for (let i = 0; i < 600 && !(await readFile(written, 'utf8').catch(() => '')); i++) await sleep(50);
+  assert.deepEqual(await leftovers(scene, target), { output: 'ENOENT', target: [path!.split('/').pop()] }, output);
+});
+
 test('Ctrl-C while the dump is copied: it stops, and no partial file is left or claimed complete', async (t) => {
   if (!prerequisites(t)) return;
   const scene = await hostileScene(t);
-  const target = await fakeTarget(t, scene, 'big');
-  const run = inSidecar(target, scene, [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out], {
-    timeout: 60_000,
-  });
-  let text = '';
-  run.all?.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  for (let i = 0; i < 600 && !/copying the dump/.test(text); i++) await sleep(50);
-  assert.match(text, /copying the dump/);
-  const cli = await cliProcess(run.pid!);
-  assert.ok(cli !== undefined, 'the CLI process is found');
-  process.kill(cli, 'SIGINT');
-  const result = await run;
-  const output = String(result.all);
-  assert.equal(result.exitCode, 130, output);
-  assert.match(output, /SIGINT: stopping; no partial dump is kept/);
-  assert.deepEqual(await leftovers(scene, target), { output: 'ENOENT', target: [] }, output);
+  // A 16 GiB dump, all holes (under the 64 GiB cap), into a tmpfs roomy enough for it: its copy hashes 16 GiB, far
+  // longer than the Ctrl-C takes to arrive, whatever the disk, and writes nothing.
+  const volume = join(scene.dir, 'volume');
+  await mkdir(volume);
+  await execa('mount', ['-t', 'tmpfs', '-o', 'size=32g,mode=0700', 'tmpfs', volume]);
+  try {
+    const out = join(volume, 'out');
+    const target = await fakeTarget(t, scene, 'sparse16g');
+    const dump = watchedDump(target, { ...scene, out });
+    await dump.seen(/copying the dump/);
+    process.kill((await cliProcess(dump.run.pid!))!, 'SIGINT');
+    const result = await dump.run;
+    const output = String(result.all);
+    assert.equal(result.exitCode, 130, output);
+    assert.match(output, /SIGINT: stopping; no partial dump is kept/);
+    assert.deepEqual(await leftovers({ ...scene, out }, target), { output: 'ENOENT', target: [] }, output);
+  } finally {
+    await execa('umount', [volume]);
+  }
+});
+
+test('two dumps into one folder at once: each keeps its file and its entry', async (t) => {
+  if (!prerequisites(t)) return;
+  const scene = await hostileScene(t);
+  const target = await fakeTarget(t, scene, 'plain');
+  const argv = [process.execPath, cliPath, 'dump', '--pid', '1', '--output', scene.out];
+  const runs = await Promise.all([0, 1].map(() => inSidecar(target, scene, argv, { timeout: 60_000 })));
+  for (const run of runs) assert.equal(run.exitCode, 0, String(run.all));
+  const manifest = JSON.parse(await readFile(join(scene.out, 'manifest.json'), 'utf8')) as DumpManifest;
+  assert.deepEqual(manifest.dumps.map((d) => d.file).sort(), ['dump-full-1-1.core', 'dump-full-1-2.core']);
+  assert.deepEqual((await readdir(scene.out)).sort(), ['dump-full-1-1.core', 'dump-full-1-2.core', 'manifest.json']);
+  for (const dump of manifest.dumps) assert.equal((await readFile(join(scene.out, dump.file))).length, 1 << 20);
 });
