@@ -17,6 +17,7 @@ import { OutputFolder } from '../files/output-folder.js';
 import { RootedPathError, type PathHandle } from '../files/rooted.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
+import { stallingFileSystemAt } from '../target/mounts.js';
 import { TargetFiles } from '../target/target-files.js';
 import { addDump, checkDumpFolder, type DumpEntry } from './dump-manifest.js';
 import { dumpFetchDefaults, fetchDump, removeInTarget, type DumpFetchLimits } from './fetch-dump.js';
@@ -110,6 +111,14 @@ export async function takeDump(
     const files = await TargetFiles.open(target.pid, { ...procfs, uid: target.uid, signal: context.signal });
     closers.unshift(() => files.close());
     const tmpDir = socket.tmpDir.startsWith('/') ? socket.tmpDir : '/tmp';
+    // A dump on a FUSE or network file system could not be read back safely: its server may never answer.
+    const stalling = await stallingFileSystemAt(target.pid, tmpDir, procfs);
+    if (stalling)
+      throw new ProfcpuError(
+        'DUMP_REFUSED',
+        `the target’s temp folder ${tmpDir} is on a ${stalling} file system, whose server could stall profcpu’s reads for ever`,
+        { remedy: 'Point the app’s TMPDIR at a local folder (a tmpfs or the container’s own disk) and restart it.' },
+      );
     const folderInTarget = await files.lookup(tmpDir, 'directory').catch((error: unknown) => {
       const why = error instanceof RootedPathError ? error.reason : String(error);
       throw new ProfcpuError('TARGET_NOT_VISIBLE', `the target’s temp folder ${tmpDir} cannot be used: ${why}`, {

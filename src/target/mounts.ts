@@ -1,0 +1,60 @@
+// Which file system a path of the target lies on, from the target's /proc/PID/mountinfo alone (no system call reaches
+// the file system itself). profcpu refuses to read files on a FUSE or network file system the target can see: their
+// server (possibly the target) can leave a read, an open or even a close waiting for ever, in a thread profcpu cannot
+// take back. mountinfo: `id parent major:minor root mountpoint options [optional...] - fstype source superoptions`,
+// mount points relative to the process's root, with space, tab, newline and backslash written as octal escapes.
+import { posix } from 'node:path';
+import { readProcText, type ProcfsOptions } from './procfs.js';
+
+/** File systems whose reads another process serves or a network carries: a read may never return. */
+const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
+
+export interface Mount {
+  /** Where it is mounted, as the target sees its own root. */
+  mountPoint: string;
+  fsType: string;
+}
+
+/** The mounts of a mountinfo text, bounded by the text (whose read is capped). Lines that do not parse are skipped. */
+export function parseMountInfo(text: string): Mount[] {
+  const mounts: Mount[] = [];
+  for (const line of text.split('\n')) {
+    const dash = line.indexOf(' - ');
+    if (dash < 0) continue;
+    const fields = line.slice(0, dash).split(' ');
+    const fsType = line.slice(dash + 3).split(' ')[0];
+    if (fields.length < 6 || !fields[4]?.startsWith('/') || !fsType) continue;
+    mounts.push({ mountPoint: unescape(fields[4]), fsType: unescape(fsType) });
+  }
+  return mounts;
+}
+
+function unescape(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+}
+
+/** The mount a path lies on: the last one mounted at its longest mount-point prefix. */
+export function mountOf(mounts: readonly Mount[], path: string): Mount | undefined {
+  const normal = posix.normalize(`/${path}`);
+  let found: Mount | undefined;
+  for (const mount of mounts) {
+    const point = mount.mountPoint;
+    const under = point === '/' || normal === point || normal.startsWith(`${point}/`);
+    if (under && (!found || point.length >= found.mountPoint.length)) found = mount;
+  }
+  return found;
+}
+
+/**
+ * The type of the FUSE or network file system `path` lies on in the target's view, or undefined when it is on a
+ * local one (or the target's mounts cannot be read: the reads that follow have their own limits).
+ */
+export async function stallingFileSystemAt(
+  pid: number,
+  path: string,
+  options: ProcfsOptions = {},
+): Promise<string | undefined> {
+  const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
+  const mount = mountOf(parseMountInfo(text ?? ''), path);
+  return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+}

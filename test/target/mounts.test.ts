@@ -1,0 +1,50 @@
+// The target's mounts, from its mountinfo alone: which file system a path lies on, so that profcpu can refuse to read
+// files a FUSE or network server (possibly the target) could leave waiting for ever. The text is the target's:
+// escapes, odd lines and mounts stacked on one point are handled, and nothing is read but mountinfo.
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { mountOf, parseMountInfo, stallingFileSystemAt } from '../../src/target/mounts.js';
+import { FakeProc } from '../support/fake-proc.js';
+
+const mountinfo = [
+  '22 1 0:21 / / rw,relatime - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w',
+  '23 22 0:22 / /proc rw,nosuid - proc proc rw',
+  '24 22 0:23 / /tmp rw,nosuid shared:5 - tmpfs tmpfs rw',
+  '25 24 0:40 / /tmp/shared\\040dir rw - fuse.sshfs host:/x rw,user_id=0',
+  '26 22 0:41 / /data rw - nfs4 server:/export rw',
+  '27 22 0:42 / /data rw - tmpfs tmpfs rw',
+  'not a mountinfo line',
+  '28 22 0:43 / relative rw - fuse x rw',
+].join('\n');
+
+test('mount points are unescaped and the longest prefix wins; the last mount on one point hides the ones below', () => {
+  const mounts = parseMountInfo(mountinfo);
+  assert.equal(mounts.length, 6, 'the line without " - " and the relative mount point are skipped');
+  assert.equal(mountOf(mounts, '/tmp/shared dir/x.core')?.fsType, 'fuse.sshfs');
+  assert.equal(mountOf(mounts, '/tmp/shared')?.fsType, 'tmpfs', 'a prefix of a name is not its folder');
+  assert.equal(mountOf(mounts, '/tmp')?.fsType, 'tmpfs');
+  assert.equal(mountOf(mounts, '/tmp/../tmp/shared dir')?.fsType, 'fuse.sshfs', 'the path is normalised first');
+  assert.equal(mountOf(mounts, '/data/x')?.fsType, 'tmpfs', 'mounted over the nfs4 mount');
+  assert.equal(mountOf(mounts, '/usr/lib')?.fsType, 'overlay');
+});
+
+test('a FUSE or network file system is named; a local one, or no mountinfo at all, is not', async (t) => {
+  const proc = await FakeProc.create();
+  t.after(() => proc.dispose());
+  await proc.add({ pid: 40, nspid: 1, comm: 'app', cmdline: ['app'] });
+  await writeFile(join(proc.root, '40', 'mountinfo'), mountinfo);
+  const at = (path: string) => stallingFileSystemAt(40, path, { procRoot: proc.root });
+  assert.equal(await at('/tmp/shared dir'), 'fuse.sshfs');
+  assert.equal(await at('/tmp'), undefined);
+  assert.equal(await at('/'), undefined);
+  assert.equal(await stallingFileSystemAt(41, '/tmp', { procRoot: proc.root }), undefined, 'no such process');
+  await proc.add({ pid: 42, nspid: 1, comm: 'app', cmdline: ['app'] });
+  await writeFile(
+    join(proc.root, '42', 'mountinfo'),
+    '30 1 0:50 / / rw - nfs server:/ rw\n31 30 0:51 / /srv rw - 9p x rw\n',
+  );
+  assert.equal(await stallingFileSystemAt(42, '/tmp', { procRoot: proc.root }), 'nfs');
+  assert.equal(await stallingFileSystemAt(42, '/srv/a', { procRoot: proc.root }), '9p');
+});
