@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/bundle/layout.js';
@@ -152,3 +153,35 @@ test('a .NET app recorded by profcpu collect (kept binaries, perf map, jitdump):
   await app.kill();
   await assertSameFold(t, out);
 });
+
+const clockLoop = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/vdso-clock/clockloop.c');
+
+// perf names [vdso] frames from its cache's copy of the recorded vdso when perf.data has its build-id (a plain perf
+// record, which fills the cache), else from its own vdso (`-N --buildid-mmap`, as collect records: no build-id for
+// the vdso, which is no file). The native engine must name them alike.
+for (const [how, flags] of [
+  ['a plain perf record', []],
+  ['perf record -N --buildid-mmap, as collect', ['-N', '--buildid-mmap']],
+] as const) {
+  test(`a program calling clock_gettime in a loop (${how}): the same vDSO frames from both engines`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+    const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const program = join(dir, 'clockloop');
+    // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (a gap of its own, see gapFrame).
+    await execa('gcc', ['-O1', '-fno-omit-frame-pointer', '-fno-plt', '-o', program, clockLoop]);
+    await execa(
+      'perf',
+      ['record', ...flags, '-F', '499', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data')].concat([
+        '--',
+        program,
+        '1',
+      ]),
+    );
+    const native = await assertSameFold(t, dir);
+    const vdso = [...native].filter(([stack]) => stack.endsWith(';__vdso_clock_gettime'));
+    const samples = [...native.values()].reduce((sum, n) => sum + n, 0);
+    assert.ok(vdso.length > 0, [...native.keys()].join('\n'));
+    t.diagnostic(`${vdso.reduce((sum, [, n]) => sum + n, 0)} of ${samples} samples end in __vdso_clock_gettime`);
+  });
+}
