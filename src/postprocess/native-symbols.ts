@@ -24,11 +24,10 @@ import {
   type FunctionSymbol,
 } from '../symbols/elf-functions.js';
 import { parsePerfMap } from '../symbols/perfmap.js';
+import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
 const maxKallsymsBytes = 64 << 20;
 const maxPerfMapBytes = 1 << 30;
-/** A vdso is a few pages (8 KiB on x86-64 today). */
-const maxVdsoBytes = 1 << 20;
 
 export interface NativeSymbolSources {
   /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
@@ -52,7 +51,7 @@ export async function nativeSymbols(
   let vdso: Promise<FunctionTable> | undefined;
   const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
     if (mapping.dso === '[vdso]')
-      return (vdso ??= vdsoTable(mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
+      return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
     const buildId = mapping.buildId ?? buildIds.get(mapping.path);
@@ -155,20 +154,31 @@ async function perfMapTable(folder: OutputFolder, from: string): Promise<Functio
 }
 
 /**
- * The recorded [vdso]'s symbols, as perf finds them. With a build-id recorded (perf's build-id table; `--buildid-mmap`
+ * The recorded [vdso]'s symbols: from the image collect kept (target/vdso), when its build-id is the recorded one or
+ * none was recorded; else as perf finds them. With a build-id recorded (perf's build-id table; `--buildid-mmap`
  * records none for the vdso, which is no file), perf reads only its cache's copy, `~/.debug/[vdso]/<build-id>/vdso`,
  * and prints `[unknown]` without it (even on the recording's kernel): so does this. With none recorded, perf names the
  * frames from its own vdso, whatever the recording's kernel: so does this, from this process's.
  */
-async function vdsoTable(recordedBuildId: string | undefined): Promise<FunctionTable> {
-  const image = recordedBuildId
-    ? await readVdsoImage(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'))
-    : await ownVdso();
-  if (!image) return tableOf([]);
-  const source = bytesSource(image);
-  const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
-  if (recordedBuildId && id !== recordedBuildId) return tableOf([]);
-  return readFunctionTable(source);
+async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefined): Promise<FunctionTable> {
+  const kept = await folder
+    .read(layout.vdso, { maxBytes: maxVdsoBytes, timeoutMs: 10_000 })
+    .then(({ bytes, truncated }) => (truncated ? undefined : bytes))
+    .catch(() => undefined);
+  for (const image of [
+    kept,
+    recordedBuildId
+      ? await readVdsoImage(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'))
+      : await ownVdso().catch(() => undefined),
+  ]) {
+    if (!image) continue;
+    const source = bytesSource(image);
+    const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
+    if (recordedBuildId && id !== recordedBuildId) continue;
+    const table = await readFunctionTable(source).catch(() => undefined);
+    if (table && table.size > 0) return table;
+  }
+  return tableOf([]);
 }
 
 /** A vdso image in a file, read whole up to maxVdsoBytes. */
@@ -183,25 +193,6 @@ async function readVdsoImage(path: string): Promise<Buffer | undefined> {
     return bytes.subarray(0, bytesRead);
   } finally {
     await handle.close();
-  }
-}
-
-/** This process's vdso, read from its own memory. */
-async function ownVdso(): Promise<Buffer | undefined> {
-  const maps = await readFile('/proc/self/maps', 'utf8');
-  const line = maps.split('\n').find((l) => l.endsWith('[vdso]'));
-  const range = line && /^([0-9a-f]+)-([0-9a-f]+)/.exec(line);
-  if (!range) return undefined;
-  const start = parseInt(range[1]!, 16);
-  const length = parseInt(range[2]!, 16) - start;
-  if (length <= 0 || length > maxVdsoBytes) return undefined;
-  const mem = await open('/proc/self/mem', 'r');
-  try {
-    const bytes = Buffer.alloc(length);
-    const { bytesRead } = await mem.read(bytes, 0, length, start);
-    return bytes.subarray(0, bytesRead);
-  } finally {
-    await mem.close();
   }
 }
 
