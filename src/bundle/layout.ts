@@ -34,6 +34,8 @@ export const layout = Object.freeze({
   runtimeStubs: 'target/runtime-stubs.json',
   /** The kernel's code symbols at collect time, when they were readable (src/collect/kallsyms-step.ts). */
   kallsyms: 'target/kallsyms',
+  /** The kernel's vDSO image at collect time (src/collect/vdso-step.ts). */
+  vdso: 'target/vdso',
   /** What collect learnt about the target (TargetSnapshot as JSON). */
   targetInfo: 'target/target.json',
   /**

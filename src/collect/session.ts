@@ -15,6 +15,7 @@ import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { keptBinariesStep } from '../symbols/kept-binaries.js';
 import { kallsymsStep } from './kallsyms-step.js';
+import { vdsoStep } from './vdso-step.js';
 import { readyToRunStep } from '../symbols/readytorun-step.js';
 import { runtimeStubsStep } from '../dotnet/runtime-stubs-step.js';
 import { TargetFiles } from '../target/target-files.js';
@@ -182,7 +183,14 @@ async function recordAndFinish<R>(
   stepContext.sampledFiles = onceSampledFiles(stepContext);
   // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
   // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
-  const steps = [keptBinariesStep(), readyToRunStep(), runtimeStubsStep(), kallsymsStep(), ...(context.steps ?? [])];
+  const steps = [
+    keptBinariesStep(),
+    readyToRunStep(),
+    runtimeStubsStep(),
+    kallsymsStep(),
+    vdsoStep(),
+    ...(context.steps ?? []),
+  ];
   const reports: Record<string, StepReport> = {};
   await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
   const { recorded, snapshots } = await phase('recording', () =>

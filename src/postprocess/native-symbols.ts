@@ -3,9 +3,11 @@
 // /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
 // when its build-id is the recorded one (or none was recorded); anonymous code from the folder's perf map, under the
-// PID perf recorded. Every file is read within limits; a file that cannot be read names nothing.
+// PID perf recorded; [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
+// a file that cannot be read names nothing.
 import { constants } from 'node:fs';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
@@ -22,6 +24,7 @@ import {
   type FunctionSymbol,
 } from '../symbols/elf-functions.js';
 import { parsePerfMap } from '../symbols/perfmap.js';
+import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
 const maxKallsymsBytes = 64 << 20;
 const maxPerfMapBytes = 1 << 30;
@@ -48,7 +51,7 @@ export async function nativeSymbols(
   let vdso: Promise<FunctionTable> | undefined;
   const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
     if (mapping.dso === '[vdso]')
-      return (vdso ??= ownVdsoTable(mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
+      return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
     const buildId = mapping.buildId ?? buildIds.get(mapping.path);
@@ -151,27 +154,45 @@ async function perfMapTable(folder: OutputFolder, from: string): Promise<Functio
 }
 
 /**
- * This process's vdso, when it is the recorded one (same build-id): perf names [vdso] frames from its copy of the
- * recording machine's vdso, which on the same kernel is ours.
+ * The recorded [vdso]'s symbols: from the image collect kept (target/vdso), when its build-id is the recorded one or
+ * none was recorded; else as perf finds them. With a build-id recorded (perf's build-id table; `--buildid-mmap`
+ * records none for the vdso, which is no file), perf reads only its cache's copy, `~/.debug/[vdso]/<build-id>/vdso`,
+ * and prints `[unknown]` without it (even on the recording's kernel): so does this. With none recorded, perf names the
+ * frames from its own vdso, whatever the recording's kernel: so does this, from this process's.
  */
-async function ownVdsoTable(recordedBuildId: string | undefined): Promise<FunctionTable> {
-  const maps = await readFile('/proc/self/maps', 'utf8');
-  const line = maps.split('\n').find((l) => l.endsWith('[vdso]'));
-  const range = line && /^([0-9a-f]+)-([0-9a-f]+)/.exec(line);
-  if (!range) return tableOf([]);
-  const start = parseInt(range[1]!, 16);
-  const length = parseInt(range[2]!, 16) - start;
-  if (length <= 0 || length > 1 << 20) return tableOf([]);
-  const mem = await open('/proc/self/mem', 'r');
-  try {
-    const bytes = Buffer.alloc(length);
-    await mem.read(bytes, 0, length, start);
-    const source = bytesSource(bytes);
+async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefined): Promise<FunctionTable> {
+  const kept = await folder
+    .read(layout.vdso, { maxBytes: maxVdsoBytes, timeoutMs: 10_000 })
+    .then(({ bytes, truncated }) => (truncated ? undefined : bytes))
+    .catch(() => undefined);
+  for (const image of [
+    kept,
+    recordedBuildId
+      ? await readVdsoImage(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'))
+      : await ownVdso().catch(() => undefined),
+  ]) {
+    if (!image) continue;
+    const source = bytesSource(image);
     const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
-    if (!recordedBuildId || id !== recordedBuildId) return tableOf([]);
-    return await readFunctionTable(source);
+    if (recordedBuildId && id !== recordedBuildId) continue;
+    const table = await readFunctionTable(source).catch(() => undefined);
+    if (table && table.size > 0) return table;
+  }
+  return tableOf([]);
+}
+
+/** A vdso image in a file, read whole up to maxVdsoBytes. */
+async function readVdsoImage(path: string): Promise<Buffer | undefined> {
+  const handle = await openLocal(path);
+  if (!handle) return undefined;
+  try {
+    const { size } = await handle.stat();
+    if (size <= 0 || size > maxVdsoBytes) return undefined;
+    const bytes = Buffer.alloc(size);
+    const { bytesRead } = await handle.read(bytes, 0, size, 0);
+    return bytes.subarray(0, bytesRead);
   } finally {
-    await mem.close();
+    await handle.close();
   }
 }
 

@@ -1,7 +1,7 @@
 // The collect session's contract with the code around it: steps run before and after recording and a failing step
 // is a warning, postprocess gets the folder and the collect entry for the manifest, target.json is written.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/bundle/layout.js';
@@ -54,12 +54,15 @@ test('steps run around the recording, a failing one only warns, and postprocess 
   assert.deepEqual(phases, ['target', 'preflight', 'before-recording', 'recording', 'after-recording', 'postprocess']);
   assert.ok(warnings.includes('failing: no socket (fix: set X)'), warnings.join('\n'));
   // The built-in step that keeps the sampled binaries in the folder, for naming after the target exits, runs first.
-  // So does the one that keeps the kernel's symbols (test/collect/kallsyms-step.test.ts).
-  const { binaries, kallsyms, ...given } = result.steps as Record<string, unknown> & {
+  // So do the ones that keep the kernel's symbols and vDSO (test/collect/kallsyms-step.test.ts, vdso-step.test.ts).
+  const { binaries, kallsyms, vdso, ...given } = result.steps as Record<string, unknown> & {
     binaries: { binaries: { path: string }[] };
     kallsyms: { kept: boolean };
+    vdso: { kept: boolean };
   };
   assert.equal(typeof kallsyms.kept, 'boolean');
+  assert.equal(vdso.kept, true);
+  await stat(join(dir, layout.vdso));
   assert.deepEqual(given, {
     recorder: { seen: 'node', done: true },
     failing: { beforeRecordingError: 'no socket' },

@@ -4,12 +4,15 @@
 // the native stack holds `_Z...`), a PLT entry perf names `x@plt` (the native engine leaves it unnamed). Those stacks
 // are counted in the test's diagnostics.
 import assert from 'node:assert/strict';
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/bundle/layout.js';
+import type { StepContext } from '../../src/collect/steps.js';
+import { vdsoStep } from '../../src/collect/vdso-step.js';
 import { postprocess, type Engine } from '../../src/postprocess/postprocess.js';
 import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
@@ -152,3 +155,41 @@ test('a .NET app recorded by profcpu collect (kept binaries, perf map, jitdump):
   await app.kill();
   await assertSameFold(t, out);
 });
+
+const clockLoop = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/vdso-clock/clockloop.c');
+
+// perf names [vdso] frames from its cache's copy of the recorded vdso when perf.data has its build-id (a plain perf
+// record, which fills the cache), else from its own vdso (`-N --buildid-mmap`, as collect records: no build-id for
+// the vdso, which is no file). The native engine must name them alike.
+for (const [how, flags, keepVdso] of [
+  ['a plain perf record', [], false],
+  ['perf record -N --buildid-mmap, as collect', ['-N', '--buildid-mmap'], false],
+  ['perf record -N --buildid-mmap, with the vdso collect keeps', ['-N', '--buildid-mmap'], true],
+] as const) {
+  test(`a program calling clock_gettime in a loop (${how}): the same vDSO frames from both engines`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+    const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const program = join(dir, 'clockloop');
+    // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (a gap of its own, see gapFrame).
+    await execa('gcc', ['-O1', '-fno-omit-frame-pointer', '-fno-plt', '-o', program, clockLoop]);
+    await execa(
+      'perf',
+      ['record', ...flags, '-F', '499', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data')].concat([
+        '--',
+        program,
+        '1',
+      ]),
+    );
+    if (keepVdso) {
+      await mkdir(join(dir, 'target'));
+      await vdsoStep().afterRecording!({ dir, procRoot: '/proc', signal: new AbortController().signal } as StepContext);
+      await stat(join(dir, layout.vdso));
+    }
+    const native = await assertSameFold(t, dir);
+    const vdso = [...native].filter(([stack]) => stack.endsWith(';__vdso_clock_gettime'));
+    const samples = [...native.values()].reduce((sum, n) => sum + n, 0);
+    assert.ok(vdso.length > 0, [...native.keys()].join('\n'));
+    t.diagnostic(`${vdso.reduce((sum, [, n]) => sum + n, 0)} of ${samples} samples end in __vdso_clock_gettime`);
+  });
+}
