@@ -5,7 +5,10 @@
 // is the mapping). The perf map is read before the memory, so every stub it names existed when the table was read.
 // .NET 8 and 9 do not log the write barriers' copy. Not checked: the `DynamicHelper` entries, which .NET 10.0.12 logs
 // at addresses it never maps executable (the writable view's, seen unmapped), and are so outside any table. Also: 8 and
-// 9 without their version, and a start time not the process's (its pid reused), are skipped, saying why.
+// 9 without their version, and a start time not the process's (its pid reused), are skipped, saying why. .NET 8 and 9
+// log no stub linker stubs (their libcoreclr.so holds neither `DelegateShuffleThunk` nor `InstantiatingStub`): there,
+// and on 10 too, a second oracle checks the `stub linker` ranges, ClrMD (Microsoft's DAC-based reader, from NuGet),
+// whose every stub heap range must lie in them; the table is read again after ClrMD, so none of its blocks is newer.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
@@ -13,6 +16,7 @@ import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs-step.js';
 import { isExecutable, parseProcMaps, ProcMapsIndex } from '../../src/target/proc-maps.js';
 import { readStat } from '../../src/target/procfs.js';
 import { TargetFiles } from '../../src/target/target-files.js';
+import { readStubHeaps } from '../support/clrmd-reader.js';
 import { dotnetVersions, startDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { have, need } from '../support/requirements.js';
 
@@ -89,10 +93,21 @@ for (const version of dotnetVersions) {
         checked[owner] = (checked[owner] ?? 0) + 1;
       }
       assert.deepEqual(wrong.slice(0, 20), [], `${wrong.length} logged stubs disagree`);
+      const heaps = await readStubHeaps(app.pid);
+      assert.ok(heaps.length > 0, 'ClrMD found a stub heap');
+      const again = await readRuntimeStubs(app.pid, files, { version: `${version}.0`, startTicks });
+      if ('skipped' in again) assert.fail(again.skipped);
+      const linker = again.walk.ranges.filter((r) => r.kind === 'stub linker');
+      const outside = heaps.filter((h) => !linker.some((r) => h.start >= r.start && h.end <= r.end));
+      assert.deepEqual(
+        outside.map((h) => `0x${h.start.toString(16)}-0x${h.end.toString(16)}`),
+        [],
+        `ClrMD's stub heaps outside the stub linker ranges ${JSON.stringify(linker.map((r) => r.start.toString(16)))}`,
+      );
       for (const owner of expectedNames[version])
         assert.ok((checked[owner] ?? 0) > 0, `${owner} was logged and checked: ${JSON.stringify(checked)}`);
       t.diagnostic(
-        `${ranges.length} ranges, ${read.bytesRead} bytes in ${read.reads} reads, ${read.ms} ms; checked ${JSON.stringify(checked)}`,
+        `${ranges.length} ranges, ${heaps.length} ClrMD stub heaps in ${linker.length} stub linker ranges, ${read.bytesRead} bytes in ${read.reads} reads, ${read.ms} ms; checked ${JSON.stringify(checked)}`,
       );
     },
   );

@@ -1,6 +1,7 @@
 // The dump tests' independent reader (test/fixtures/clrmd-reader, built on ClrMD from NuGet): `buildClrmdReader()`
 // builds it once per source version into the test cache (restoring Microsoft.Diagnostics.Runtime), and
-// `readDump(path)` runs it on a core dump, giving its OS thread count and each managed thread's frames.
+// `readDump(path)` runs it on a core dump, giving its OS thread count and each managed thread's frames;
+// `readStubHeaps(pid)` attaches it to a live process, giving the ranges of its stub heaps.
 // Callers check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -80,4 +81,18 @@ export async function readDump(path: string): Promise<DumpAsClrmdSees> {
     env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
   });
   return JSON.parse(stdout) as DumpAsClrmdSees;
+}
+
+/** The ranges of the stub heaps ClrMD finds in the live process `pid` (suspended while it reads). */
+export async function readStubHeaps(pid: number): Promise<{ start: bigint; end: bigint }[]> {
+  const reader = await buildClrmdReader();
+  const { stdout } = await execFileAsync(reader, ['--stub-heaps', String(pid)], {
+    timeout: 120_000,
+    maxBuffer: 16 << 20,
+    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
+  });
+  return (JSON.parse(stdout) as { start: string; end: string }[]).map((h) => ({
+    start: BigInt(`0x${h.start}`),
+    end: BigInt(`0x${h.end}`),
+  }));
 }
