@@ -9,10 +9,13 @@
 // self: EventPipe stops a thread at a GC-safe point to sample it, so the leaf it sees is skewed towards calls and
 // loop back-edges (a third to a half of its leaves fall in Thread.PollGC, where perf sees no time), while the method
 // a sample is in, and its callers, are the same whichever instruction it stopped at.
-// Margin: shares within 10 percentage points; two methods may swap places only when their shares are within those
-// 10 points in the profile that orders them. Measured here (.NET 10.0.12, dotnet-trace 10.0.750501, loaded machine):
-// ToArray 99.7% vs 97.6%, ToArrayNoPresizing 99.7% vs 91.8%, StringEqualityComparer.GetHashCode 13.6% vs 8.2%,
-// SpanHelpers.SequenceEqual 12.1% vs 15.3% (EventPipe vs profcpu).
+// Compared: the methods that lead, i.e. hold at least 30% of the samples in either profile (below that, the two
+// samplers disagree by design, see below): the same ones, shares within 10 percentage points, in the same order
+// unless within those 10 points in the profile that orders them. Measured here (.NET 10.0.12, dotnet-trace 10.0.750501,
+// loaded machine): ToArray 99.7% vs 97.6%, ToArrayNoPresizing 99.7% vs 91.8% (EventPipe vs profcpu).
+// Below 30% (printed, not asserted): GetHashCode and SequenceEqual at 10-15% in both in most runs, but in one CI run
+// EventPipe put OrderedIterator.ToList and GroupByIterator.MoveNext at 14-16% where perf saw under 0.2%: their time
+// is in allocation and GC (native leaves, which EventPipe cannot sample and this comparison leaves out of perf's).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -30,6 +33,9 @@ const execFileAsync = promisify(execFile);
 const entry = 'ProfcpuFixture.LinqMill::Grind';
 const seconds = 10;
 /** Methods compared, below the entry. */
+/** A method holding at least this share of the workload's samples in either profile leads it. */
+const leaderShare = 0.3;
+/** How many methods the diagnostics print. */
 const top = 4;
 /** Largest difference between the two shares of a method, and between two methods that may swap places. */
 const margin = 0.1;
@@ -101,12 +107,14 @@ test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound worklo
   t.diagnostic(both.replace(/\n/g, ' | '));
   assert.ok(eventPipe.total >= 1000 && profcpu.total >= 100, `enough samples of the workload:\n${both}`);
 
-  const theirs = leading(eventPipe, top);
-  const ours = leading(profcpu, top);
+  const leaders = (shares: MethodShares) => leading(shares, Infinity).filter(([, share]) => share >= leaderShare);
+  const theirs = leaders(eventPipe);
+  const ours = leaders(profcpu);
+  assert.ok(theirs.length >= 2, `at least two methods lead the workload in EventPipe's profile:\n${both}`);
   assert.deepEqual(
     new Set(ours.map(([m]) => m)),
     new Set(theirs.map(([m]) => m)),
-    `the same ${top} methods lead:\n${both}`,
+    `the same methods hold ${pct(leaderShare)} or more:\n${both}`,
   );
   for (const [method, share] of theirs) {
     const other = profcpu.shares.get(method) ?? 0;
