@@ -15,7 +15,7 @@ import { choosePerf } from '../perf/select.js';
 import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 
-interface CollectArgs {
+export interface CollectArgs {
   pid?: number;
   name?: string;
   duration: number;

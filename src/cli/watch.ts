@@ -7,12 +7,11 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { perfMapStep } from '../dotnet/perfmap-step.js';
-import type { PerfMapMode } from '../dotnet/perfmap-session.js';
 import { ProfcpuError } from '../error.js';
 import { choosePerf } from '../perf/select.js';
 import { postprocess } from '../postprocess/postprocess.js';
 import { symbolServerList } from '../symbols/symbol-server.js';
-import { symbolsStep, type SymbolsMode } from '../symbols/symbols-step.js';
+import { symbolsStep } from '../symbols/symbols-step.js';
 import { profileAction } from '../watch/actions.js';
 import { dumpAction } from '../watch/dump-action.js';
 import {
@@ -24,10 +23,11 @@ import {
   type WatchRules,
 } from '../watch/rules.js';
 import { watchDefaults, Watcher } from '../watch/watcher.js';
-import { collectOptions, sidecarSettings } from './collect.js';
+import { collectOptions, sidecarSettings, type CollectArgs } from './collect.js';
 import { createReporter, reporterLine } from './reporter.js';
 
-interface WatchArgs {
+/** watch's own flags, and collect's for the profile action. */
+interface WatchArgs extends CollectArgs {
   rules?: string;
   cpuAbove?: number;
   for: string;
@@ -42,22 +42,6 @@ interface WatchArgs {
   maxRuns?: number;
   maxBytes?: string;
   poll: number;
-  // collect's
-  pid?: number;
-  name?: string;
-  duration: number;
-  frequency: number;
-  output?: string;
-  event?: string;
-  perf?: string;
-  postprocess: boolean;
-  perfmap: PerfMapMode;
-  symbols: SymbolsMode;
-  symbolServer?: string[];
-  offline: boolean;
-  snapshotLimit: number;
-  scope: 'auto' | 'process' | 'cgroup';
-  quiet: boolean;
 }
 
 /** The flags that make the one rule of the simple case; with --rules, none of them may be given. */
