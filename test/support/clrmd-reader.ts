@@ -10,7 +10,7 @@ import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { testCacheDir } from './dotnet-app.js';
+import { dotnetBuildEnv, testCacheDir } from './dotnet-app.js';
 
 const source = fileURLToPath(new URL('../fixtures/clrmd-reader', import.meta.url));
 const execFileAsync = promisify(execFile);
@@ -55,7 +55,7 @@ async function buildOnce(): Promise<string> {
         '-p:UseSharedCompilation=false',
       ],
       {
-        env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1', MSBUILDDISABLENODEREUSE: '1' },
+        env: dotnetBuildEnv(),
         maxBuffer: 16 << 20,
       },
     );

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { dotnetAppSource, testCacheDir } from './dotnet-app.js';
+import { dotnetAppSource, dotnetBuildEnv, testCacheDir } from './dotnet-app.js';
 
 const execFileAsync = promisify(execFile);
 let built: Promise<string> | undefined;
@@ -59,13 +59,7 @@ async function buildOnce(): Promise<string> {
         '-p:UseSharedCompilation=false',
       ],
       {
-        env: {
-          ...process.env,
-          DOTNET_CLI_TELEMETRY_OPTOUT: '1',
-          DOTNET_NOLOGO: '1',
-          DOTNET_SKIP_FIRST_TIME_EXPERIENCE: '1',
-          MSBUILDDISABLENODEREUSE: '1',
-        },
+        env: dotnetBuildEnv(),
         maxBuffer: 16 << 20,
       },
     );

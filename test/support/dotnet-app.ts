@@ -20,6 +20,17 @@ export const dotnetAppSource = fileURLToPath(new URL('../fixtures/dotnet-app', i
 export const testCacheDir = process.env['PROFCPU_TEST_CACHE'] ?? join(tmpdir(), 'profcpu-test-cache');
 
 /** The .NET versions the fixture is built for. */
+/** The environment of a quiet, one-off `dotnet build` or `publish`: no telemetry, banner or lingering build nodes. */
+export function dotnetBuildEnv(): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    DOTNET_CLI_TELEMETRY_OPTOUT: '1',
+    DOTNET_NOLOGO: '1',
+    DOTNET_SKIP_FIRST_TIME_EXPERIENCE: '1',
+    MSBUILDDISABLENODEREUSE: '1',
+  };
+}
+
 export type DotnetVersion = 8 | 9 | 10;
 export const dotnetVersions: readonly DotnetVersion[] = [8, 9, 10];
 
@@ -116,13 +127,7 @@ async function buildOnce(version: DotnetVersion): Promise<string> {
       'dotnet',
       version === 10 ? ['build', project, ...common] : ['publish', project, ...common, ...selfContained],
       {
-        env: {
-          ...process.env,
-          DOTNET_CLI_TELEMETRY_OPTOUT: '1',
-          DOTNET_NOLOGO: '1',
-          DOTNET_SKIP_FIRST_TIME_EXPERIENCE: '1',
-          MSBUILDDISABLENODEREUSE: '1',
-        },
+        env: dotnetBuildEnv(),
         maxBuffer: 16 << 20,
       },
     );
