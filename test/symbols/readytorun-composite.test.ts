@@ -32,6 +32,7 @@ import { readOutputs } from '../naming/fixture-in-sidecar.js';
 import { runCli } from '../support/cli.js';
 import { buildCompositeDotnetApp } from '../support/composite-app.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
+import { lookup, random } from './readytorun-support.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 
 const compositeName = 'ProfcpuFixture.r2r.dll';
@@ -49,19 +50,6 @@ function readComposite(dir: string, keep: (name: string) => boolean = () => true
         ? assemblyMetadata(readFileSync(join(dir, `${name}.dll`)))
         : undefined,
   });
-}
-
-function lookup(names: ReadyToRunNames, rva: number) {
-  let low = 0;
-  let high = names.methods.length - 1;
-  while (low <= high) {
-    const mid = (low + high) >>> 1;
-    const m = names.methods[mid]!;
-    if (rva < m.start) high = mid - 1;
-    else if (rva >= m.end) low = mid + 1;
-    else return m;
-  }
-  return undefined;
 }
 
 /** The composite app, started through startDotnetApp (which then finds it as its own child). */
@@ -168,17 +156,6 @@ test(
     assert.ok(!/ProfcpuFixture\.r2r\.dll\]/.test(folded) || naming.framesByKind['readytorun']! > 0);
   },
 );
-
-/** A small seeded generator, so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 test('hostile composite images and components: refused or read, never a crash', { timeout: 300_000 }, async (t) => {
   if (!haveSdk(t)) return;

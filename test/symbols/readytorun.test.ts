@@ -12,20 +12,8 @@ import { fileOffsetToRva } from '../../src/symbols/pe-image.js';
 import { NotReadyToRunError, readReadyToRunNames, type ReadyToRunNames } from '../../src/symbols/readytorun.js';
 import { parseProcMaps } from '../../src/target/proc-maps.js';
 import { buildDotnetApp, sharedFramework, startDotnetApp } from '../support/dotnet-app.js';
+import { lookup, random } from './readytorun-support.js';
 import { have, need } from '../support/requirements.js';
-
-function lookup(names: ReadyToRunNames, rva: number) {
-  let low = 0;
-  let high = names.methods.length - 1;
-  while (low <= high) {
-    const mid = (low + high) >>> 1;
-    const m = names.methods[mid]!;
-    if (rva < m.start) high = mid - 1;
-    else if (rva >= m.end) low = mid + 1;
-    else return m;
-  }
-  return undefined;
-}
 
 test('every precompiled method the runtime logs is named from its image, same name, same start', async (t) => {
   if (!need(t, have('dotnet'), 'the .NET SDK (dotnet) to build the fixture app')) return;
@@ -81,17 +69,6 @@ test('an IL-only assembly is refused as such', async (t) => {
   const executable = await buildDotnetApp();
   assert.throws(() => readReadyToRunNames(readFileSync(`${executable}.dll`)), NotReadyToRunError);
 });
-
-/** A small seeded generator, so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 function readsOrRefuses(bytes: Buffer, what: string): void {
   try {
