@@ -26,9 +26,9 @@ export const commands: readonly CommandEntry[] = [
     load: () => import('./watch.js'),
   },
   {
-    command: 'postprocess',
+    command: 'postprocess [input]',
     describe:
-      'Turn a folder holding perf.data into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
+      'Turn a folder holding perf.data (or a prof.tar.gz) into flame graphs, FlameScope text, speedscope JSON, manifest and tarball',
     load: () => import('./postprocess.js'),
   },
   {

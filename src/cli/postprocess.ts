@@ -1,10 +1,17 @@
-// `profcpu postprocess -dir D` (or `--dir D`): turns an output folder holding perf.data into the flame graphs,
-// FlameScope text, folded stacks, speedscope file, manifest and tarball. Flags map onto PostprocessOptions in
-// `toOptions`; progress and warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops
-// perf script and removes half-written outputs; perf.data is always kept.
-import { dirname, relative } from 'node:path';
+// `profcpu postprocess D` (or `-dir D`, `--dir D`): turns an output folder holding perf.data into the flame graphs,
+// FlameScope text, folded stacks, speedscope file, manifest and tarball. D may also be a prof.tar.gz somebody sent:
+// it is unpacked into a new folder first (src/bundle/unpack.ts: untrusted, checked entry by entry), next to it or
+// at --out DIR, and that folder is post-processed. Flags map onto PostprocessOptions in `toOptions`; progress and
+// warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops perf script (or the unpacking)
+// and removes half-written outputs; perf.data is always kept. With no perf installed and no --engine given, the native
+// engine (profcpu's own perf.data reader) is used, and said so.
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { delimiter, dirname, join, relative } from 'node:path';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { layout } from '../bundle/layout.js';
+import { unpackTarball } from '../bundle/unpack.js';
+import { ProfcpuError } from '../error.js';
 import {
   defaultPostprocessOptions,
   postprocess,
@@ -19,19 +26,22 @@ import { sidecarSettings } from './collect.js';
 import { createReporter, type Reporter } from './reporter.js';
 
 interface PostprocessArgs extends FoldFlagArgs {
-  dir: string;
+  /** The positional folder or archive. */
+  input?: string;
+  dir?: string;
+  out?: string;
   title?: string;
   colors?: string;
   width?: number;
   perf: string;
-  engine: Engine;
+  engine?: Engine;
   force: boolean;
   tarball: boolean;
   quiet: boolean;
 }
 
 /** Maps the command line onto the pipeline's options. */
-export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial<PostprocessOptions> {
+export function toOptions(args: Omit<PostprocessArgs, 'input' | 'dir' | 'out' | 'quiet'>): Partial<PostprocessOptions> {
   return {
     fold: foldFlagOptions(args, 'postprocess'),
     title: args.title,
@@ -40,7 +50,7 @@ export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial
       ...(args.width === undefined ? {} : { width: args.width }),
     },
     perfPath: args.perf,
-    engine: args.engine,
+    ...(args.engine !== undefined && { engine: args.engine }),
     force: args.force,
     tarball: args.tarball,
   };
@@ -50,12 +60,33 @@ export function toOptions(args: Omit<PostprocessArgs, 'dir' | 'quiet'>): Partial
 const command: CommandModule<object, PostprocessArgs> = {
   builder: (yargs: Argv) =>
     withFoldFlags(
-      yargs.option('dir', {
-        type: 'string',
-        demandOption: 'Name the folder holding perf.data: --dir DIR (or -dir DIR)',
-        describe: 'Output folder holding perf.data (and collect’s target/ snapshots); outputs are written there',
-        requiresArg: true,
-      }),
+      yargs
+        .positional('input', {
+          type: 'string',
+          describe: 'The folder holding perf.data, or a prof.tar.gz to unpack and post-process (same as --dir)',
+        })
+        .option('dir', {
+          type: 'string',
+          describe:
+            'Output folder holding perf.data (and collect’s target/ snapshots), or a prof.tar.gz; outputs are ' +
+            'written in the folder',
+          requiresArg: true,
+        })
+        .option('out', {
+          type: 'string',
+          describe:
+            'For a prof.tar.gz: the new folder to unpack it into (default: its top folder’s name, next to the archive)',
+          requiresArg: true,
+        })
+        .check((args) => {
+          const usage = (message: string) =>
+            new ProfcpuError('USAGE', message, { remedy: 'See `profcpu postprocess --help`.' });
+          if (args.input !== undefined && args.dir !== undefined && args.input !== args.dir)
+            throw usage('Give the folder (or prof.tar.gz) once: as an argument or with --dir, not both');
+          if (args.input === undefined && args.dir === undefined)
+            throw usage('Name the folder holding perf.data, or a prof.tar.gz: postprocess DIR (or --dir DIR)');
+          return true;
+        }),
     )
       .option('title', { type: 'string', describe: 'Title of the flame graphs', requiresArg: true })
       .option('colors', {
@@ -72,8 +103,9 @@ const command: CommandModule<object, PostprocessArgs> = {
       })
       .option('engine', {
         choices: ['perf', 'native'] as const,
-        default: defaultPostprocessOptions.engine,
-        describe: 'Who reads perf.data: perf script, or profcpu itself (no perf needed)',
+        describe:
+          `Who reads perf.data: perf script, or profcpu itself (no perf needed). Default: ` +
+          `${defaultPostprocessOptions.engine}, or native when no perf is installed`,
       })
       .option('force', {
         type: 'boolean',
@@ -90,13 +122,19 @@ const command: CommandModule<object, PostprocessArgs> = {
         '$0 postprocess -dir profilings/15-02-11_2026-11-22',
         'Re-render a recording (the original tool’s single-dash options)',
       )
+      .example(
+        'npx profcpu postprocess prof.tar.gz',
+        'Unpack a tarball somebody sent into a new folder next to it, and render it there (Node alone: no perf needed)',
+      )
       .epilogue(
         `Writes into the folder: ${layout.flamegraphSvg} (open in a browser), ${layout.flamegraphHtml} (offline ` +
           `d3-flame-graph), ${layout.speedscope} (speedscope.app), ${layout.foldedStacks} (flamegraph.pl/inferno ` +
           `input), ${layout.perfScript} (perf script text with times: FlameScope lists every file of the folder it ` +
           `is given, so point it at ${dirname(layout.perfScript)}/ alone), ${layout.manifest} (versions, commands, ` +
           `counts, SHA-256 of each file) and ${layout.tarball} (the whole folder, raw data included). perf.data ` +
-          'and target/ are never changed; run it again at any time, anywhere perf is installed.',
+          'and target/ are never changed; run it again at any time, anywhere. A prof.tar.gz is untrusted: only its ' +
+          'files and folders named as in an output folder are unpacked (no links, devices, absolute paths or ..; ' +
+          'at most 10000 entries, 4 GiB and 5 minutes), into a new folder that must not exist yet.',
       )
       .example(
         '$0 postprocess --dir out --title "checkout service"',
@@ -108,23 +146,91 @@ const command: CommandModule<object, PostprocessArgs> = {
     const stop = () => controller.abort();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
+    let dir: string | undefined;
     try {
-      reporter.info(`post-processing ${args.dir}`);
-      const result = await postprocess(args.dir, toOptions(args), {
-        signal: controller.signal,
-        warn: reporter.warn,
-        progress: reporter.info,
-      });
+      const engine = await chooseEngine(args.engine, args.perf, reporter);
+      dir = await folderOf(args.input ?? args.dir!, args.out, controller.signal, reporter);
+      reporter.info(`post-processing ${dir}`);
+      const result = await postprocess(
+        dir,
+        { ...toOptions(args), engine },
+        {
+          signal: controller.signal,
+          warn: reporter.warn,
+          progress: reporter.info,
+        },
+      );
       process.stdout.write(summary(result));
     } finally {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       // In the sidecar, the folder is the user's (PROFCPU_OUTPUT_OWNER, set by the launcher): so are its new files.
       const { owner } = sidecarSettings(process.env, reporter);
-      if (owner) await giveFolder(args.dir, owner, reporter);
+      if (owner && dir !== undefined) await giveFolder(dir, owner, reporter);
     }
   },
 };
+
+/** The folder to post-process: `input` itself, or the new folder a prof.tar.gz (any file given) is unpacked into. */
+async function folderOf(
+  input: string,
+  out: string | undefined,
+  signal: AbortSignal,
+  reporter: Reporter,
+): Promise<string> {
+  const info = await stat(input).catch(() => undefined);
+  if (!info || info.isDirectory()) {
+    if (out !== undefined)
+      throw new ProfcpuError('USAGE', `--out is for a prof.tar.gz; ${input} is a folder`, {
+        remedy: `Outputs are written in the folder itself: \`profcpu postprocess ${input}\`.`,
+      });
+    return input;
+  }
+  reporter.info(`unpacking ${input}`);
+  const unpacked = await unpackTarball(input, { ...(out !== undefined && { into: out }), signal, warn: reporter.warn });
+  const megabytes = (unpacked.bytes / 1024 ** 2).toFixed(1);
+  reporter.info(`unpacked ${input} into ${unpacked.dir} (${unpacked.files} files, ${megabytes} MB)`);
+  return relative(process.cwd(), unpacked.dir) || '.';
+}
+
+/**
+ * The engine asked for; with none asked, the default, or the native engine when the default is perf and no perf is
+ * installed. `--engine perf` with no perf is an error that says what to do.
+ */
+async function chooseEngine(asked: Engine | undefined, perfPath: string, reporter: Reporter): Promise<Engine> {
+  const engine = asked ?? defaultPostprocessOptions.engine;
+  if (engine !== 'perf' || (await isOnPath(perfPath))) return engine;
+  if (asked === 'perf')
+    throw new ProfcpuError('NO_PERF', `--engine perf was asked, but perf was not found (${perfPath})`, {
+      remedy:
+        'Install perf (Debian: apt-get install linux-perf) or pass --perf PATH; or use --engine native, which reads ' +
+        'perf.data itself.',
+    });
+  reporter.warn(`perf was not found (${perfPath}): using the native engine (profcpu reads perf.data itself)`);
+  return 'native';
+}
+
+/** Whether `command` (a path, or a name looked up on PATH) is an executable file. */
+async function isOnPath(command: string): Promise<boolean> {
+  const candidates = command.includes('/')
+    ? [command]
+    : (process.env['PATH'] ?? '')
+        .split(delimiter)
+        .filter((folder) => folder !== '')
+        .map((folder) => join(folder, command));
+  for (const candidate of candidates) {
+    const info = await stat(candidate).catch(() => undefined);
+    if (
+      info?.isFile() &&
+      (await access(candidate, constants.X_OK).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return true;
+  }
+  return false;
+}
 
 async function giveFolder(dir: string, owner: { uid: number; gid: number }, reporter: Reporter): Promise<void> {
   const folder = await OutputFolder.open(dir).catch(() => undefined);

@@ -66,9 +66,22 @@ test('errors print the message and the remedy, exit 1; no --dir is a usage error
 
   const dir = await folder(t);
   if (!dir) return;
-  const noPerf = await runCli(['postprocess', '--dir', dir], { env: { PATH: join(root, 'empty-path') } });
+  // No perf installed: --engine perf says what to do; with no --engine, the native engine is used, and said so.
+  const noPerfPath = { env: { PATH: join(root, 'empty-path') } };
+  const noPerf = await runCli(['postprocess', '--dir', dir, '--engine', 'perf'], noPerfPath);
   assert.equal(noPerf.exitCode, 1);
-  assert.match(String(noPerf.stderr), /perf was not found[\s\S]*fix: Install perf: `apt-get install linux-perf`/);
+  assert.match(
+    String(noPerf.stderr),
+    /perf was not found[\s\S]*fix: Install perf \(Debian: apt-get install linux-perf\)/,
+  );
+  assert.match(String(noPerf.stderr), /--engine native/);
+  const native = await runCli(['postprocess', '--dir', dir, '-q'], noPerfPath);
+  assert.equal(native.exitCode, 0, String(native.all));
+  assert.match(String(native.stderr), /perf was not found \(perf\): using the native engine/);
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    postprocess: { engine: string };
+  };
+  assert.equal(manifest.postprocess.engine, 'native');
 
   await chown(join(dir, layout.perfData), 65534, 65534);
   const owner = await runCli(['postprocess', '--dir', dir]);
