@@ -253,23 +253,41 @@ export class TypeNames {
 
   /** A type as signatures print it (`class [Asm]Ns.Type`, `valuetype Ns.Outer/Inner`, `int32`, `!0`). */
   signatureText(node: TypeNode, depth = 0): string {
+    return this.typeText(node, 'signature', depth);
+  }
+
+  /** A type as instantiations print it (`System.Int32`, `System.Collections.Generic.List`1[System.__Canon]`). */
+  fullText(node: TypeNode, depth = 0): string {
+    return this.typeText(node, 'full', depth);
+  }
+
+  /**
+   * Both printers walk the node kinds the same way, within the same depth and budget; `style` picks the words: a
+   * signature's (`class`/`valuetype`, `<...>`, modifiers and function pointers spelled out) or a full name's (`[...]`,
+   * modifiers dropped, a function pointer as System.IntPtr).
+   */
+  private typeText(node: TypeNode, style: 'signature' | 'full', depth: number): string {
     if (depth > maxDepth) return '?';
     if (--this.budget.left < 0) return '…';
+    const signature = style === 'signature';
+    const inner = (child: TypeNode) => this.typeText(child, style, depth + 1);
     switch (node.kind) {
       case 'primitive':
-        return primitive[node.element]![0];
+        return primitive[node.element]![signature ? 0 : 1];
       case 'canon':
-        return 'class System.__Canon';
+        return signature ? 'class System.__Canon' : 'System.__Canon';
       case 'fnptr': {
+        if (!signature) return 'System.IntPtr';
         const convention = callingConventions[node.convention];
-        const args = node.params.map((p) => this.signatureText(p, depth + 1)).join(',');
-        return `method ${convention ? `${convention} ` : ''}${this.signatureText(node.ret, depth + 1)} *(${args})`;
+        const args = node.params.map(inner).join(',');
+        return `method ${convention ? `${convention} ` : ''}${inner(node.ret)} *(${args})`;
       }
       case 'modified': {
+        if (!signature) return inner(node.of);
         const modifier = node.required ? 'modreq' : 'modopt';
         const owner = this.moduleOf(node.module);
         const name = owner ? owner.tokenFullName(node.token, depth) : '?';
-        return `${this.signatureText(node.of, depth + 1)} ${modifier}(${name})`;
+        return `${inner(node.of)} ${modifier}(${name})`;
       }
       case 'var':
         return `${node.method ? '!!' : '!'}${node.index}`;
@@ -277,13 +295,14 @@ export class TypeNames {
       case 'byref':
       case 'szarray':
       case 'array':
-        return this.signatureText(node.of, depth + 1) + suffixOf(node);
-      case 'generic':
-        return `${this.signatureText(node.base, depth + 1)}<${node.args.map((a) => this.signatureText(a, depth + 1)).join(',')}>`;
-      case 'named': {
-        const prefix = node.valueType ? 'valuetype ' : 'class ';
-        return prefix + this.tokenSignatureName(node, depth);
+        return inner(node.of) + suffixOf(node);
+      case 'generic': {
+        const [open, close] = signature ? ['<', '>'] : ['[', ']'];
+        return `${inner(node.base)}${open}${node.args.map(inner).join(',')}${close}`;
       }
+      case 'named':
+        if (!signature) return this.moduleOf(node.module)?.tokenFullName(node.token, depth) ?? '?';
+        return (node.valueType ? 'valuetype ' : 'class ') + this.tokenSignatureName(node, depth);
     }
   }
 
@@ -301,33 +320,6 @@ export class TypeNames {
     }
     const spec = this.typeSpec(token.row);
     return spec ? this.signatureText(spec, depth + 1).replace(/^(class|valuetype) /, '') : '?';
-  }
-
-  /** A type as instantiations print it (`System.Int32`, `System.Collections.Generic.List`1[System.__Canon]`). */
-  fullText(node: TypeNode, depth = 0): string {
-    if (depth > maxDepth) return '?';
-    if (--this.budget.left < 0) return '…';
-    switch (node.kind) {
-      case 'primitive':
-        return primitive[node.element]![1];
-      case 'canon':
-        return 'System.__Canon';
-      case 'fnptr':
-        return 'System.IntPtr';
-      case 'modified':
-        return this.fullText(node.of, depth + 1);
-      case 'var':
-        return `${node.method ? '!!' : '!'}${node.index}`;
-      case 'pointer':
-      case 'byref':
-      case 'szarray':
-      case 'array':
-        return this.fullText(node.of, depth + 1) + suffixOf(node);
-      case 'generic':
-        return `${this.fullText(node.base, depth + 1)}[${node.args.map((a) => this.fullText(a, depth + 1)).join(',')}]`;
-      case 'named':
-        return this.moduleOf(node.module)?.tokenFullName(node.token, depth) ?? '?';
-    }
   }
 
   private tokenFullName(token: Token, depth: number): string {
