@@ -5,7 +5,7 @@
 // next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in. Reads are bounded by
 // `limits`: a forged header yields an error, never a huge allocation.
 import { demangle } from './demangle.js';
-import type { ByteSource } from './elf.js';
+import { sectionTypes, type ByteSource } from './elf.js';
 
 export interface FunctionTable {
   /** The symbol holding file offset `offset`, and how far into it. */
@@ -20,9 +20,6 @@ export const elfFunctionLimits = Object.freeze({
   maxStringBytes: 256 << 20,
 });
 
-const SHT_SYMTAB = 2;
-const SHT_DYNSYM = 11;
-const SHT_NOBITS = 8;
 const STT_NOTYPE = 0;
 const STT_FUNC = 2;
 const STT_GNU_IFUNC = 10;
@@ -40,7 +37,7 @@ interface Section {
   offset: bigint;
   size: bigint;
   link: number;
-  entsize?: bigint;
+  entsize: bigint;
 }
 
 export interface FunctionSymbol {
@@ -63,6 +60,38 @@ async function elfHeader(source: ByteSource): Promise<Buffer | undefined> {
   if (header.length < 64 || header.readUInt32BE(0) !== 0x7f454c46 || header[4] !== 2 || header[5] !== 1)
     return undefined;
   return header;
+}
+
+/**
+ * The section headers of the 64-bit little-endian ELF whose header is `header` (from elfHeader): every whole entry of
+ * the table; undefined when the header gives no table a reader may take (entries too small, too many, past the end).
+ */
+async function readSectionHeaders(source: ByteSource, header: Buffer): Promise<Section[] | undefined> {
+  const shoff = header.readBigUInt64LE(0x28);
+  const shentsize = header.readUInt16LE(0x3a);
+  const shnum = header.readUInt16LE(0x3c);
+  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size))
+    return undefined;
+  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const sections: Section[] = [];
+  for (let at = 0; at + shentsize <= table.length; at += shentsize)
+    sections.push({
+      name: table.readUInt32LE(at),
+      type: table.readUInt32LE(at + 4),
+      flags: table.readBigUInt64LE(at + 8),
+      addr: table.readBigUInt64LE(at + 16),
+      offset: table.readBigUInt64LE(at + 24),
+      size: table.readBigUInt64LE(at + 32),
+      link: table.readUInt32LE(at + 40),
+      entsize: table.readBigUInt64LE(at + 56),
+    });
+  return sections;
+}
+
+/** A section's name in the section-name table `names` (empty when the table holds none). */
+function sectionName(names: Buffer, section: Section): string {
+  const end = names.indexOf(0, section.name);
+  return names.toString('latin1', section.name, end < 0 ? names.length : end);
 }
 
 /** The PT_LOAD segments of an ELF: perf moves a symbol to its file offset by the segment holding it. */
@@ -93,29 +122,12 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
   const header = await elfHeader(source);
   if (!header) return tableOf([]);
   const segments = await readLoadSegments(runtime);
-  const shoff = header.readBigUInt64LE(0x28);
-  const shentsize = header.readUInt16LE(0x3a);
-  const shnum = header.readUInt16LE(0x3c);
-  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size))
-    return tableOf([]);
-  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
-  const sections: Section[] = [];
-  for (let i = 0; (i + 1) * shentsize <= table.length; i++) {
-    const at = i * shentsize;
-    sections.push({
-      name: table.readUInt32LE(at),
-      type: table.readUInt32LE(at + 4),
-      flags: table.readBigUInt64LE(at + 8),
-      addr: table.readBigUInt64LE(at + 16),
-      offset: table.readBigUInt64LE(at + 24),
-      size: table.readBigUInt64LE(at + 32),
-      link: table.readUInt32LE(at + 40),
-    });
-  }
-  const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0n;
+  const sections = await readSectionHeaders(source, header);
+  if (!sections) return tableOf([]);
+  const present = (s: Section) => s.type !== sectionTypes.NOBITS && s.size > 0n;
   const symbols =
-    sections.find((s) => s.type === SHT_SYMTAB && present(s)) ??
-    sections.find((s) => s.type === SHT_DYNSYM && present(s));
+    sections.find((s) => s.type === sectionTypes.SYMTAB && present(s)) ??
+    sections.find((s) => s.type === sectionTypes.DYNSYM && present(s));
   const strings = symbols && sections[symbols.link];
   if (!symbols || !strings || !present(strings)) return tableOf([]);
   if (
@@ -128,10 +140,7 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     names && present(names) && names.size <= BigInt(elfFunctionLimits.maxStringBytes)
       ? Buffer.from(await source.read(Number(names.offset), Number(names.size)))
       : Buffer.alloc(0);
-  const isText = (section: Section) => {
-    const nul = sectionNames.indexOf(0, section.name);
-    return sectionNames.toString('latin1', section.name, nul < 0 ? sectionNames.length : nul).includes('text');
-  };
+  const isText = (section: Section) => sectionName(sectionNames, section).includes('text');
   const symBytes = Buffer.from(await source.read(Number(symbols.offset), Number(symbols.size)));
   const strBytes = Buffer.from(await source.read(Number(strings.offset), Number(strings.size)));
   const syms: FunctionSymbol[] = [];
@@ -169,7 +178,6 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
   return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
 }
 
-const SHT_RELA = 4;
 const EM_X86_64 = 62;
 
 /**
@@ -179,42 +187,23 @@ const EM_X86_64 = 62;
 async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
   const header = await elfHeader(source);
   if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
-  const shoff = header.readBigUInt64LE(0x28);
-  const shentsize = header.readUInt16LE(0x3a);
-  const shnum = header.readUInt16LE(0x3c);
-  if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size)) return [];
-  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
-  const sections: Section[] = [];
-  for (let at = 0; at + 64 <= table.length; at += shentsize)
-    sections.push({
-      name: table.readUInt32LE(at),
-      type: table.readUInt32LE(at + 4),
-      flags: table.readBigUInt64LE(at + 8),
-      addr: table.readBigUInt64LE(at + 16),
-      offset: table.readBigUInt64LE(at + 24),
-      size: table.readBigUInt64LE(at + 32),
-      link: table.readUInt32LE(at + 40),
-      entsize: table.readBigUInt64LE(at + 56),
-    });
+  const sections = await readSectionHeaders(source, header);
+  if (!sections) return [];
   const names = sections[header.readUInt16LE(0x3e)];
   if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
   const nameBytes = Buffer.from(await source.read(Number(names.offset), Number(names.size)));
-  const named = (wanted: string) =>
-    sections.find((sec) => {
-      const end = nameBytes.indexOf(0, sec.name);
-      return nameBytes.toString('latin1', sec.name, end < 0 ? nameBytes.length : end) === wanted;
-    });
+  const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
   const rela = named('.rela.plt');
   const plt = named('.plt');
   const dynsym = rela && sections[rela.link];
   const dynstr = dynsym && sections[dynsym.link];
-  if (!rela || rela.type !== SHT_RELA || !plt || !dynsym || !dynstr || plt.entsize === 0n) return [];
+  if (!rela || rela.type !== sectionTypes.RELA || !plt || !dynsym || !dynstr || plt.entsize === 0n) return [];
   const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
   if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
   const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
   const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
   const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
-  const entry = plt.entsize ?? 0n;
+  const entry = plt.entsize;
   const out: FunctionSymbol[] = [];
   let start = plt.offset + entry;
   for (let at = 0; at + 24 <= relocations.length; at += 24) {

@@ -52,9 +52,8 @@ export const elfReadLimits = Object.freeze({
   maxDebugLinkBytes: 4096,
 });
 
-const SHT_SYMTAB = 2;
-const SHT_NOTE = 7;
-const SHT_NOBITS = 8;
+/** The section types (sh_type) profcpu's ELF readers look for: here and in elf-functions.ts. */
+export const sectionTypes = Object.freeze({ SYMTAB: 2, RELA: 4, NOTE: 7, NOBITS: 8, DYNSYM: 11 });
 const PT_NOTE = 4;
 const NT_GNU_BUILD_ID = 3;
 
@@ -175,8 +174,8 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
   const file = await ElfFile.open(source, label);
   const header = await readHeader(file);
   const sections = await readSections(file, header);
-  const present = (s: Section) => s.type !== SHT_NOBITS && s.size > 0;
-  const symtab = sections.find((s) => s.type === SHT_SYMTAB && present(s));
+  const present = (s: Section) => s.type !== sectionTypes.NOBITS && s.size > 0;
+  const symtab = sections.find((s) => s.type === sectionTypes.SYMTAB && present(s));
   return {
     bits: file.bits,
     littleEndian: file.le,
@@ -315,7 +314,7 @@ async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
   for (let i = 0; i < shnum; i++) raw.push(await readSection(i));
   const names = raw[shstrndx];
   let table: Uint8Array = new Uint8Array();
-  if (names && names.type !== SHT_NOBITS) {
+  if (names && names.type !== sectionTypes.NOBITS) {
     if (names.size > elfReadLimits.maxSectionNamesBytes) throw f.fail(`section-name table of ${names.size} bytes`);
     const v = await f.read(names.offset, names.size, 'section-name table');
     table = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
@@ -328,7 +327,7 @@ async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
 /** The build-id note, from the note sections, else (no section headers) from the PT_NOTE segments. */
 async function findBuildId(f: ElfFile, header: ElfHeader, sections: Section[]): Promise<string | undefined> {
   for (const s of sections) {
-    if (s.type !== SHT_NOTE || s.size === 0) continue;
+    if (s.type !== sectionTypes.NOTE || s.size === 0) continue;
     const found = await noteBuildId(f, s.offset, s.size, s.align, `note section ${s.name || '?'}`);
     if (found) return found;
   }
@@ -380,7 +379,7 @@ async function noteBuildId(
 
 /** The `.gnu_debuglink` section: the debug file's name and its CRC32. */
 async function readDebugLink(f: ElfFile, sections: Section[]): Promise<ElfInfo['debugLink']> {
-  const link = sections.find((s) => s.name === '.gnu_debuglink' && s.type !== SHT_NOBITS && s.size > 0);
+  const link = sections.find((s) => s.name === '.gnu_debuglink' && s.type !== sectionTypes.NOBITS && s.size > 0);
   if (!link) return undefined;
   if (link.size > elfReadLimits.maxDebugLinkBytes) throw f.fail(`.gnu_debuglink of ${link.size} bytes`);
   const v = await f.read(link.offset, link.size, '.gnu_debuglink');
@@ -398,7 +397,11 @@ function namingRanges(f: ElfFile, header: ElfHeader, sections: Section[]): [numb
   if (phoff !== 0 && phnum > 0) ranges.push([phoff, phoff + phnum * phentsize]);
   if (shoff !== 0 && sections.length > 0) ranges.push([shoff, shoff + sections.length * shentsize]);
   for (const s of sections)
-    if (s.type !== SHT_NOBITS && s.size > 0 && (namingSectionTypes.has(s.type) || namingSectionNames.has(s.name)))
+    if (
+      s.type !== sectionTypes.NOBITS &&
+      s.size > 0 &&
+      (namingSectionTypes.has(s.type) || namingSectionNames.has(s.name))
+    )
       ranges.push([s.offset, Math.min(s.offset + s.size, f.size)]);
   return mergeRanges(ranges.filter(([from, to]) => from < to && from < f.size));
 }
