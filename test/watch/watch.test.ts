@@ -37,6 +37,22 @@ async function startBurner(t: TestContext, gate: string) {
   return child;
 }
 
+/**
+ * What every test starts with: a Node burner (burning from the start when `burning`, else once the gate file is
+ * written) and a watch of it in `work/watch`, given `--pid PID` and `args`. Undefined (the test skipped) without root
+ * or perf.
+ */
+async function watchBurner(t: TestContext, options: { burning: boolean }, args: readonly string[]) {
+  if (!canRecord(t)) return undefined;
+  const work = await workDir(t);
+  const gate = join(work, 'burn');
+  if (options.burning) await writeFile(gate, '');
+  const burner = await startBurner(t, gate);
+  const dir = join(work, 'watch');
+  const watch = startWatch(t, dir, ['--pid', String(burner.pid), ...args]);
+  return { gate, burner, dir, watch };
+}
+
 /** What collect writes in its output folder, as its own test lists it. */
 const collectFiles = [
   layout.perfData,
@@ -52,16 +68,13 @@ const collectFiles = [
 ];
 
 test('one profile per episode of high CPU, at most --max-actions per window, retention keeps the newest run', async (t) => {
-  if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const gate = join(work, 'burn');
-  const burner = await startBurner(t, gate);
-  const dir = join(work, 'watch');
   // 10 % of a core: the burner gets well over that even on a machine shared with other work, and idles near 0.
-  const watch = startWatch(t, dir, [
-    ...['--pid', String(burner.pid), '--cpu-above', '10', '--for', '2s', '--duration', '1'],
+  const scene = await watchBurner(t, { burning: false }, [
+    ...['--cpu-above', '10', '--for', '2s', '--duration', '1'],
     ...['--cooldown', '0', '--max-actions', '2', '--window', '1h', '--max-runs', '1'],
   ]);
+  if (!scene) return;
+  const { gate, burner, dir, watch } = scene;
   await watch.waitFor(new RegExp(`rule rule1: watching process ${burner.pid} `));
   await sleep(3000);
   assert.equal(lines(watch.log(), /trigger:/).length, 0, `no trigger while idle:\n${watch.log()}`);
@@ -116,13 +129,9 @@ test('one profile per episode of high CPU, at most --max-actions per window, ret
 });
 
 test('SIGTERM during a profile: the recording stops, the run is post-processed and indexed, the watch ends 0', async (t) => {
-  if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const gate = join(work, 'burn');
-  await writeFile(gate, '');
-  const burner = await startBurner(t, gate);
-  const dir = join(work, 'watch');
-  const watch = startWatch(t, dir, ['--pid', String(burner.pid), '--on-demand', '--duration', '60']);
+  const scene = await watchBurner(t, { burning: true }, ['--on-demand', '--duration', '60']);
+  if (!scene) return;
+  const { dir, watch } = scene;
   await watch.waitFor(/rule rule1: watching process/);
   watch.child.kill('SIGUSR1');
   await watch.waitFor(/rule rule1: trigger: .*on demand\n.*rule rule1: profile of process/);
@@ -139,13 +148,9 @@ test('SIGTERM during a profile: the recording stops, the run is post-processed a
 });
 
 test('a second SIGTERM abandons the profile under way: its folder is removed, the index says discarded, exit 130', async (t) => {
-  if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const gate = join(work, 'burn');
-  await writeFile(gate, '');
-  const burner = await startBurner(t, gate);
-  const dir = join(work, 'watch');
-  const watch = startWatch(t, dir, ['--pid', String(burner.pid), '--on-demand', '--duration', '60']);
+  const scene = await watchBurner(t, { burning: true }, ['--on-demand', '--duration', '60']);
+  if (!scene) return;
+  const { dir, watch } = scene;
   await watch.waitFor(/rule rule1: watching process/);
   await writeFile(join(dir, 'triggers', 'rule1'), '');
   await watch.waitFor(/recording for 60 s/);
@@ -162,15 +167,12 @@ test('a second SIGTERM abandons the profile under way: its folder is removed, th
 });
 
 test('a schedule: a profile every 10 s, each its own run, until the rule’s lifetime ends the watch', async (t) => {
-  if (!canRecord(t)) return;
-  const work = await workDir(t);
-  const gate = join(work, 'burn');
-  const burner = await startBurner(t, gate);
-  const dir = join(work, 'watch');
-  const watch = startWatch(t, dir, [
-    ...['--pid', String(burner.pid), '--every', '10s', '--duration', '1', '--cooldown', '0'],
+  const scene = await watchBurner(t, { burning: false }, [
+    ...['--every', '10s', '--duration', '1', '--cooldown', '0'],
     ...['--lifetime', '25s', '--postprocess', 'false'],
   ]);
+  if (!scene) return;
+  const { burner, dir, watch } = scene;
   assert.equal(await watch.exited, 0, watch.log());
   assert.match(watch.log(), /rule rule1: lifetime of 25 s over, the rule ends/);
   // At 10 s and 20 s; only one when a slow machine makes the first profile outlast the second period's lifetime.
