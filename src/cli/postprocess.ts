@@ -10,7 +10,7 @@ import { access, stat } from 'node:fs/promises';
 import { delimiter, dirname, join, relative } from 'node:path';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { layout } from '../bundle/layout.js';
-import { unpackTarball } from '../bundle/unpack.js';
+import { defaultUnpackLimits as unpackLimits, unpackTarball } from '../bundle/unpack.js';
 import { ProfcpuError } from '../error.js';
 import {
   defaultPostprocessOptions,
@@ -134,7 +134,8 @@ const command: CommandModule<object, PostprocessArgs> = {
           `counts, SHA-256 of each file) and ${layout.tarball} (the whole folder, raw data included). perf.data ` +
           'and target/ are never changed; run it again at any time, anywhere. A prof.tar.gz is untrusted: only its ' +
           'files and folders named as in an output folder are unpacked (no links, devices, absolute paths or ..; ' +
-          'at most 10000 entries, 4 GiB and 5 minutes), into a new folder that must not exist yet.',
+          `at most ${unpackLimits.maxEntries} entries, ${unpackLimits.maxBytes / 1024 ** 3} GiB and ` +
+          `${unpackLimits.deadlineMs / 60_000} minutes), into a new folder that must not exist yet.`,
       )
       .example(
         '$0 postprocess --dir out --title "checkout service"',
