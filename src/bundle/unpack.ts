@@ -172,6 +172,10 @@ async function readArchive(
   };
   parser.on('error', fail);
   parser.on('entry', (entry: ReadEntry) => writer.take(entry).catch(fail));
+  // A pax or long-name header past maxMetaEntrySize, which node-tar would skip over, byte by byte: refused at once.
+  parser.on('ignoredEntry', (entry: ReadEntry) =>
+    fail(badArchive(path, `it holds a ${entry.type} header of ${entry.size} bytes (at most ${maxMetaEntrySize})`)),
+  );
   let ended = false;
   parser.on('eof', () => (ended = true));
   const onAbort = () => fail(signal.reason);
@@ -179,8 +183,12 @@ async function readArchive(
   try {
     signal.throwIfAborted();
     let trailing = 0;
+    let total = 0;
     for await (const chunk of source as AsyncIterable<Buffer>) {
       if (failure !== undefined) break;
+      total += chunk.length;
+      if (total > writer.maxArchiveBytes)
+        throw badArchive(path, `it unpacks to more than ${writer.maxArchiveBytes} bytes of tar`);
       if (ended) {
         trailing += chunk.length;
         if (trailing > maxTrailingBytes)
@@ -254,6 +262,14 @@ class EntryWriter {
     const write = this.chain.then(() => this.write(entry, relative));
     this.chain = write.catch(() => undefined);
     return write;
+  }
+
+  /**
+   * The most bytes of tar the entries allowed can take: their contents, a header and a pax header each, and the end.
+   * Every cap is checked at each header; this one bounds whatever they miss.
+   */
+  get maxArchiveBytes(): number {
+    return this.limits.budget + (this.limits.maxEntries + 1) * (2 * 512 + maxMetaEntrySize) + maxTrailingBytes;
   }
 
   /** Stops the entry being written (its read fails) and any to come. */

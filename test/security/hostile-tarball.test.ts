@@ -156,6 +156,18 @@ test('a 10 GB perf.data (10 MB gzipped): refused at its header, nothing written'
   await assertRefused(await postprocess(archive, dir), dir, /decompression bomb/, before);
 });
 
+test('a pax header declaring 10 GB (10 MB gzipped): refused at its header, not read through', deadline, async () => {
+  const before = await snapshot(outside);
+  const { dir, archive } = await archiveCase((path) =>
+    writeParts(path, [
+      gzipSync(entryBlocks({ path: `${top}/`, type: 'Directory' })),
+      gzipSync(headerBlock({ path: 'PaxHeader', type: 'ExtendedHeader', size: 10 * 1024 ** 3 })),
+      ...gzippedZeros(10 * 1024),
+    ]),
+  );
+  await assertRefused(await postprocess(archive, dir), dir, /ExtendedHeader header of 10737418240 bytes/, before);
+});
+
 test('10 GB of zeros after the archive’s end: stopped after 1 MiB of them', deadline, async () => {
   const before = await snapshot(outside);
   const { dir, archive } = await archiveCase((path) =>
