@@ -73,9 +73,9 @@ const knownNames = new Set(
 export async function unpackTarball(archive: string, options: UnpackOptions = {}): Promise<UnpackResult> {
   const limits = { ...defaultUnpackLimits, ...options.limits };
   const path = resolve(archive);
-  const input = await openArchive(path);
   const into = options.into === undefined ? undefined : resolve(options.into);
   if (into !== undefined) await refuseExisting(into);
+  const input = await openArchive(path);
   let partial: string;
   try {
     partial = await mkdtemp(join(into === undefined ? dirname(path) : dirname(into), '.profcpu-unpack-'));
@@ -130,10 +130,14 @@ async function openArchive(path: string): Promise<FileHandle> {
       });
     },
   );
-  const stat = await handle.stat();
+  const stat = await handle.stat().catch(async (error: unknown) => {
+    await handle.close();
+    throw new ProfcpuError('IO', `cannot read ${path}: ${(error as Error).message}`, { cause: error });
+  });
   if (!stat.isFile()) {
     await handle.close();
-    const what = stat.isFIFO() ? 'a FIFO' : stat.isCharacterDevice() || stat.isBlockDevice() ? 'a device' : 'special';
+    const device = stat.isCharacterDevice() || stat.isBlockDevice();
+    const what = stat.isFIFO() ? 'a FIFO' : device ? 'a device' : 'a socket or other special file';
     throw new ProfcpuError('BAD_INPUT', `${path} is ${what}, not a regular file: it is not read`, {
       remedy: 'Save the archive as a file first, then pass that file.',
     });
