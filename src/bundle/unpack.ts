@@ -142,6 +142,15 @@ async function openArchive(path: string): Promise<FileHandle> {
       remedy: 'Save the archive as a file first, then pass that file.',
     });
   }
+  // A gzip stream, or a tar whose first header says `ustar`: anything else is refused before a folder is made for it.
+  const head = Buffer.alloc(263);
+  const { bytesRead } = await handle.read(head, 0, head.length, 0);
+  const gzip = bytesRead >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+  const tar = bytesRead >= 262 && head.toString('latin1', 257, 262) === 'ustar';
+  if (!gzip && !tar) {
+    await handle.close();
+    throw badArchive(path, 'it is neither gzip nor tar');
+  }
   return handle;
 }
 

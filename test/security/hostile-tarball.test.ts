@@ -278,3 +278,18 @@ test('the deadline passed, or Ctrl-C while unpacking: no half folder left', dead
   assert.match(String(result.stderr), /aborted/, String(result.all));
   assert.deepEqual(await readdir(dir), ['prof.tar.gz']);
 });
+
+test(
+  'a file that is neither gzip nor tar (text, random bytes): refused before any folder is made',
+  deadline,
+  async () => {
+    for (const body of [
+      Buffer.from('root:x:0:0:root:/root:/bin/bash\n'),
+      Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) & 0xff)),
+    ]) {
+      const before = await snapshot(outside);
+      const { dir, archive } = await archiveCase((path) => writeFile(path, body));
+      await assertRefused(await postprocess(archive, dir), dir, /neither gzip nor tar/, before);
+    }
+  },
+);
