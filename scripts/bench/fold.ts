@@ -3,7 +3,7 @@
 // (`profcpu fold`, in a child process) and prints MB/s, wall seconds and peak RSS. With
 // PROFCPU_BENCH_STACKCOLLAPSE=/path/stackcollapse-perf.pl, and inferno-collapse-perf on PATH or in
 // PROFCPU_BENCH_INFERNO, their figures on the same inputs follow. Never asserted: read the figures.
-// `PROFCPU_BENCH_SIZES=100` limits the sizes (in MB).
+// `PROFCPU_BENCH_SIZES=100` limits the sizes (in MB); PROFCPU_BENCH_CLI names another build's main.js to compare.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, statSync, writeSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -103,7 +103,7 @@ function onPath(command: string): string | undefined {
   return found.status === 0 ? found.stdout.trim() : undefined;
 }
 
-const cli = `${root}dist/cli/main.js`;
+const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
 if (!existsSync(cli)) {
   console.log('dist/cli/main.js is missing: run `npm run build` first');
   process.exit(1);
@@ -117,7 +117,7 @@ console.log(
 for (const mb of sizes) {
   const input = build(mb);
   console.log(`${mb} MB (${input.slice(root.length)}):`);
-  // The CLI's start (loading every command) costs about 0.4 cpu-s; the tiny run shows it.
+  // The CLI's start (its bundle, yargs and the fold command) costs about 0.12 cpu-s; the tiny run shows it.
   report('profcpu fold (start only)', mb, run(process.execPath, [cli, 'fold', '-q', `${fixtures}native-threads.txt`]));
   report('profcpu fold', mb, run(process.execPath, [cli, 'fold', '-q', input]));
   report('profcpu fold --threads 1', mb, run(process.execPath, [cli, 'fold', '-q', '--threads', '1', input]));

@@ -5,8 +5,9 @@ import { open } from 'node:fs/promises';
 const CHUNK = 1 << 20;
 
 /**
- * Bytes [start, end) of a file in chunks read into one reused buffer: a chunk is valid until the next is asked
- * for (the folder copies what it keeps), so memory stays flat however large the file.
+ * Bytes [start, end) of a file in chunks read into two reused buffers: a chunk is valid until the next is asked for
+ * (the folder copies what it keeps), so memory stays flat however large the file. The next chunk is read while the
+ * caller works on this one (the read runs on libuv's thread pool), so folding seldom waits for the disk.
  */
 export async function* readRange(
   path: string,
@@ -15,16 +16,28 @@ export async function* readRange(
   signal?: AbortSignal,
 ): AsyncGenerator<Buffer, void, undefined> {
   const file = await open(path, 'r');
+  const buffers = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)] as const;
+  const read = (buf: Buffer, position: number) => {
+    if (position >= end) return undefined;
+    const reading = file.read(buf, 0, Math.min(CHUNK, end - position), position);
+    // Its failure is thrown where it is awaited; until then it must not count as unhandled.
+    reading.catch(() => undefined);
+    return reading;
+  };
+  let position = start;
+  let pending = read(buffers[0], position);
   try {
-    const buf = Buffer.allocUnsafe(CHUNK);
-    for (let position = start; position < end;) {
+    for (let n = 0; pending !== undefined; n++) {
       signal?.throwIfAborted();
-      const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - position), position);
+      const { bytesRead, buffer } = await pending;
       if (bytesRead === 0) break;
       position += bytesRead;
-      yield buf.subarray(0, bytesRead);
+      pending = read(buffers[(n + 1) % 2]!, position);
+      yield buffer.subarray(0, bytesRead);
     }
   } finally {
+    // A read still under way must end before its file is closed.
+    await pending?.catch(() => undefined);
     await file.close();
   }
 }

@@ -292,7 +292,7 @@ export class StackFolder {
   private eventName(buf: Buffer, start: number, end: number): string {
     for (let i = 0; i < this.eventBytes.length; i++) {
       const known = this.eventBytes[i]!;
-      if (known.length === end - start && known.compare(buf, start, end) === 0) return this.events[i]!;
+      if (sameBytes(known, buf, start, end)) return this.events[i]!;
     }
     const name = buf.toString('utf8', start, end);
     this.eventBytes.push(Buffer.from(buf.subarray(start, end)));
@@ -450,6 +450,13 @@ function parseDigits(buf: Buffer, start: number, end: number): number {
   let n = 0;
   for (let i = start; i < end; i++) n = n * 10 + (buf[i]! - 48);
   return n;
+}
+
+/** Whether `known` holds bytes [start, end) of `buf`: for short texts, quicker than a call to Buffer.compare. */
+function sameBytes(known: Buffer, buf: Buffer, start: number, end: number): boolean {
+  if (known.length !== end - start) return false;
+  for (let i = 0; i < known.length; i++) if (known[i] !== buf[start + i]) return false;
+  return true;
 }
 
 function isUnknownSymbol(buf: Buffer, start: number, end: number): boolean {
