@@ -1,6 +1,8 @@
 // perf script's text, written from perf.data without perf: takes the reader's events (reader.ts) in perf's order and a
 // Symbols source, gives the text `perf script --header --no-inline` prints with its default fields (comm, tid, cpu,
-// time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), in chunks.
+// time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), given to a ScriptSink
+// sample by sample as a header line and frame lines: a frame line is made once per mapping and address, and the same
+// string is given each time it recurs, so the sink can keep what it made of it (the fold's parse, the file's bytes).
 //
 // It keeps what perf's machine keeps (tools/perf/util/machine.c, thread.c, map.c): each thread's comm (`:<tid>` until
 // one is known, the parent's after a fork), each process's mappings (a thread shares its leader's; a fork copies its
@@ -39,6 +41,17 @@ export interface Mapping {
   identity: boolean;
 }
 
+/** Where the text goes. */
+export interface ScriptSink {
+  /** The `#` header, every line ending in a newline. */
+  header(text: string): void | Promise<void>;
+  /**
+   * One sample: its header line, then `frames[0..count)`, its frame lines, all without their newline (the text is each
+   * line followed by a newline, then a blank line). `frames` is reused for the next sample.
+   */
+  sample(header: string, frames: readonly string[], count: number): void | Promise<void>;
+}
+
 export interface ScriptTextOptions {
   /** Keep only the samples of these processes (perf script --pid). Default: all. */
   pids: ReadonlySet<number> | undefined;
@@ -63,8 +76,7 @@ export class ScriptTextWriter {
   private readonly maps = new Map<number, Maps>();
   private nameWidth = 0;
   private names: string[] = [];
-  private pending: string[] = [];
-  private pendingLength = 0;
+  private readonly frames: string[] = [];
   private readonly options: ScriptTextOptions;
   private readonly kernelLines = new Map<bigint, string>();
   private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
@@ -72,14 +84,14 @@ export class ScriptTextWriter {
 
   constructor(
     private readonly symbols: ScriptSymbols,
-    private readonly write: (chunk: Buffer) => void | Promise<void>,
+    private readonly sink: ScriptSink,
     options: Partial<ScriptTextOptions> = {},
   ) {
     this.options = { pids: undefined, maxStack: maxStackDefault, ...options };
   }
 
   /** The `#` header perf script --header prints first (the parts profcpu reads back). */
-  header(header: PerfDataHeader): void {
+  async header(header: PerfDataHeader): Promise<void> {
     const f = header.features;
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
@@ -97,7 +109,7 @@ export class ScriptTextWriter {
     if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
     for (const name of this.names) lines.push(`# event : name = ${name}, `);
     lines.push('# ========', '#', '');
-    this.push(lines.join('\n'));
+    await this.sink.header(lines.join('\n'));
   }
 
   async event(event: PerfEvent): Promise<void> {
@@ -114,11 +126,6 @@ export class ScriptTextWriter {
       default:
         return;
     }
-  }
-
-  /** Writes what is left. */
-  async end(): Promise<void> {
-    await this.flush();
   }
 
   private thread(pid: number, tid: number): Thread {
@@ -191,7 +198,7 @@ export class ScriptTextWriter {
       line += `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}: `;
     }
     line += `${String(sample.period).padStart(10)} `;
-    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: \n`;
+    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
     const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
     let cpumode = sample.callchain ? 0 : sample.cpumode;
@@ -202,12 +209,10 @@ export class ScriptTextWriter {
         cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
         continue;
       }
-      frames++;
       const frame = this.frame(ip, cpumode, maps);
-      line += typeof frame === 'string' ? frame : await frame;
+      this.frames[frames++] = typeof frame === 'string' ? frame : await frame;
     }
-    this.push(line + '\n');
-    if (this.pendingLength > 1 << 20) await this.flush();
+    return this.sink.sample(line, this.frames, frames);
   }
 
   private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
@@ -241,24 +246,11 @@ export class ScriptTextWriter {
     if (cache.size >= maxCachedLines) cache.clear();
     cache.set(ip, line);
   }
-
-  private push(text: string): void {
-    this.pending.push(text);
-    this.pendingLength += text.length;
-  }
-
-  private async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
-    const chunk = Buffer.from(this.pending.join(''));
-    this.pending = [];
-    this.pendingLength = 0;
-    await this.write(chunk);
-  }
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
   const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
-  return `\t${address.toString(16).padStart(16)} ${name} (${dso})\n`;
+  return `\t${address.toString(16).padStart(16)} ${name} (${dso})`;
 }
 
 function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {
