@@ -227,37 +227,12 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
   switch (type) {
     case recordType.mmap:
       need(40);
-      return {
-        kind: 'mmap',
-        offset: 0,
-        pid: record.readInt32LE(8),
-        tid: record.readInt32LE(12),
-        start: record.readBigUInt64LE(16),
-        length: record.readBigUInt64LE(24),
-        pgoff: record.readBigUInt64LE(32),
-        filename: cString(record, 40),
-        buildId: undefined,
-        prot: undefined,
-        cpumode: recordMisc & misc.cpumodeMask,
-        time,
-      };
+      return decodeMmap(record, time, 40, undefined, undefined);
     case recordType.mmap2: {
       need(72);
-      const withBuildId = (recordMisc & misc.mmapBuildId) !== 0;
-      return {
-        kind: 'mmap',
-        offset: 0,
-        pid: record.readInt32LE(8),
-        tid: record.readInt32LE(12),
-        start: record.readBigUInt64LE(16),
-        length: record.readBigUInt64LE(24),
-        pgoff: record.readBigUInt64LE(32),
-        filename: cString(record, 72),
-        buildId: withBuildId ? record.toString('hex', 44, 44 + Math.min(record[40]!, 20)) : undefined,
-        prot: record.readUInt32LE(64),
-        cpumode: recordMisc & misc.cpumodeMask,
-        time,
-      };
+      const buildId =
+        recordMisc & misc.mmapBuildId ? record.toString('hex', 44, 44 + Math.min(record[40]!, 20)) : undefined;
+      return decodeMmap(record, time, 72, buildId, record.readUInt32LE(64));
     }
     case recordType.comm:
       need(16);
@@ -291,6 +266,33 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
     default:
       return undefined;
   }
+}
+
+/**
+ * MMAP and MMAP2 share their first fields (pid, tid, start, length, pgoff); the file name follows MMAP's at 40 and
+ * MMAP2's at 72, after its device, inode, protection and flags (or build-id).
+ */
+function decodeMmap(
+  record: Buffer,
+  time: bigint | undefined,
+  filenameAt: number,
+  buildId: string | undefined,
+  prot: number | undefined,
+): MmapEvent {
+  return {
+    kind: 'mmap',
+    offset: 0,
+    pid: record.readInt32LE(8),
+    tid: record.readInt32LE(12),
+    start: record.readBigUInt64LE(16),
+    length: record.readBigUInt64LE(24),
+    pgoff: record.readBigUInt64LE(32),
+    filename: cString(record, filenameAt),
+    buildId,
+    prot,
+    cpumode: record.readUInt16LE(4) & misc.cpumodeMask,
+    time,
+  };
 }
 
 /** A NUL-terminated string from `at` to the record's end (the sample_id trailer comes after the NUL). */
