@@ -147,50 +147,88 @@ function trailerWords(type: bigint): number {
   return words;
 }
 
+/** The sample_type bits as a number (all of perf's are below 2^32): bigint operations per sample cost an object each. */
+const sampleTypes = new WeakMap<EventAttr, number>();
+const bit = Object.freeze({
+  ip: Number(sampleBit.ip),
+  tid: Number(sampleBit.tid),
+  time: Number(sampleBit.time),
+  addr: Number(sampleBit.addr),
+  read: Number(sampleBit.read),
+  callchain: Number(sampleBit.callchain),
+  id: Number(sampleBit.id),
+  cpu: Number(sampleBit.cpu),
+  period: Number(sampleBit.period),
+  streamId: Number(sampleBit.streamId),
+  identifier: Number(sampleBit.identifier),
+});
+
+/**
+ * Callchains are copied into slabs of this many entries rather than each into an array of its own (an array buffer
+ * each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds part of it.
+ */
+const slabEntries = 1 << 16;
+let slab = new BigUint64Array(slabEntries);
+let slabUsed = 0;
+
 /** Decodes a SAMPLE record of attribute `attrIndex`. */
 export function decodeSample(record: Buffer, attrIndex: number, attr: EventAttr): SampleEvent {
-  const type = attr.sampleType;
+  let type = sampleTypes.get(attr);
+  if (type === undefined) sampleTypes.set(attr, (type = Number(attr.sampleType & 0xffffffffn)));
   const end = record.length;
+  const short = () => new RecordError('a sample shorter than its fields');
   let at = 8;
-  const need = (n: number) => {
-    if (at + n > end) throw new RecordError('a sample shorter than its fields');
-  };
-  const u64 = () => {
-    need(8);
-    const v = record.readBigUInt64LE(at);
+  if (type & bit.identifier) at += 8;
+  let ip = 0n;
+  if (type & bit.ip) {
+    if (at + 8 > end) throw short();
+    ip = record.readBigUInt64LE(at);
     at += 8;
-    return v;
-  };
-  if (type & sampleBit.identifier) at += 8;
-  const ip = type & sampleBit.ip ? u64() : 0n;
+  }
   let pid = -1;
   let tid = -1;
-  if (type & sampleBit.tid) {
-    need(8);
+  if (type & bit.tid) {
+    if (at + 8 > end) throw short();
     pid = record.readInt32LE(at);
     tid = record.readInt32LE(at + 4);
     at += 8;
   }
-  const time = type & sampleBit.time ? u64() : undefined;
-  if (type & sampleBit.addr) at += 8;
-  if (type & sampleBit.id) at += 8;
-  if (type & sampleBit.streamId) at += 8;
+  let time: bigint | undefined;
+  if (type & bit.time) {
+    if (at + 8 > end) throw short();
+    time = record.readBigUInt64LE(at);
+    at += 8;
+  }
+  if (type & bit.addr) at += 8;
+  if (type & bit.id) at += 8;
+  if (type & bit.streamId) at += 8;
   let cpu: number | undefined;
-  if (type & sampleBit.cpu) {
-    need(8);
+  if (type & bit.cpu) {
+    if (at + 8 > end) throw short();
     cpu = record.readUInt32LE(at);
     at += 8;
   }
-  const period = type & sampleBit.period ? u64() : 1n;
-  if (type & sampleBit.read) at += readBytes(attr.readFormat, record, at);
+  let period = 1n;
+  if (type & bit.period) {
+    if (at + 8 > end) throw short();
+    period = record.readBigUInt64LE(at);
+    at += 8;
+  }
+  if (type & bit.read) at += readBytes(attr.readFormat, record, at);
   let callchain: BigUint64Array | undefined;
-  if (type & sampleBit.callchain) {
-    const nr = u64();
+  if (type & bit.callchain) {
+    if (at + 8 > end) throw short();
+    const nr = record.readBigUInt64LE(at);
+    at += 8;
     if (nr > BigInt(Math.floor((end - at) / 8))) throw new RecordError('a callchain longer than its sample');
     const kept = Math.min(Number(nr), limits.maxCallchain);
-    // One copy into a typed array: 8 bytes an entry, where an array of bigints costs several times that.
-    callchain = new BigUint64Array(kept);
-    new Uint8Array(callchain.buffer).set(record.subarray(at, at + kept * 8));
+    if (slabUsed + kept > slabEntries) {
+      slab = new BigUint64Array(slabEntries);
+      slabUsed = 0;
+    }
+    callchain = slab.subarray(slabUsed, slabUsed + kept);
+    slabUsed += kept;
+    new Uint8Array(callchain.buffer, callchain.byteOffset, kept * 8).set(record.subarray(at, at + kept * 8));
   }
   return {
     kind: 'sample',
