@@ -57,12 +57,13 @@ export async function runNativeAndFold(
           writer = new ScriptTextWriter(symbols, output, { pids });
           await writer.header(header);
         },
-        async event(event) {
-          await writer!.event(event);
+        event(event) {
           if (performance.now() - lastProgress >= opts.progressIntervalMs) {
             lastProgress = performance.now();
             progress(`reading ${layout.perfData}: ${writer!.samples} samples`);
           }
+          // No promise per event unless the writer has to wait (for a symbol table, for the file).
+          return writer!.event(event);
         },
       },
       { signal, name: layout.perfData },

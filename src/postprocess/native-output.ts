@@ -69,7 +69,8 @@ export class NativeScriptOutput implements ScriptSink {
     await this.put(this.namer ? this.namer.transform(cut) : cut);
   }
 
-  async sample(header: string, frames: readonly string[], count: number): Promise<void> {
+  /** Takes a sample; a promise only when the file has to be waited for. */
+  sample(header: string, frames: readonly string[], count: number): void | Promise<void> {
     if (!plainHeader(header)) return this.asText(header, frames, count);
     let size = header.length * 3 + 2;
     for (let i = 0; i < count; i++) {
@@ -78,7 +79,12 @@ export class NativeScriptOutput implements ScriptSink {
       this.entries[i] = entry;
       size += entry.bytes.length;
     }
-    if (this.used + size > this.out.length) await this.flush(size);
+    if (this.used + size > this.out.length) return this.flush(size).then(() => this.fill(header, frames, count));
+    this.fill(header, frames, count);
+  }
+
+  /** Copies a sample whose frame lines are in `entries` into the buffer, which has room for it, and folds it. */
+  private fill(header: string, frames: readonly string[], count: number): void {
     const out = this.out;
     const start = this.used;
     let at = start + out.write(header, start);

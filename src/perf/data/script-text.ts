@@ -67,6 +67,9 @@ const maxCachedLines = 1 << 20;
 interface Thread {
   pid: number;
   comm: string;
+  /** `comm tid ` as the sample header starts, made for `prefixComm`. */
+  prefix: string;
+  prefixComm: string | undefined;
 }
 
 type Maps = { list: Mapping[] };
@@ -79,6 +82,8 @@ export class ScriptTextWriter {
   private readonly frames: string[] = [];
   private readonly options: ScriptTextOptions;
   private readonly kernelLines = new Map<bigint, string>();
+  /** Frames in no mapping: their line depends on the address only. */
+  private readonly unmappedLines = new Map<bigint, string>();
   private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
   samples = 0;
 
@@ -112,7 +117,8 @@ export class ScriptTextWriter {
     await this.sink.header(lines.join('\n'));
   }
 
-  async event(event: PerfEvent): Promise<void> {
+  /** Takes the next event; a promise only when it has to be waited for (a symbol table loading, the sink). */
+  event(event: PerfEvent): void | Promise<void> {
     switch (event.kind) {
       case 'sample':
         return this.sample(event);
@@ -131,7 +137,7 @@ export class ScriptTextWriter {
   private thread(pid: number, tid: number): Thread {
     let thread = this.threads.get(tid);
     if (!thread || (pid >= 0 && thread.pid < 0)) {
-      thread = { pid, comm: thread?.comm ?? `:${tid}` };
+      thread = { pid, comm: thread?.comm ?? `:${tid}`, prefix: '', prefixComm: undefined };
       this.threads.set(tid, thread);
     }
     if (pid !== tid && pid >= 0) this.mapsOf(pid);
@@ -147,7 +153,7 @@ export class ScriptTextWriter {
   private fork(pid: number, tid: number, ppid: number, ptid: number): void {
     const parent = this.thread(ppid, ptid);
     // A tid reused: the old thread goes.
-    this.threads.set(tid, { pid, comm: parent.comm });
+    this.threads.set(tid, { pid, comm: parent.comm, prefix: '', prefixComm: undefined });
     if (pid !== ppid) this.maps.set(pid, { list: [...this.mapsOf(ppid).list] });
   }
 
@@ -186,33 +192,52 @@ export class ScriptTextWriter {
     maps.list = kept;
   }
 
-  private async sample(sample: SampleEvent): Promise<void> {
+  private sample(sample: SampleEvent): void | Promise<void> {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
     this.samples++;
     const thread = this.thread(sample.pid, sample.tid);
-    let line = `${thread.comm} ${String(sample.tid).padStart(5)} `;
-    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
-    if (sample.time !== undefined) {
-      const seconds = sample.time / 1_000_000_000n;
-      const micros = (sample.time % 1_000_000_000n) / 1000n;
-      line += `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}: `;
+    if (thread.prefixComm !== thread.comm) {
+      thread.prefix = `${thread.comm} ${String(sample.tid).padStart(5)} `;
+      thread.prefixComm = thread.comm;
     }
+    let line = thread.prefix;
+    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
+    if (sample.time !== undefined) line += `${timestamp(sample.time)}: `;
     line += `${String(sample.period).padStart(10)} `;
     line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
     const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
-    let cpumode = sample.callchain ? 0 : sample.cpumode;
-    let frames = 0;
-    for (let i = 0; i < chain.length && frames < this.options.maxStack; i++) {
+    // With a callchain, its context markers say where each frame is; a lone ip is where the sample's mode says.
+    return this.frameLines(line, chain, 0, 0, sample.callchain ? 0 : sample.cpumode, maps);
+  }
+
+  /** The frame lines of `chain` from entry `from` (`made` lines made so far), then the sample to the sink. */
+  private frameLines(
+    header: string,
+    chain: BigUint64Array,
+    from: number,
+    made: number,
+    mode: number,
+    maps: Mapping[],
+  ): void | Promise<void> {
+    let cpumode = mode;
+    let frames = made;
+    for (let i = from; i < chain.length && frames < this.options.maxStack; i++) {
       const ip = chain[i]!;
       if (ip >= contextMax) {
         cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
         continue;
       }
       const frame = this.frame(ip, cpumode, maps);
-      this.frames[frames++] = typeof frame === 'string' ? frame : await frame;
+      // A symbol table still loading: the rest waits for it.
+      if (typeof frame !== 'string')
+        return frame.then((line) => {
+          this.frames[frames] = line;
+          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps);
+        });
+      this.frames[frames++] = frame;
     }
-    return this.sink.sample(line, this.frames, frames);
+    return this.sink.sample(header, this.frames, frames);
   }
 
   private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
@@ -225,7 +250,14 @@ export class ScriptTextWriter {
       return line;
     }
     const mapping = findMapping(maps, ip);
-    if (!mapping) return frameLine(ip, undefined, '[unknown]');
+    if (!mapping) {
+      let line = this.unmappedLines.get(ip);
+      if (line === undefined) {
+        line = frameLine(ip, undefined, '[unknown]');
+        this.remember(this.unmappedLines, ip, line);
+      }
+      return line;
+    }
     // A frame's line depends on its mapping and address only: most frames recur, so each line is made once.
     let lines = this.mappingLines.get(mapping);
     if (!lines) this.mappingLines.set(mapping, (lines = new Map()));
@@ -247,6 +279,23 @@ export class ScriptTextWriter {
     cache.set(ip, line);
   }
 }
+
+/** `seconds.micros` of a time in nanoseconds, as perf prints it. */
+function timestamp(time: bigint): string {
+  let seconds: number | bigint;
+  let micros: number | bigint;
+  if (time <= maxSafe) {
+    const ns = Number(time);
+    seconds = Math.floor(ns / 1e9);
+    micros = Math.floor((ns % 1e9) / 1000);
+  } else {
+    seconds = time / 1_000_000_000n;
+    micros = (time % 1_000_000_000n) / 1000n;
+  }
+  return `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}`;
+}
+
+const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
   const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
