@@ -10,14 +10,14 @@ import { once } from 'node:events';
 import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
-import type { ScriptSink } from '../perf/data/script-text.js';
-import type { StackFolder } from '../stacks/fold.js';
+import type { ScriptFrame, ScriptSink } from '../perf/data/script-text.js';
+import type { FrameTextMemo, StackFolder } from '../stacks/fold.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
 import { lineCutDefaults, LongLineCutter } from './long-lines.js';
 import { ScriptNamer } from './script-names.js';
 
-/** What the file gets of one distinct frame line, or undefined when the line must go the text way. */
-interface FrameBytes {
+/** What the file gets of one distinct frame line (kept on its ScriptFrame), or null when it must go the text way. */
+interface FrameBytes extends FrameTextMemo {
   /** The line as the file has it (named when the resolver names it), newline included. */
   bytes: Buffer;
   /** Bytes of the line as written by perf script's rules, newline included (the manifest counts those). */
@@ -25,8 +25,6 @@ interface FrameBytes {
 }
 
 const outputBytes = 1 << 20;
-/** Distinct frame lines prepared (each a Buffer of about 100 bytes): past that the table starts afresh. */
-const maxFrameLines = 1 << 20;
 const newline = Buffer.from('\n');
 
 export class NativeScriptOutput implements ScriptSink {
@@ -40,7 +38,6 @@ export class NativeScriptOutput implements ScriptSink {
   private readonly lineNamer: ScriptNamer | undefined;
   /** The text way's namer last saw a header other than the per-line way's since (which gives it no pid). */
   private namerPidStale = false;
-  private readonly lines = new Map<string, FrameBytes | undefined>();
   private readonly entries: FrameBytes[] = [];
   private headerKept: string[] = [];
   private out = Buffer.allocUnsafe(outputBytes);
@@ -70,7 +67,7 @@ export class NativeScriptOutput implements ScriptSink {
   }
 
   /** Takes a sample; a promise only when the file has to be waited for. */
-  sample(header: string, frames: readonly string[], count: number): void | Promise<void> {
+  sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void> {
     if (!plainHeader(header)) return this.asText(header, frames, count);
     let size = header.length * 3 + 2;
     for (let i = 0; i < count; i++) {
@@ -84,7 +81,7 @@ export class NativeScriptOutput implements ScriptSink {
   }
 
   /** Copies a sample whose frame lines are in `entries` into the buffer, which has room for it, and folds it. */
-  private fill(header: string, frames: readonly string[], count: number): void {
+  private fill(header: string, frames: readonly ScriptFrame[], count: number): void {
     const out = this.out;
     const start = this.used;
     let at = start + out.write(header, start);
@@ -93,7 +90,7 @@ export class NativeScriptOutput implements ScriptSink {
     this.folder.write(out.subarray(start, at));
     for (let i = 0; i < count; i++) {
       const entry = this.entries[i]!;
-      this.folder.frameText(frames[i]!);
+      this.folder.frameText(frames[i]!.line, entry);
       at += entry.bytes.copy(out, at);
       this.bytes += entry.raw;
     }
@@ -133,22 +130,22 @@ export class NativeScriptOutput implements ScriptSink {
     this.file.destroy();
   }
 
-  private frameBytes(line: string): FrameBytes | undefined {
-    const known = this.lines.get(line);
-    if (known !== undefined || this.lines.has(line)) return known;
+  private frameBytes(frame: ScriptFrame): FrameBytes | null {
+    if (frame.memo !== undefined) return frame.memo as FrameBytes | null;
+    const { line } = frame;
     const raw = Buffer.from(`${line}\n`);
-    let entry: FrameBytes | undefined;
-    if (raw.length - 1 <= lineCutDefaults.maxLineBytes && !/[\n\r]/.test(line))
-      entry = { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length };
-    if (this.lines.size >= maxFrameLines) this.lines.clear();
-    this.lines.set(line, entry);
+    const entry =
+      raw.length - 1 <= lineCutDefaults.maxLineBytes && !/[\n\r]/.test(line)
+        ? { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length }
+        : null;
+    frame.memo = entry;
     return entry;
   }
 
   /** The tee's way: the sample's text through the cutter into the fold, and through the namer into the file. */
-  private async asText(header: string, frames: readonly string[], count: number): Promise<void> {
+  private async asText(header: string, frames: readonly ScriptFrame[], count: number): Promise<void> {
     let text = `${header}\n`;
-    for (let i = 0; i < count; i++) text += `${frames[i]!}\n`;
+    for (let i = 0; i < count; i++) text += `${frames[i]!.line}\n`;
     const raw = Buffer.from(`${text}\n`);
     this.bytes += raw.length;
     const cut = this.cutter.cut(raw);

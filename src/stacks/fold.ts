@@ -111,6 +111,12 @@ interface Root {
   falsy: boolean;
 }
 
+/** What StackFolder.frameText() keeps on a caller's object for one line. */
+export interface FrameTextMemo {
+  foldKey?: number;
+  foldIds?: Int32Array;
+}
+
 /** Streaming folder: write() chunks as they come, end() once for the result. Never throws on bad input. */
 export class StackFolder {
   private readonly options: FoldOptions;
@@ -374,9 +380,10 @@ export class StackFolder {
    * One frame line of the current sample given whole, as a string with no line break or carriage return, instead of
    * inside write()'s chunks: folded as write() folds the same line. For a caller that makes each distinct line once and
    * passes it again for every sample holding it (the native engine): the line is parsed once per distinct text (and
-   * per process, as unnamed frames are named by process), then only looked up.
+   * per process, as unnamed frames are named by process), then only looked up; with `memo`, an object the caller
+   * keeps for the line, the parse for the last process is kept on it, and not even looked up the next time.
    */
-  frameText(line: string): void {
+  frameText(line: string, memo?: FrameTextMemo): void {
     if (this.state !== State.InSample || line.charCodeAt(0) !== TAB) {
       const buf = Buffer.from(line);
       this.line(buf, 0, buf.length);
@@ -384,6 +391,10 @@ export class StackFolder {
     }
     const root = this.root!;
     const key = (root.java && this.options.compat ? 1 : 0) | (this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
+    if (memo?.foldIds !== undefined && memo.foldKey === key) {
+      this.push(memo.foldIds);
+      return;
+    }
     let byText = this.textLines.get(key);
     if (!byText) this.textLines.set(key, (byText = new Map()));
     let ids = byText.get(line);
@@ -403,6 +414,10 @@ export class StackFolder {
       }
       // Bounded as the line cache is: past the bound, lines are parsed again.
       if (byText.size < MAX_TEXT_LINES) byText.set(line, ids);
+    }
+    if (memo) {
+      memo.foldKey = key;
+      memo.foldIds = ids;
     }
     this.push(ids);
   }

@@ -7,6 +7,7 @@ import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import type { ScriptFrame } from '../../src/perf/data/script-text.js';
 import { NativeScriptOutput } from '../../src/postprocess/native-output.js';
 import { PerfScriptTee } from '../../src/postprocess/tee.js';
 import { StackFolder, type FoldOptions, type FrameResolver } from '../../src/stacks/fold.js';
@@ -71,9 +72,14 @@ async function throughNative(options: Partial<FoldOptions>, name: string) {
   const folder = new StackFolder(options, undefined, resolver);
   const output = new NativeScriptOutput(await open(join(dir, name), 'w'), folder, resolver);
   await output.header(header);
-  const frames: string[] = ['left over from a longer sample'];
+  // As the writer gives them: one object per distinct line, the same each time it recurs.
+  const made = new Map<string, ScriptFrame>();
+  const frames: ScriptFrame[] = [{ line: 'left over from a longer sample', memo: undefined }];
   for (const [h, lines] of samples) {
-    lines.forEach((line, i) => (frames[i] = line));
+    lines.forEach((line, i) => {
+      if (!made.has(line)) made.set(line, { line, memo: undefined });
+      frames[i] = made.get(line)!;
+    });
     await output.sample(h, frames, lines.length);
   }
   await output.finish();

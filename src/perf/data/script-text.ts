@@ -41,6 +41,17 @@ export interface Mapping {
   identity: boolean;
 }
 
+/**
+ * One distinct frame line: made once per mapping and address, then given for every sample holding it, so a sink can
+ * keep on it what it made of the line.
+ */
+export interface ScriptFrame {
+  /** `\t<address> <symbol>+0x<offset> (<dso>)`, without its newline. */
+  readonly line: string;
+  /** The sink's: undefined until it sets it. */
+  memo: unknown;
+}
+
 /** Where the text goes. */
 export interface ScriptSink {
   /** The `#` header, every line ending in a newline. */
@@ -49,7 +60,7 @@ export interface ScriptSink {
    * One sample: its header line, then `frames[0..count)`, its frame lines, all without their newline (the text is each
    * line followed by a newline, then a blank line). `frames` is reused for the next sample.
    */
-  sample(header: string, frames: readonly string[], count: number): void | Promise<void>;
+  sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void>;
 }
 
 export interface ScriptTextOptions {
@@ -79,12 +90,12 @@ export class ScriptTextWriter {
   private readonly maps = new Map<number, Maps>();
   private nameWidth = 0;
   private names: string[] = [];
-  private readonly frames: string[] = [];
+  private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
-  private readonly kernelLines = new Map<bigint, string>();
+  private readonly kernelLines = new Map<bigint, ScriptFrame>();
   /** Frames in no mapping: their line depends on the address only. */
-  private readonly unmappedLines = new Map<bigint, string>();
-  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
+  private readonly unmappedLines = new Map<bigint, ScriptFrame>();
+  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, ScriptFrame>>();
   samples = 0;
 
   constructor(
@@ -230,7 +241,7 @@ export class ScriptTextWriter {
       }
       const frame = this.frame(ip, cpumode, maps);
       // A symbol table still loading: the rest waits for it.
-      if (typeof frame !== 'string')
+      if (frame instanceof Promise)
         return frame.then((line) => {
           this.frames[frames] = line;
           return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps);
@@ -240,7 +251,7 @@ export class ScriptTextWriter {
     return this.sink.sample(header, this.frames, frames);
   }
 
-  private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
+  private frame(ip: bigint, cpumode: number, maps: Mapping[]): ScriptFrame | Promise<ScriptFrame> {
     if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
       let line = this.kernelLines.get(ip);
       if (line === undefined) {
@@ -274,7 +285,7 @@ export class ScriptTextWriter {
   }
 
   /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
-  private remember(cache: Map<bigint, string>, ip: bigint, line: string): void {
+  private remember(cache: Map<bigint, ScriptFrame>, ip: bigint, line: ScriptFrame): void {
     if (cache.size >= maxCachedLines) cache.clear();
     cache.set(ip, line);
   }
@@ -297,9 +308,9 @@ function timestamp(time: bigint): string {
 
 const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
 
-function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
+function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
   const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
-  return `\t${address.toString(16).padStart(16)} ${name} (${dso})`;
+  return { line: `\t${address.toString(16).padStart(16)} ${name} (${dso})`, memo: undefined };
 }
 
 function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {
