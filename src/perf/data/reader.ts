@@ -23,7 +23,7 @@ import {
   type EventAttr,
 } from './format.js';
 import { TimeOrder } from './order.js';
-import { decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
+import { CallchainSlab, decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
 
 export type { PerfEvent } from './records.js';
 
@@ -229,6 +229,7 @@ async function deliverRecords(
   };
   let layout: RecordLayout | undefined;
   const order = new TimeOrder<PerfEvent>((event) => handlers.event(event));
+  const slab = new CallchainSlab();
   const started = async () => {
     if (layout) return layout;
     if (header.attrs.length === 0) throw badInput(name, 'records before any event attribute');
@@ -292,7 +293,7 @@ async function deliverRecords(
       return;
     }
     summary.samples++;
-    const sample = decodeSample(record, attr, header.attrs[attr]!);
+    const sample = decodeSample(record, attr, header.attrs[attr]!, slab);
     sample.offset = offset;
     return order.push(sample.time, sample);
   }
@@ -307,7 +308,7 @@ async function deliverRecords(
           return;
         }
         summary.samples++;
-        const sample = decodeSample(record, attr, header.attrs[attr]!);
+        const sample = decodeSample(record, attr, header.attrs[attr]!, slab);
         sample.offset = offset;
         return order.push(sample.time, sample);
       }

@@ -147,8 +147,6 @@ function trailerWords(type: bigint): number {
   return words;
 }
 
-/** The sample_type bits as a number (all of perf's are below 2^32): bigint operations per sample cost an object each. */
-const sampleTypes = new WeakMap<EventAttr, number>();
 const bit = Object.freeze({
   ip: Number(sampleBit.ip),
   tid: Number(sampleBit.tid),
@@ -163,18 +161,40 @@ const bit = Object.freeze({
   identifier: Number(sampleBit.identifier),
 });
 
-/**
- * Callchains are copied into slabs of this many entries rather than each into an array of its own (an array buffer
- * each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds part of it.
- */
+/** Entries of a callchain slab. */
 const slabEntries = 1 << 16;
-let slab = new BigUint64Array(slabEntries);
-let slabUsed = 0;
 
-/** Decodes a SAMPLE record of attribute `attrIndex`. */
-export function decodeSample(record: Buffer, attrIndex: number, attr: EventAttr): SampleEvent {
-  let type = sampleTypes.get(attr);
-  if (type === undefined) sampleTypes.set(attr, (type = Number(attr.sampleType & 0xffffffffn)));
+/**
+ * Where one reading copies its callchains: into slabs of 64K entries rather than each into an array of its own (an
+ * array buffer each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds
+ * part of it.
+ */
+export class CallchainSlab {
+  private slab = new BigUint64Array(slabEntries);
+  private used = 0;
+
+  /** A copy of `entries` u64s of `record` from `at` on. */
+  copy(record: Buffer, at: number, entries: number): BigUint64Array {
+    if (this.used + entries > slabEntries) {
+      this.slab = new BigUint64Array(Math.max(slabEntries, entries));
+      this.used = 0;
+    }
+    const chain = this.slab.subarray(this.used, this.used + entries);
+    this.used += entries;
+    new Uint8Array(chain.buffer, chain.byteOffset, entries * 8).set(record.subarray(at, at + entries * 8));
+    return chain;
+  }
+}
+
+/** Decodes a SAMPLE record of attribute `attrIndex`, its callchain copied into `slab`. */
+export function decodeSample(
+  record: Buffer,
+  attrIndex: number,
+  attr: EventAttr,
+  slab: CallchainSlab = new CallchainSlab(),
+): SampleEvent {
+  // The bits as a number (perf's are all below 2^32): each bigint operation would make an object.
+  const type = Number(attr.sampleType & 0xffffffffn);
   const end = record.length;
   const short = () => new RecordError('a sample shorter than its fields');
   let at = 8;
@@ -221,14 +241,7 @@ export function decodeSample(record: Buffer, attrIndex: number, attr: EventAttr)
     const nr = record.readBigUInt64LE(at);
     at += 8;
     if (nr > BigInt(Math.floor((end - at) / 8))) throw new RecordError('a callchain longer than its sample');
-    const kept = Math.min(Number(nr), limits.maxCallchain);
-    if (slabUsed + kept > slabEntries) {
-      slab = new BigUint64Array(slabEntries);
-      slabUsed = 0;
-    }
-    callchain = slab.subarray(slabUsed, slabUsed + kept);
-    slabUsed += kept;
-    new Uint8Array(callchain.buffer, callchain.byteOffset, kept * 8).set(record.subarray(at, at + kept * 8));
+    callchain = slab.copy(record, at, Math.min(Number(nr), limits.maxCallchain));
   }
   return {
     kind: 'sample',
