@@ -1,8 +1,9 @@
 // perf script's text, written from perf.data without perf: takes the reader's events (reader.ts) in perf's order and a
 // Symbols source, gives the text `perf script --header --no-inline` prints with its default fields (comm, tid, cpu,
 // time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), given to a ScriptSink
-// sample by sample as a header line and frame lines: a frame line is made once per mapping and address, and the same
-// string is given each time it recurs, so the sink can keep what it made of it (the fold's parse, the file's bytes).
+// sample by sample as a header line and frame lines: a frame line (ScriptFrame) is made once per mapping and address,
+// and the same object is given each time it recurs, so the sink can keep on it what it made of it (the fold's parse,
+// the file's bytes).
 //
 // It keeps what perf's machine keeps (tools/perf/util/machine.c, thread.c, map.c): each thread's comm (`:<tid>` until
 // one is known, the parent's after a fork), each process's mappings (a thread shares its leader's; a fork copies its
