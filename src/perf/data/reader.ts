@@ -300,18 +300,10 @@ async function deliverRecords(
 
   async function handleAny(record: Buffer, type: number, offset: number): Promise<void> {
     switch (type) {
-      case recordType.sample: {
-        const l = await started();
-        const attr = l.sampleAttr(record);
-        if (attr < 0) {
-          summary.unknownIdSamples++;
-          return;
-        }
-        summary.samples++;
-        const sample = decodeSample(record, attr, header.attrs[attr]!, slab);
-        sample.offset = offset;
-        return order.push(sample.time, sample);
-      }
+      case recordType.sample:
+        // The first sample of a pipe: the attributes are all in, the layout is made, then it goes as the others.
+        await started();
+        return handleRecord(record, type, offset);
       case recordType.finishedRound:
         if (layout) await order.round();
         return;
