@@ -89,7 +89,7 @@ export interface FoldResult {
 const MAX_LINE = 1 << 20;
 const HASH = 35;
 const TAB = 9;
-/** Distinct lines given to frameText() whose parse is kept (per process). */
+/** Distinct lines given to frameText() whose parse is kept, all processes together. */
 const MAX_TEXT_LINES = 1 << 20;
 const RECENT_SLOTS = 1 << 14;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
@@ -130,6 +130,7 @@ export class StackFolder {
   private readonly lineCache = new BytesMap<Int32Array>();
   /** Lines given to frameText(), by the salt of their sample (see frameText), then by their text. */
   private readonly textLines = new Map<number, Map<string, Int32Array>>();
+  private textLinesKept = 0;
   /** By a hash of the address: the lineCache entry last seen there. */
   private readonly recent = new Int32Array(RECENT_SLOTS).fill(-1);
   private readonly roots = new BytesMap<Root>();
@@ -412,8 +413,14 @@ export class StackFolder {
         this.unrecognized(buf, 0, buf.length);
         return;
       }
-      // Bounded as the line cache is: past the bound, lines are parsed again.
-      if (byText.size < MAX_TEXT_LINES) byText.set(line, ids);
+      // Bounded over all processes: past the bound, the kept parses start afresh.
+      if (this.textLinesKept >= MAX_TEXT_LINES) {
+        this.textLines.clear();
+        this.textLines.set(key, (byText = new Map()));
+        this.textLinesKept = 0;
+      }
+      byText.set(line, ids);
+      this.textLinesKept++;
     }
     if (memo) {
       memo.foldKey = key;
