@@ -2,8 +2,9 @@
 // many samples as asked, about: 10 000 samples a second at -F 5000 on 2 CPUs), then times, three runs each, `perf
 // script` alone (what the perf engine waits for), `profcpu postprocess --engine perf` and `--engine native` (built CLI,
 // no tarball), and prints wall seconds (median, min-max), CPU seconds and peak RSS, and the ratio the issue asks for:
-// postprocess wall time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100` (thousands) chooses
-// the sizes. Never asserted: read the figures.
+// postprocess wall time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the
+// default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say).
+// Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -11,8 +12,8 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}bench-out/`;
-const cli = `${root}dist/cli/main.js`;
-const sizes = (process.env['PROFCPU_BENCH_SAMPLES'] ?? '10,100').split(',').map(Number);
+const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
+const sizes = (process.env['PROFCPU_BENCH_SAMPLES'] ?? '10,100,1000').split(',').map(Number);
 const runs = 3;
 
 interface Run {
@@ -60,10 +61,12 @@ function summary(label: string, results: Run[]): number {
 }
 
 if (!existsSync(cli)) {
-  console.log('dist/cli/main.js is missing: run `npm run build` first');
+  console.log(`${cli} is missing: run \`npm run build\` first`);
   process.exit(1);
 }
-console.log(`engines: node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}`);
+console.log(
+  `engines: ${cli}, node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}`,
+);
 for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);

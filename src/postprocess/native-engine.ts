@@ -1,6 +1,7 @@
 // The native engine of postprocess: perf.data read by profcpu itself (src/perf/data/), with no perf installed. Takes
-// the output folder, gives what runScriptAndFold gives for perf script: the same perf-script text, teed to the
-// FlameScope file and into the fold, so the two engines differ only in who wrote the text. Names come from the folder
+// the output folder, gives what runScriptAndFold gives for perf script: the same perf-script text in the FlameScope
+// file and the same folds, so the two engines differ only in who wrote the text; the samples are folded as they are
+// made rather than parsed back from the text (native-output.ts). Names come from the folder
 // (kallsyms snapshot, kept binaries, perf-map copies: native-symbols.ts) and, for frames left unnamed, from the
 // resolver as with perf.
 import { layout } from '../bundle/layout.js';
@@ -15,7 +16,7 @@ import { nativeSymbols } from './native-symbols.js';
 import type { PartialOutputs } from './outputs.js';
 import { mapsToPlace } from './perf-maps.js';
 import type { PostprocessOptions } from './postprocess.js';
-import { PerfScriptTee } from './tee.js';
+import { NativeScriptOutput } from './native-output.js';
 
 /** The processes to keep, from the only perf script arguments the native engine understands (`--pid=N[,M]`). */
 export function nativePidFilter(args: readonly string[]): Set<number> | undefined {
@@ -43,8 +44,7 @@ export async function runNativeAndFold(
   const pids = nativePidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
-  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => stackFolder.write(chunk));
-  if (resolver) tee.nameFrames(resolver);
+  const output = new NativeScriptOutput(await outputs.open(layout.perfScript), stackFolder, resolver);
   const perfMaps = await mapsToPlace(folder, warn);
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();
@@ -54,33 +54,33 @@ export async function runNativeAndFold(
       {
         async header(header) {
           const symbols = await nativeSymbols(folder, header, perfMaps, warn);
-          writer = new ScriptTextWriter(symbols, (chunk) => tee.sink(chunk), { pids });
-          writer.header(header);
+          writer = new ScriptTextWriter(symbols, output, { pids });
+          await writer.header(header);
         },
-        async event(event) {
-          await writer!.event(event);
+        event(event) {
           if (performance.now() - lastProgress >= opts.progressIntervalMs) {
             lastProgress = performance.now();
             progress(`reading ${layout.perfData}: ${writer!.samples} samples`);
           }
+          // No promise per event unless the writer has to wait (for a symbol table, for the file).
+          return writer!.event(event);
         },
       },
       { signal, name: layout.perfData },
     );
-    await writer!.end();
-    await tee.finish();
+    await output.finish();
     return {
       fold: stackFolder.end(),
       resolver,
-      header: parseRecordingHeader(tee.headerLines()),
-      scriptBytes: tee.counts.bytes,
-      linesCut: tee.linesCut,
+      header: parseRecordingHeader(output.headerLines()),
+      scriptBytes: output.bytes,
+      linesCut: output.linesCut,
       isolated: false,
       perfMaps: [],
       keptBinaries: 0,
     };
   } catch (error) {
-    tee.destroy();
+    output.destroy();
     throw error;
   }
 }

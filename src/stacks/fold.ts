@@ -88,6 +88,9 @@ export interface FoldResult {
 /** Lines longer than this are dropped rather than buffered (binary garbage must not grow memory). */
 const MAX_LINE = 1 << 20;
 const HASH = 35;
+const TAB = 9;
+/** Distinct lines given to frameText() whose parse is kept, all processes together. */
+const MAX_TEXT_LINES = 1 << 20;
 const RECENT_SLOTS = 1 << 14;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
 const NO_FRAMES = new Int32Array(0);
@@ -108,6 +111,12 @@ interface Root {
   falsy: boolean;
 }
 
+/** What StackFolder.frameText() keeps on a caller's object for one line. */
+export interface FrameTextMemo {
+  foldKey?: number;
+  foldIds?: Int32Array;
+}
+
 /** Streaming folder: write() chunks as they come, end() once for the result. Never throws on bad input. */
 export class StackFolder {
   private readonly options: FoldOptions;
@@ -119,6 +128,9 @@ export class StackFolder {
   private readonly frames = new FrameTable();
   private readonly stacks = new StackTable();
   private readonly lineCache = new BytesMap<Int32Array>();
+  /** Lines given to frameText(), by the salt of their sample (see frameText), then by their text. */
+  private readonly textLines = new Map<number, Map<string, Int32Array>>();
+  private textLinesKept = 0;
   /** By a hash of the address: the lineCache entry last seen there. */
   private readonly recent = new Int32Array(RECENT_SLOTS).fill(-1);
   private readonly roots = new BytesMap<Root>();
@@ -326,7 +338,7 @@ export class StackFolder {
 
   private frameLine(buf: Buffer, start: number, end: number): void {
     if (this.state !== State.InSample) {
-      if (this.state === State.Between) this.skip('frame-outside-sample', 'skipped frame lines outside a sample');
+      this.frameOutsideSample();
       return;
     }
     const f = this.frame;
@@ -362,12 +374,72 @@ export class StackFolder {
       this.unrecognized(buf, start, end);
       return;
     }
+    this.push(ids);
+  }
+
+  /**
+   * One frame line of the current sample given whole, as a string with no line break or carriage return, instead of
+   * inside write()'s chunks: folded as write() folds the same line. For a caller that makes each distinct line once and
+   * passes it again for every sample holding it (the native engine): the line is parsed once per distinct text (and
+   * per process, as unnamed frames are named by process), then only looked up; with `memo`, an object the caller
+   * keeps for the line, the parse for the last process is kept on it, and not even looked up the next time.
+   */
+  frameText(line: string, memo?: FrameTextMemo): void {
+    if (this.state !== State.InSample || line.charCodeAt(0) !== TAB) {
+      const buf = Buffer.from(line);
+      this.line(buf, 0, buf.length);
+      return;
+    }
+    const root = this.root!;
+    const key = (root.java && this.options.compat ? 1 : 0) | (this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
+    if (memo?.foldIds !== undefined && memo.foldKey === key) {
+      this.push(memo.foldIds);
+      return;
+    }
+    let byText = this.textLines.get(key);
+    if (!byText) this.textLines.set(key, (byText = new Map()));
+    let ids = byText.get(line);
+    if (ids === undefined) {
+      const buf = Buffer.from(line);
+      if (trimEnd(buf, 0, buf.length) === 0) {
+        this.line(buf, 0, buf.length);
+        return;
+      }
+      const f = this.frame;
+      ids = matchFrameStart(buf, 0, buf.length, this.options.compat, f)
+        ? this.internLine(buf, f, trimEnd(buf, f.symStart, buf.length), root)
+        : NOT_A_FRAME;
+      if (ids === NOT_A_FRAME) {
+        this.unrecognized(buf, 0, buf.length);
+        return;
+      }
+      // Bounded over all processes: past the bound, the kept parses start afresh.
+      if (this.textLinesKept >= MAX_TEXT_LINES) {
+        this.textLines.clear();
+        this.textLines.set(key, (byText = new Map()));
+        this.textLinesKept = 0;
+      }
+      byText.set(line, ids);
+      this.textLinesKept++;
+    }
+    if (memo) {
+      memo.foldKey = key;
+      memo.foldIds = ids;
+    }
+    this.push(ids);
+  }
+
+  private push(ids: Int32Array): void {
     if (this.depth + ids.length > this.leafFirst.length) {
       const grown = new Int32Array(Math.max(this.leafFirst.length * 2, this.depth + ids.length));
       grown.set(this.leafFirst);
       this.leafFirst = grown;
     }
     for (let i = 0; i < ids.length; i++) this.leafFirst[this.depth++] = ids[i]!;
+  }
+
+  private frameOutsideSample(): void {
+    if (this.state === State.Between) this.skip('frame-outside-sample', 'skipped frame lines outside a sample');
   }
 
   private internLine(buf: Buffer, f: FrameFields, textEnd: number, root: Root): Int32Array {

@@ -25,6 +25,12 @@ export class ByteStream {
     return slice;
   }
 
+  /** The u16 (little-endian) `offset` bytes ahead when it is already buffered, else undefined. */
+  peekUInt16LE(offset: number): number | undefined {
+    const at = this.at + offset;
+    return at + 2 <= this.chunk.length ? this.chunk.readUInt16LE(at) : undefined;
+  }
+
   /** `length` bytes, or fewer when the stream ends first (the caller says what a short read means). */
   async read(length: number): Promise<Buffer> {
     const fast = this.tryRead(length);

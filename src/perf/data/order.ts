@@ -23,13 +23,14 @@ export class TimeOrder<T> {
     private readonly maxQueued = limits.maxQueued,
   ) {}
 
-  async push(time: bigint | undefined, event: T): Promise<void> {
+  /** Queues (or delivers) an event; a promise only when a delivery has to be waited for. */
+  push(time: bigint | undefined, event: T): void | Promise<void> {
     if (time === undefined || time === 0n || time === 0xffffffffffffffffn) return this.deliver(event);
     const last = this.queue[this.queue.length - 1];
     if (last && time < last.time) this.sorted = false;
     this.queue.push({ time, seq: this.seq++, event });
     if (time > this.maxTime) this.maxTime = time;
-    if (this.queue.length >= this.maxQueued) await this.flushUpTo(this.queue[this.queue.length >> 1]!.time, true);
+    if (this.queue.length >= this.maxQueued) return this.flushUpTo(this.queue[this.queue.length >> 1]!.time, true);
   }
 
   /** A FINISHED_ROUND record. */

@@ -23,7 +23,7 @@ import {
   type EventAttr,
 } from './format.js';
 import { TimeOrder } from './order.js';
-import { decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
+import { CallchainSlab, decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
 
 export type { PerfEvent } from './records.js';
 
@@ -229,6 +229,7 @@ async function deliverRecords(
   };
   let layout: RecordLayout | undefined;
   const order = new TimeOrder<PerfEvent>((event) => handlers.event(event));
+  const slab = new CallchainSlab();
   const started = async () => {
     if (layout) return layout;
     if (header.attrs.length === 0) throw badInput(name, 'records before any event attribute');
@@ -251,19 +252,26 @@ async function deliverRecords(
         if (options.signal?.aborted) throw new ProfcpuError('ABORTED', `reading ${name} was interrupted`);
       }
       const offset = stream.position;
-      const head = stream.tryRead(8) ?? (await stream.read(8));
-      if (head.length === 0 && end === Number.POSITIVE_INFINITY) break;
-      if (head.length < 8) throw badInput(name, `a record cut short at offset ${offset}`);
-      const type = head.readUInt32LE(0);
-      const size = head.readUInt16LE(6);
-      if (size < 8 || offset + size > end) throw badInput(name, `a record of ${size} bytes at offset ${offset}`);
-      const record = await wholeRecord(stream, head, size);
-      if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
+      // A record within the chunk read is one view of it.
+      const buffered = stream.peekUInt16LE(6);
+      let record =
+        buffered !== undefined && buffered >= 8 && offset + buffered <= end ? stream.tryRead(buffered) : undefined;
+      if (!record) {
+        const head = stream.tryRead(8) ?? (await stream.read(8));
+        if (head.length === 0 && end === Number.POSITIVE_INFINITY) break;
+        if (head.length < 8) throw badInput(name, `a record cut short at offset ${offset}`);
+        const size = head.readUInt16LE(6);
+        if (size < 8 || offset + size > end) throw badInput(name, `a record of ${size} bytes at offset ${offset}`);
+        record = await wholeRecord(stream, head, size);
+        if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
+      }
+      const type = record.readUInt32LE(0);
       // Types beyond perf's are counted together: a hostile stream cannot grow the map.
       const counted = type < 128 ? type : 128;
       summary.recordCounts.set(counted, (summary.recordCounts.get(counted) ?? 0) + 1);
       try {
-        await handleRecord(record, type, offset);
+        const handled = handleRecord(record, type, offset);
+        if (handled) await handled;
       } catch (error) {
         if (error instanceof RecordError) throw badInput(name, `${error.message} at offset ${offset}`, error);
         throw error;
@@ -276,20 +284,26 @@ async function deliverRecords(
     await stream.close();
   }
 
-  async function handleRecord(record: Buffer, type: number, offset: number): Promise<void> {
+  /** Samples once the layout is known, the bulk of the records, are handled without a promise unless one is needed. */
+  function handleRecord(record: Buffer, type: number, offset: number): void | Promise<void> {
+    if (type !== recordType.sample || !layout) return handleAny(record, type, offset);
+    const attr = layout.sampleAttr(record);
+    if (attr < 0) {
+      summary.unknownIdSamples++;
+      return;
+    }
+    summary.samples++;
+    const sample = decodeSample(record, attr, header.attrs[attr]!, slab);
+    sample.offset = offset;
+    return order.push(sample.time, sample);
+  }
+
+  async function handleAny(record: Buffer, type: number, offset: number): Promise<void> {
     switch (type) {
-      case recordType.sample: {
-        const l = await started();
-        const attr = l.sampleAttr(record);
-        if (attr < 0) {
-          summary.unknownIdSamples++;
-          return;
-        }
-        summary.samples++;
-        const sample = decodeSample(record, attr, header.attrs[attr]!);
-        sample.offset = offset;
-        return order.push(sample.time, sample);
-      }
+      case recordType.sample:
+        // The first sample of a pipe: the attributes are all in, the layout is made, then it goes as the others.
+        await started();
+        return handleRecord(record, type, offset);
       case recordType.finishedRound:
         if (layout) await order.round();
         return;

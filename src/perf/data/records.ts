@@ -147,50 +147,101 @@ function trailerWords(type: bigint): number {
   return words;
 }
 
-/** Decodes a SAMPLE record of attribute `attrIndex`. */
-export function decodeSample(record: Buffer, attrIndex: number, attr: EventAttr): SampleEvent {
-  const type = attr.sampleType;
+const bit = Object.freeze({
+  ip: Number(sampleBit.ip),
+  tid: Number(sampleBit.tid),
+  time: Number(sampleBit.time),
+  addr: Number(sampleBit.addr),
+  read: Number(sampleBit.read),
+  callchain: Number(sampleBit.callchain),
+  id: Number(sampleBit.id),
+  cpu: Number(sampleBit.cpu),
+  period: Number(sampleBit.period),
+  streamId: Number(sampleBit.streamId),
+  identifier: Number(sampleBit.identifier),
+});
+
+/** Entries of a callchain slab. */
+const slabEntries = 1 << 16;
+
+/**
+ * Where one reading copies its callchains: into slabs of 64K entries rather than each into an array of its own (an
+ * array buffer each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds
+ * part of it.
+ */
+export class CallchainSlab {
+  private slab = new BigUint64Array(slabEntries);
+  private used = 0;
+
+  /** A copy of `entries` u64s of `record` from `at` on. */
+  copy(record: Buffer, at: number, entries: number): BigUint64Array {
+    if (this.used + entries > slabEntries) {
+      this.slab = new BigUint64Array(Math.max(slabEntries, entries));
+      this.used = 0;
+    }
+    const chain = this.slab.subarray(this.used, this.used + entries);
+    this.used += entries;
+    new Uint8Array(chain.buffer, chain.byteOffset, entries * 8).set(record.subarray(at, at + entries * 8));
+    return chain;
+  }
+}
+
+/** Decodes a SAMPLE record of attribute `attrIndex`, its callchain copied into `slab`. */
+export function decodeSample(
+  record: Buffer,
+  attrIndex: number,
+  attr: EventAttr,
+  slab: CallchainSlab = new CallchainSlab(),
+): SampleEvent {
+  // The bits as a number (perf's are all below 2^32): each bigint operation would make an object.
+  const type = Number(attr.sampleType & 0xffffffffn);
   const end = record.length;
+  const short = () => new RecordError('a sample shorter than its fields');
   let at = 8;
-  const need = (n: number) => {
-    if (at + n > end) throw new RecordError('a sample shorter than its fields');
-  };
-  const u64 = () => {
-    need(8);
-    const v = record.readBigUInt64LE(at);
+  if (type & bit.identifier) at += 8;
+  let ip = 0n;
+  if (type & bit.ip) {
+    if (at + 8 > end) throw short();
+    ip = record.readBigUInt64LE(at);
     at += 8;
-    return v;
-  };
-  if (type & sampleBit.identifier) at += 8;
-  const ip = type & sampleBit.ip ? u64() : 0n;
+  }
   let pid = -1;
   let tid = -1;
-  if (type & sampleBit.tid) {
-    need(8);
+  if (type & bit.tid) {
+    if (at + 8 > end) throw short();
     pid = record.readInt32LE(at);
     tid = record.readInt32LE(at + 4);
     at += 8;
   }
-  const time = type & sampleBit.time ? u64() : undefined;
-  if (type & sampleBit.addr) at += 8;
-  if (type & sampleBit.id) at += 8;
-  if (type & sampleBit.streamId) at += 8;
+  let time: bigint | undefined;
+  if (type & bit.time) {
+    if (at + 8 > end) throw short();
+    time = record.readBigUInt64LE(at);
+    at += 8;
+  }
+  if (type & bit.addr) at += 8;
+  if (type & bit.id) at += 8;
+  if (type & bit.streamId) at += 8;
   let cpu: number | undefined;
-  if (type & sampleBit.cpu) {
-    need(8);
+  if (type & bit.cpu) {
+    if (at + 8 > end) throw short();
     cpu = record.readUInt32LE(at);
     at += 8;
   }
-  const period = type & sampleBit.period ? u64() : 1n;
-  if (type & sampleBit.read) at += readBytes(attr.readFormat, record, at);
+  let period = 1n;
+  if (type & bit.period) {
+    if (at + 8 > end) throw short();
+    period = record.readBigUInt64LE(at);
+    at += 8;
+  }
+  if (type & bit.read) at += readBytes(attr.readFormat, record, at);
   let callchain: BigUint64Array | undefined;
-  if (type & sampleBit.callchain) {
-    const nr = u64();
+  if (type & bit.callchain) {
+    if (at + 8 > end) throw short();
+    const nr = record.readBigUInt64LE(at);
+    at += 8;
     if (nr > BigInt(Math.floor((end - at) / 8))) throw new RecordError('a callchain longer than its sample');
-    const kept = Math.min(Number(nr), limits.maxCallchain);
-    // One copy into a typed array: 8 bytes an entry, where an array of bigints costs several times that.
-    callchain = new BigUint64Array(kept);
-    new Uint8Array(callchain.buffer).set(record.subarray(at, at + kept * 8));
+    callchain = slab.copy(record, at, Math.min(Number(nr), limits.maxCallchain));
   }
   return {
     kind: 'sample',
@@ -227,37 +278,12 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
   switch (type) {
     case recordType.mmap:
       need(40);
-      return {
-        kind: 'mmap',
-        offset: 0,
-        pid: record.readInt32LE(8),
-        tid: record.readInt32LE(12),
-        start: record.readBigUInt64LE(16),
-        length: record.readBigUInt64LE(24),
-        pgoff: record.readBigUInt64LE(32),
-        filename: cString(record, 40),
-        buildId: undefined,
-        prot: undefined,
-        cpumode: recordMisc & misc.cpumodeMask,
-        time,
-      };
+      return decodeMmap(record, time, 40, undefined, undefined);
     case recordType.mmap2: {
       need(72);
-      const withBuildId = (recordMisc & misc.mmapBuildId) !== 0;
-      return {
-        kind: 'mmap',
-        offset: 0,
-        pid: record.readInt32LE(8),
-        tid: record.readInt32LE(12),
-        start: record.readBigUInt64LE(16),
-        length: record.readBigUInt64LE(24),
-        pgoff: record.readBigUInt64LE(32),
-        filename: cString(record, 72),
-        buildId: withBuildId ? record.toString('hex', 44, 44 + Math.min(record[40]!, 20)) : undefined,
-        prot: record.readUInt32LE(64),
-        cpumode: recordMisc & misc.cpumodeMask,
-        time,
-      };
+      const buildId =
+        recordMisc & misc.mmapBuildId ? record.toString('hex', 44, 44 + Math.min(record[40]!, 20)) : undefined;
+      return decodeMmap(record, time, 72, buildId, record.readUInt32LE(64));
     }
     case recordType.comm:
       need(16);
@@ -291,6 +317,33 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
     default:
       return undefined;
   }
+}
+
+/**
+ * MMAP and MMAP2 share their first fields (pid, tid, start, length, pgoff); the file name follows MMAP's at 40 and
+ * MMAP2's at 72, after its device, inode, protection and flags (or build-id).
+ */
+function decodeMmap(
+  record: Buffer,
+  time: bigint | undefined,
+  filenameAt: number,
+  buildId: string | undefined,
+  prot: number | undefined,
+): MmapEvent {
+  return {
+    kind: 'mmap',
+    offset: 0,
+    pid: record.readInt32LE(8),
+    tid: record.readInt32LE(12),
+    start: record.readBigUInt64LE(16),
+    length: record.readBigUInt64LE(24),
+    pgoff: record.readBigUInt64LE(32),
+    filename: cString(record, filenameAt),
+    buildId,
+    prot,
+    cpumode: record.readUInt16LE(4) & misc.cpumodeMask,
+    time,
+  };
 }
 
 /** A NUL-terminated string from `at` to the record's end (the sample_id trailer comes after the NUL). */

@@ -1,6 +1,9 @@
 // perf script's text, written from perf.data without perf: takes the reader's events (reader.ts) in perf's order and a
 // Symbols source, gives the text `perf script --header --no-inline` prints with its default fields (comm, tid, cpu,
-// time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), in chunks.
+// time, period, event, then one `\t<ip> <sym>+0x<off> (<dso>)` line per frame and a blank line), given to a ScriptSink
+// sample by sample as a header line and frame lines: a frame line (ScriptFrame) is made once per mapping and address,
+// and the same object is given each time it recurs, so the sink can keep on it what it made of it (the fold's parse,
+// the file's bytes).
 //
 // It keeps what perf's machine keeps (tools/perf/util/machine.c, thread.c, map.c): each thread's comm (`:<tid>` until
 // one is known, the parent's after a fork), each process's mappings (a thread shares its leader's; a fork copies its
@@ -39,6 +42,28 @@ export interface Mapping {
   identity: boolean;
 }
 
+/**
+ * One distinct frame line: made once per mapping and address, then given for every sample holding it, so a sink can
+ * keep on it what it made of the line.
+ */
+export interface ScriptFrame {
+  /** `\t<address> <symbol>+0x<offset> (<dso>)`, without its newline. */
+  readonly line: string;
+  /** The sink's: undefined until it sets it. */
+  memo: unknown;
+}
+
+/** Where the text goes. */
+export interface ScriptSink {
+  /** The `#` header, every line ending in a newline. */
+  header(text: string): void | Promise<void>;
+  /**
+   * One sample: its header line, then `frames[0..count)`, its frame lines, all without their newline (the text is each
+   * line followed by a newline, then a blank line). `frames` is reused for the next sample.
+   */
+  sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void>;
+}
+
 export interface ScriptTextOptions {
   /** Keep only the samples of these processes (perf script --pid). Default: all. */
   pids: ReadonlySet<number> | undefined;
@@ -54,6 +79,9 @@ const maxCachedLines = 1 << 20;
 interface Thread {
   pid: number;
   comm: string;
+  /** `comm tid ` as the sample header starts, made for `prefixComm`. */
+  prefix: string;
+  prefixComm: string | undefined;
 }
 
 type Maps = { list: Mapping[] };
@@ -63,23 +91,24 @@ export class ScriptTextWriter {
   private readonly maps = new Map<number, Maps>();
   private nameWidth = 0;
   private names: string[] = [];
-  private pending: string[] = [];
-  private pendingLength = 0;
+  private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
-  private readonly kernelLines = new Map<bigint, string>();
-  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, string>>();
+  private readonly kernelLines = new Map<bigint, ScriptFrame>();
+  /** Frames in no mapping: their line depends on the address only. */
+  private readonly unmappedLines = new Map<bigint, ScriptFrame>();
+  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, ScriptFrame>>();
   samples = 0;
 
   constructor(
     private readonly symbols: ScriptSymbols,
-    private readonly write: (chunk: Buffer) => void | Promise<void>,
+    private readonly sink: ScriptSink,
     options: Partial<ScriptTextOptions> = {},
   ) {
     this.options = { pids: undefined, maxStack: maxStackDefault, ...options };
   }
 
   /** The `#` header perf script --header prints first (the parts profcpu reads back). */
-  header(header: PerfDataHeader): void {
+  async header(header: PerfDataHeader): Promise<void> {
     const f = header.features;
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
@@ -97,10 +126,11 @@ export class ScriptTextWriter {
     if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
     for (const name of this.names) lines.push(`# event : name = ${name}, `);
     lines.push('# ========', '#', '');
-    this.push(lines.join('\n'));
+    await this.sink.header(lines.join('\n'));
   }
 
-  async event(event: PerfEvent): Promise<void> {
+  /** Takes the next event; a promise only when it has to be waited for (a symbol table loading, the sink). */
+  event(event: PerfEvent): void | Promise<void> {
     switch (event.kind) {
       case 'sample':
         return this.sample(event);
@@ -116,15 +146,10 @@ export class ScriptTextWriter {
     }
   }
 
-  /** Writes what is left. */
-  async end(): Promise<void> {
-    await this.flush();
-  }
-
   private thread(pid: number, tid: number): Thread {
     let thread = this.threads.get(tid);
     if (!thread || (pid >= 0 && thread.pid < 0)) {
-      thread = { pid, comm: thread?.comm ?? `:${tid}` };
+      thread = { pid, comm: thread?.comm ?? `:${tid}`, prefix: '', prefixComm: undefined };
       this.threads.set(tid, thread);
     }
     if (pid !== tid && pid >= 0) this.mapsOf(pid);
@@ -140,7 +165,7 @@ export class ScriptTextWriter {
   private fork(pid: number, tid: number, ppid: number, ptid: number): void {
     const parent = this.thread(ppid, ptid);
     // A tid reused: the old thread goes.
-    this.threads.set(tid, { pid, comm: parent.comm });
+    this.threads.set(tid, { pid, comm: parent.comm, prefix: '', prefixComm: undefined });
     if (pid !== ppid) this.maps.set(pid, { list: [...this.mapsOf(ppid).list] });
   }
 
@@ -179,38 +204,55 @@ export class ScriptTextWriter {
     maps.list = kept;
   }
 
-  private async sample(sample: SampleEvent): Promise<void> {
+  private sample(sample: SampleEvent): void | Promise<void> {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
     this.samples++;
     const thread = this.thread(sample.pid, sample.tid);
-    let line = `${thread.comm} ${String(sample.tid).padStart(5)} `;
-    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
-    if (sample.time !== undefined) {
-      const seconds = sample.time / 1_000_000_000n;
-      const micros = (sample.time % 1_000_000_000n) / 1000n;
-      line += `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}: `;
+    if (thread.prefixComm !== thread.comm) {
+      thread.prefix = `${thread.comm} ${String(sample.tid).padStart(5)} `;
+      thread.prefixComm = thread.comm;
     }
+    let line = thread.prefix;
+    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
+    if (sample.time !== undefined) line += `${timestamp(sample.time)}: `;
     line += `${String(sample.period).padStart(10)} `;
-    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: \n`;
+    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
     const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
-    let cpumode = sample.callchain ? 0 : sample.cpumode;
-    let frames = 0;
-    for (let i = 0; i < chain.length && frames < this.options.maxStack; i++) {
+    // With a callchain, its context markers say where each frame is; a lone ip is where the sample's mode says.
+    return this.frameLines(line, chain, 0, 0, sample.callchain ? 0 : sample.cpumode, maps);
+  }
+
+  /** The frame lines of `chain` from entry `from` (`made` lines made so far), then the sample to the sink. */
+  private frameLines(
+    header: string,
+    chain: BigUint64Array,
+    from: number,
+    made: number,
+    mode: number,
+    maps: Mapping[],
+  ): void | Promise<void> {
+    let cpumode = mode;
+    let frames = made;
+    for (let i = from; i < chain.length && frames < this.options.maxStack; i++) {
       const ip = chain[i]!;
       if (ip >= contextMax) {
         cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
         continue;
       }
-      frames++;
       const frame = this.frame(ip, cpumode, maps);
-      line += typeof frame === 'string' ? frame : await frame;
+      // A symbol table still loading: the rest waits for it.
+      if (frame instanceof Promise)
+        return frame.then((line) => {
+          this.frames[frames] = line;
+          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps);
+        });
+      this.frames[frames++] = frame;
     }
-    this.push(line + '\n');
-    if (this.pendingLength > 1 << 20) await this.flush();
+    return this.sink.sample(header, this.frames, frames);
   }
 
-  private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
+  private frame(ip: bigint, cpumode: number, maps: Mapping[]): ScriptFrame | Promise<ScriptFrame> {
     if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
       let line = this.kernelLines.get(ip);
       if (line === undefined) {
@@ -220,7 +262,14 @@ export class ScriptTextWriter {
       return line;
     }
     const mapping = findMapping(maps, ip);
-    if (!mapping) return frameLine(ip, undefined, '[unknown]');
+    if (!mapping) {
+      let line = this.unmappedLines.get(ip);
+      if (line === undefined) {
+        line = frameLine(ip, undefined, '[unknown]');
+        this.remember(this.unmappedLines, ip, line);
+      }
+      return line;
+    }
     // A frame's line depends on its mapping and address only: most frames recur, so each line is made once.
     let lines = this.mappingLines.get(mapping);
     if (!lines) this.mappingLines.set(mapping, (lines = new Map()));
@@ -237,28 +286,32 @@ export class ScriptTextWriter {
   }
 
   /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
-  private remember(cache: Map<bigint, string>, ip: bigint, line: string): void {
+  private remember(cache: Map<bigint, ScriptFrame>, ip: bigint, line: ScriptFrame): void {
     if (cache.size >= maxCachedLines) cache.clear();
     cache.set(ip, line);
   }
-
-  private push(text: string): void {
-    this.pending.push(text);
-    this.pendingLength += text.length;
-  }
-
-  private async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
-    const chunk = Buffer.from(this.pending.join(''));
-    this.pending = [];
-    this.pendingLength = 0;
-    await this.write(chunk);
-  }
 }
 
-function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
+/** `seconds.micros` of a time in nanoseconds, as perf prints it. */
+function timestamp(time: bigint): string {
+  let seconds: number | bigint;
+  let micros: number | bigint;
+  if (time <= maxSafe) {
+    const ns = Number(time);
+    seconds = Math.floor(ns / 1e9);
+    micros = Math.floor((ns % 1e9) / 1000);
+  } else {
+    seconds = time / 1_000_000_000n;
+    micros = (time % 1_000_000_000n) / 1000n;
+  }
+  return `${String(seconds).padStart(5)}.${String(micros).padStart(6, '0')}`;
+}
+
+const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
+
+function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
   const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
-  return `\t${address.toString(16).padStart(16)} ${name} (${dso})\n`;
+  return { line: `\t${address.toString(16).padStart(16)} ${name} (${dso})`, memo: undefined };
 }
 
 function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {

@@ -1,0 +1,187 @@
+// The native engine's two outputs from one pass over the samples: takes the samples ScriptTextWriter makes (a header
+// line and frame lines, src/perf/data/script-text.ts), gives flamescope/perf_script.out the bytes the tee writes for
+// that text (tee.ts: lines past 16 KiB cut, the names the resolver finds written over `[unknown]`) and folds the same
+// samples into a StackFolder, without parsing the text back. Each distinct frame line is prepared once (its bytes in
+// the file, the fold's parse of it through StackFolder.frameText), then copied and looked up for every sample holding
+// it. A sample whose text holds anything the per-line way could read otherwise (a line break inside a name, a line past
+// the cut, a header line the fold or the namer might not read as a header) goes the tee's way instead, as text
+// through the cutter, the namer and StackFolder.write: either way gives the same bytes and the same folds.
+import { once } from 'node:events';
+import type { WriteStream } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { finished } from 'node:stream/promises';
+import type { ScriptFrame, ScriptSink } from '../perf/data/script-text.js';
+import type { FrameTextMemo, StackFolder } from '../stacks/fold.js';
+import type { FrameResolver } from '../stacks/frame-name.js';
+import { lineCutDefaults, LongLineCutter } from './long-lines.js';
+import { ScriptNamer } from './script-names.js';
+
+/** What the file gets of one distinct frame line (kept on its ScriptFrame), or null when it must go the text way. */
+interface FrameBytes extends FrameTextMemo {
+  /** The line as the file has it (named when the resolver names it), newline included. */
+  bytes: Buffer;
+  /** Bytes of the line as written by perf script's rules, newline included (the manifest counts those). */
+  raw: number;
+}
+
+const outputBytes = 1 << 20;
+const newline = Buffer.from('\n');
+
+export class NativeScriptOutput implements ScriptSink {
+  /** Bytes of perf script text made (before cutting and naming), for the manifest. */
+  bytes = 0;
+  private readonly file: WriteStream;
+  private readonly cutter = new LongLineCutter();
+  /** Names the text way's samples; it follows their headers' pids, as the tee's does. */
+  private readonly namer: ScriptNamer | undefined;
+  /** Names the per-line way's frame lines, whose headers give no pid (see plainHeader). */
+  private readonly lineNamer: ScriptNamer | undefined;
+  /** The text way's namer last saw a header other than the per-line way's since (which gives it no pid). */
+  private namerPidStale = false;
+  private readonly entries: FrameBytes[] = [];
+  private headerKept: string[] = [];
+  private out = Buffer.allocUnsafe(outputBytes);
+  private used = 0;
+
+  /** `file` is closed by finish() or destroy(). */
+  constructor(
+    file: FileHandle,
+    private readonly folder: StackFolder,
+    resolver: FrameResolver | undefined,
+  ) {
+    this.file = file.createWriteStream();
+    // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
+    this.file.on('error', () => {});
+    this.namer = resolver && new ScriptNamer(resolver);
+    this.lineNamer = resolver && new ScriptNamer(resolver);
+  }
+
+  async header(text: string): Promise<void> {
+    const cut = this.cutter.cut(Buffer.from(text));
+    this.bytes += Buffer.byteLength(text);
+    this.folder.write(cut);
+    const lines = cut.toString('utf8').split('\n');
+    const end = lines.findIndex((line) => !line.startsWith('#'));
+    this.headerKept = end === -1 ? lines : lines.slice(0, end);
+    await this.put(this.namer ? this.namer.transform(cut) : cut);
+  }
+
+  /** Takes a sample; a promise only when the file has to be waited for. */
+  sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void> {
+    if (!plainHeader(header)) return this.asText(header, frames, count);
+    let size = header.length * 3 + 2;
+    for (let i = 0; i < count; i++) {
+      const entry = this.frameBytes(frames[i]!);
+      if (!entry) return this.asText(header, frames, count);
+      this.entries[i] = entry;
+      size += entry.bytes.length;
+    }
+    if (this.used + size > this.out.length) return this.flush(size).then(() => this.fill(header, frames, count));
+    this.fill(header, frames, count);
+  }
+
+  /** Copies a sample whose frame lines are in `entries` into the buffer, which has room for it, and folds it. */
+  private fill(header: string, frames: readonly ScriptFrame[], count: number): void {
+    const out = this.out;
+    const start = this.used;
+    let at = start + out.write(header, start);
+    out[at++] = 10;
+    this.bytes += at - start;
+    this.folder.write(out.subarray(start, at));
+    for (let i = 0; i < count; i++) {
+      const entry = this.entries[i]!;
+      this.folder.frameText(frames[i]!.line, entry);
+      at += entry.bytes.copy(out, at);
+      this.bytes += entry.raw;
+    }
+    out[at++] = 10;
+    this.bytes++;
+    this.folder.write(newline);
+    this.used = at;
+    this.namerPidStale = true;
+  }
+
+  /** The `#` lines before the first sample. */
+  headerLines(): string[] {
+    return this.headerKept;
+  }
+
+  /** Lines cut for being too long. */
+  get linesCut(): number {
+    return this.cutter.linesCut;
+  }
+
+  /** Writes what is left and closes the file. */
+  async finish(): Promise<void> {
+    const rest = this.cutter.end();
+    if (rest.length > 0) {
+      this.folder.write(rest);
+      await this.put(this.namer ? this.namer.transform(rest) : rest);
+    }
+    const held = this.namer?.end();
+    if (held && held.length > 0) await this.put(held);
+    await this.flush(0);
+    this.file.end();
+    await finished(this.file);
+  }
+
+  /** Closes the file without waiting for it (after a failure; the caller deletes it). */
+  destroy(): void {
+    this.file.destroy();
+  }
+
+  private frameBytes(frame: ScriptFrame): FrameBytes | null {
+    if (frame.memo !== undefined) return frame.memo as FrameBytes | null;
+    const { line } = frame;
+    const raw = Buffer.from(`${line}\n`);
+    const entry =
+      raw.length - 1 <= lineCutDefaults.maxLineBytes && !/[\n\r]/.test(line)
+        ? { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length }
+        : null;
+    frame.memo = entry;
+    return entry;
+  }
+
+  /** The tee's way: the sample's text through the cutter into the fold, and through the namer into the file. */
+  private async asText(header: string, frames: readonly ScriptFrame[], count: number): Promise<void> {
+    let text = `${header}\n`;
+    for (let i = 0; i < count; i++) text += `${frames[i]!.line}\n`;
+    const raw = Buffer.from(`${text}\n`);
+    this.bytes += raw.length;
+    const cut = this.cutter.cut(raw);
+    this.folder.write(cut);
+    if (!this.namer) return this.put(cut);
+    // The tee's namer would have read the previous sample's header, which gave it no pid.
+    if (this.namerPidStale) this.namer.transform(Buffer.from('-\n'));
+    this.namerPidStale = false;
+    await this.put(this.namer.transform(cut));
+  }
+
+  private async put(bytes: Buffer): Promise<void> {
+    if (this.used + bytes.length > this.out.length) await this.flush(bytes.length);
+    this.used += bytes.copy(this.out, this.used);
+  }
+
+  /** Writes what the buffer holds, then makes room for `size` more bytes. */
+  private async flush(size: number): Promise<void> {
+    if (this.used > 0 && !this.file.write(this.out.subarray(0, this.used))) await once(this.file, 'drain');
+    // The stream holds the written bytes until they reach the file: the next ones go to another buffer.
+    this.out = Buffer.allocUnsafe(Math.max(outputBytes, size));
+    this.used = 0;
+  }
+}
+
+/**
+ * A sample header line the fold and the namer read as the tee's text gives it to them: one line, within the cut, not
+ * starting like a frame or a comment, and with no `pid/tid` the namer could take a pid from.
+ */
+function plainHeader(header: string): boolean {
+  const first = header.charCodeAt(0);
+  return (
+    first > 0x20 &&
+    first < 0x7f &&
+    first !== 0x23 &&
+    header.length * 3 <= lineCutDefaults.maxLineBytes &&
+    !/[\n\r/]/.test(header)
+  );
+}
