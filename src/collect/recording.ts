@@ -29,7 +29,7 @@ export interface RecordTargetParams {
   scope: RecordScope;
   /** Build-ids in mapping records (see RecordOptions). */
   buildIdMmap?: boolean;
-  snapshotter: TargetSnapshotter;
+  snapshotter: Pick<TargetSnapshotter, 'refresh'>;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
   /** Ends it too; the caller then stops the session. */

@@ -13,13 +13,10 @@ import { buildIdMmapWorks, type RecordOutcome } from '../perf/record.js';
 import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { keptBinariesStep } from '../symbols/kept-binaries.js';
 import { kallsymsStep } from './kallsyms-step.js';
 import { vdsoStep } from './vdso-step.js';
-import { readyToRunStep } from '../symbols/readytorun-step.js';
-import { runtimeStubsStep } from '../dotnet/runtime-stubs-step.js';
-import { TargetFiles } from '../target/target-files.js';
-import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
+import { missedSnapshots, type SnapshotReport } from './snapshot.js';
+import { isolatedSteps, readerStep, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from './steps.js';
@@ -136,12 +133,13 @@ export async function collect<R>(
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
   const plan = await phase('preflight', () => preflight(session, target, dir));
 
-  // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty).
-  const targetFiles = await openTargetFiles(session, target);
+  // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty). They are
+  // read in a child process only (src/collect/target-reader.ts), which a read that never returns cannot outlive.
+  const reader = await startReader(session, target, dir);
   try {
     const folder = await OutputFolder.open(dir, { create: true });
     try {
-      return await recordAndFinish(session, phase, phaseMs, folder, targetFiles, { target, reason, dir }, plan);
+      return await recordAndFinish(session, phase, phaseMs, folder, reader, { target, reason, dir }, plan);
     } finally {
       // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
       if (options.owner)
@@ -151,7 +149,7 @@ export async function collect<R>(
       await folder.close();
     }
   } finally {
-    await targetFiles.close();
+    reader.close();
   }
 }
 
@@ -163,7 +161,7 @@ async function recordAndFinish<R>(
   phase: Phase,
   phaseMs: CollectResult<R>['phaseMs'],
   folder: OutputFolder,
-  targetFiles: TargetFiles,
+  reader: TargetReader,
   chosen: { target: TargetInfo; reason: string; dir: string },
   plan: RecordPlan,
 ): Promise<CollectResult<R>> {
@@ -175,18 +173,17 @@ async function recordAndFinish<R>(
     dir: folder.path,
     perfPath: options.perfPath,
     procRoot: options.procRoot,
-    files: targetFiles,
     signal,
     warn,
     progress: info,
   };
-  stepContext.sampledFiles = onceSampledFiles(stepContext);
+  stepContext.sampledFiles = reader.sampledFiles;
   // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
   // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
+  // Those that read the target run in the target reader; kallsyms, the vdso (the sidecar's own) and the context's
+  // own steps (perf map, symbols) here.
   const steps = [
-    keptBinariesStep(),
-    readyToRunStep(),
-    runtimeStubsStep(),
+    ...isolatedSteps().map((step) => readerStep(reader, step)),
     kallsymsStep(),
     vdsoStep(),
     ...(context.steps ?? []),
@@ -194,7 +191,7 @@ async function recordAndFinish<R>(
   const reports: Record<string, StepReport> = {};
   await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
   const { recorded, snapshots } = await phase('recording', () =>
-    record(session, folder, targetFiles, { target, reason }, plan),
+    record(session, folder, reader, { target, reason }, plan),
   );
   throwIfAborted(signal);
   info(
@@ -253,14 +250,20 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
   };
 }
 
-function openTargetFiles<R>(session: Session<R>, target: TargetInfo): Promise<TargetFiles> {
-  return TargetFiles.open(target.pid, { ...session.procfs, uid: target.uid, signal: session.signal }).catch(
-    (error: unknown) => {
-      throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
-        remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',
-        cause: error,
-      });
+/** The target reader, the target's root opened in it; throws TARGET_NOT_VISIBLE when it cannot be. */
+function startReader<R>(session: Session<R>, target: TargetInfo, dir: string): Promise<TargetReader> {
+  const { options, signal, warn, info } = session;
+  // Asked of perf once for every step, here or in the reader (perf buildid-list reads the whole perf.data).
+  const sampled = onceSampledFiles({ dir, perfPath: options.perfPath, signal });
+  return TargetReader.start(
+    {
+      target,
+      procRoot: options.procRoot,
+      dir,
+      perfPath: options.perfPath,
+      snapshotMaxBytes: options.snapshotMaxBytes,
     },
+    { signal, warn, progress: info, sampledFiles: sampled, passTimeoutMs: options.targetTimeoutSeconds * 1000 },
   );
 }
 
@@ -268,7 +271,7 @@ function openTargetFiles<R>(session: Session<R>, target: TargetInfo): Promise<Ta
 async function record<R>(
   session: Session<R>,
   folder: OutputFolder,
-  targetFiles: TargetFiles,
+  reader: TargetReader,
   chosen: { target: TargetInfo; reason: string },
   plan: RecordPlan,
 ): Promise<{ recorded: RecordedTarget; snapshots: SnapshotReport }> {
@@ -280,13 +283,9 @@ async function record<R>(
   await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
   // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
   await folder.remove(layout.perfData);
-  const snapshotter = new TargetSnapshotter(
-    folder,
-    targetFiles,
-    target,
-    { ...procfs, maxBytes: options.snapshotMaxBytes, signal },
-    warn,
-  );
+  // Taken in the reader; the last report it gave is the one kept.
+  let snapshots: SnapshotReport | undefined;
+  const snapshotter = { refresh: async () => void (snapshots = (await reader.refresh()) ?? snapshots) };
   info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}); Ctrl-C stops early`);
   const recorded = await recordTarget({
     options,
@@ -301,7 +300,8 @@ async function record<R>(
     ...(context.stop && { stop: context.stop }),
     ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
   });
-  return { recorded, snapshots: snapshotter.report() };
+  const missed = `not taken: ${reader.stoppedReason ?? 'the target reader gave no report'}`;
+  return { recorded, snapshots: snapshots ?? missedSnapshots(target, procfs, missed) };
 }
 
 async function postprocessFolder<R>(session: Session<R>, run: PostprocessRun<R>, result: CollectResult<R>) {

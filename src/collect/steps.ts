@@ -45,7 +45,7 @@ export interface CollectStep {
 }
 
 /** The files perf sampled in the context's recording, asked of perf. */
-function askPerf(context: StepContext): Promise<SampledFile[]> {
+function askPerf(context: Pick<StepContext, 'dir' | 'perfPath' | 'signal'>): Promise<SampledFile[]> {
   return sampledFiles(join(context.dir, layout.perfData), { perfPath: context.perfPath, signal: context.signal });
 }
 
@@ -55,7 +55,9 @@ export function sampledFilesOf(context: StepContext): Promise<SampledFile[]> {
 }
 
 /** For a session's context: perf asked once, its first answer (or failure) every caller's. */
-export function onceSampledFiles(context: StepContext): () => Promise<SampledFile[]> {
+export function onceSampledFiles(
+  context: Pick<StepContext, 'dir' | 'perfPath' | 'signal'>,
+): () => Promise<SampledFile[]> {
   let answer: Promise<SampledFile[]> | undefined;
   return () => (answer ??= askPerf(context));
 }
