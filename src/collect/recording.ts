@@ -64,6 +64,7 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
         event,
         scope,
         buildIdMmap: buildIdMmap ?? false,
+        stopTimeoutMs: options.targetTimeoutSeconds * 1000,
       },
       { perfPath: options.perfPath },
     );

@@ -194,6 +194,7 @@ async function recordAndFinish<R>(
     record(session, folder, reader, { target, reason }, plan),
   );
   throwIfAborted(signal);
+  if (recorded.outcome.abandoned) warn(`${recorded.outcome.abandoned}; its perf.data is read to its last whole record`);
   info(
     `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
   );
