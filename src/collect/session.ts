@@ -16,7 +16,7 @@ import type { TargetInfo } from '../target/inspect.js';
 import { kallsymsStep } from './kallsyms-step.js';
 import { vdsoStep } from './vdso-step.js';
 import { missedSnapshots, type SnapshotReport } from './snapshot.js';
-import { isolatedSteps, readerStep, TargetReader } from './target-reader.js';
+import { isolatedSteps, readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from './steps.js';
@@ -98,6 +98,8 @@ interface RecordPlan {
   event: string;
   scope: ScopeChoice;
   buildIdMmap: boolean;
+  /** perf writes no build-ids, so reads none of the target's files (see avoidStallingFiles). */
+  noBuildIds: boolean;
 }
 
 export async function collect<R>(
@@ -178,6 +180,7 @@ async function recordAndFinish<R>(
     progress: info,
   };
   stepContext.sampledFiles = reader.sampledFiles;
+  stepContext.readTargetElf = (path) => reader.readElf(path);
   // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
   // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
   // Those that read the target run in the target reader; kallsyms, the vdso (the sidecar's own) and the context's
@@ -189,9 +192,13 @@ async function recordAndFinish<R>(
     ...(context.steps ?? []),
   ];
   const reports: Record<string, StepReport> = {};
-  await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
+  const recordPlan = await phase('before-recording', async () => {
+    const checked = await avoidStallingFiles(session, reader, target, plan);
+    await runSteps(steps, 'beforeRecording', stepContext, reports);
+    return checked;
+  });
   const { recorded, snapshots } = await phase('recording', () =>
-    record(session, folder, reader, { target, reason }, plan),
+    record(session, folder, reader, { target, reason }, recordPlan),
   );
   throwIfAborted(signal);
   if (recorded.outcome.abandoned) warn(`${recorded.outcome.abandoned}; its perf.data is read to its last whole record`);
@@ -248,7 +255,37 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
     event: options.event ?? defaultEvent(facts),
     scope,
     buildIdMmap: buildIdMmapWorks(facts.perfVersion, facts.kernelRelease),
+    noBuildIds: false,
   };
+}
+
+/**
+ * perf record reads the build-ids of the target's mapped files when it starts (--buildid-mmap) or when it ends (its
+ * table): a file on a FUSE or network file system whose server stops answering would then hold perf in the kernel
+ * for good, killed or not, and no sample would be written. When the target maps such files (or the reader cannot
+ * say), perf writes no build-ids (-B) and reads none of its files; the reader is told what to advise if it hangs.
+ */
+async function avoidStallingFiles<R>(
+  session: Session<R>,
+  reader: TargetReader,
+  target: TargetInfo,
+  plan: RecordPlan,
+): Promise<RecordPlan> {
+  const stalling = await reader.stallingMappings();
+  if (stalling?.length === 0) return plan;
+  const shown = stalling?.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
+  const what = shown
+    ? `maps ${stalling!.length} file(s) from a FUSE or network file system: ${shown.join(', ')}${stalling!.length > 3 ? ', ...' : ''}`
+    : 'may map files from a FUSE or network file system (its mounts could not be checked)';
+  session.warn(
+    `process ${target.pid} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
+      'answering would hold perf for good); frames in those files may stay unnamed',
+  );
+  if (shown)
+    reader.remedy =
+      `the target maps ${shown.join(', ')}: a read of such a file never returned (its server stopped answering?); ` +
+      'if its reads are only slow, raise --target-timeout';
+  return { ...plan, buildIdMmap: false, noBuildIds: true };
 }
 
 /** The target reader, the target's root opened in it; throws TARGET_NOT_VISIBLE when it cannot be. */
@@ -295,9 +332,11 @@ async function record<R>(
     event: plan.event,
     scope: plan.scope.scope,
     buildIdMmap: plan.buildIdMmap,
+    noBuildIds: plan.noBuildIds,
     snapshotter,
     signal,
     onRetry: warn,
+    warn,
     ...(context.stop && { stop: context.stop }),
     ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
   });
@@ -333,7 +372,11 @@ async function runSteps(
     } catch (error) {
       if (isProfcpuError(error, 'ABORTED')) throw error;
       const message = error instanceof Error ? error.message : String(error);
-      context.warn(`${step.name}: ${message}${isProfcpuError(error) && error.remedy ? ` (fix: ${error.remedy})` : ''}`);
+      // The reader said why it stopped, once: the steps it could not run are only reported.
+      if (!(error instanceof ReaderStoppedError))
+        context.warn(
+          `${step.name}: ${message}${isProfcpuError(error) && error.remedy ? ` (fix: ${error.remedy})` : ''}`,
+        );
       reports[step.name] = { ...reports[step.name], [`${when}Error`]: message };
     }
   }

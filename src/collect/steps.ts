@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { sampledFiles, type SampledFile } from '../perf/buildid-cache.js';
+import type { ElfInfo } from '../symbols/elf.js';
 import type { TargetInfo } from '../target/inspect.js';
 import type { TargetFiles } from '../target/target-files.js';
 
@@ -28,6 +29,12 @@ export interface StepContext {
    * steps that need them after recording. Undefined in tests that give no session: sampledFilesOf asks perf then.
    */
   sampledFiles?: () => Promise<SampledFile[]>;
+  /**
+   * Reads the ELF facts of a file of the target's in the target reader (src/collect/target-reader.ts), for the steps
+   * that run here yet need some; ProfcpuErrors (IO) when it cannot. Undefined in tests that give no session: the
+   * step reads the file itself then.
+   */
+  readTargetElf?: (path: string) => Promise<ElfInfo>;
   signal: AbortSignal;
   warn: Warn;
   progress: (message: string) => void;

@@ -4,6 +4,8 @@
 import { ProfcpuError, isProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
+import { readTargetElf } from '../symbols/debug-symbols.js';
+import { stallingMappingsOf } from '../target/mounts.js';
 import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter } from './snapshot.js';
 import type { CollectStep, StepContext } from './steps.js';
@@ -73,6 +75,9 @@ async function answer(request: Exclude<ReaderRequest, { type: 'sampled' }>): Pro
     return undefined;
   }
   if (!session) throw new Error('the target reader was not opened');
+  if (request.type === 'elf') return readTargetElf(session.files, request.path);
+  if (request.type === 'stalling')
+    return stallingMappingsOf(session.init.target.pid, { procRoot: session.init.procRoot });
   if (request.type === 'refresh') {
     const snapshotter = (session.snapshotter ??= await snapshotterOf(session));
     await snapshotter.refresh();

@@ -18,8 +18,10 @@ import { runtimeStubsStep } from '../dotnet/runtime-stubs-step.js';
 import { ProfcpuError } from '../error.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
 import { keptBinariesStep } from '../symbols/kept-binaries.js';
+import type { ElfInfo } from '../symbols/elf.js';
 import { readyToRunStep } from '../symbols/readytorun-step.js';
 import type { TargetInfo } from '../target/inspect.js';
+import type { StallingMapping } from '../target/mounts.js';
 import type { SnapshotReport } from './snapshot.js';
 import type { CollectStep, StepReport } from './steps.js';
 
@@ -68,6 +70,8 @@ export type ReaderRequest =
   | { type: 'open'; id: number; init: ReaderInit }
   | { type: 'step'; id: number; step: string; when: 'beforeRecording' | 'afterRecording' }
   | { type: 'refresh'; id: number }
+  | { type: 'stalling'; id: number }
+  | { type: 'elf'; id: number; path: string }
   | { type: 'sampled'; id: number; value?: SampledFile[]; error?: string };
 
 export interface TargetReaderContext {
@@ -95,6 +99,9 @@ export class TargetReader {
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private readonly onAbort = () => this.kill('collect was aborted');
   private readonly timeoutMs: number;
+  private remedyText =
+    'a read of the target never returned: look for a FUSE or network file system among its mounts ' +
+    '(/proc/PID/mountinfo); if its reads are only slow, raise --target-timeout';
 
   private constructor(private readonly context: TargetReaderContext) {
     this.timeoutMs = context.passTimeoutMs ?? targetReaderDefaults.passTimeoutMs;
@@ -129,6 +136,28 @@ export class TargetReader {
     }
   }
 
+  /**
+   * The files the target maps from a FUSE or network file system (src/target/mounts.ts), or undefined when the reader
+   * could not say (stopped, or failed: the caller then assumes there are some).
+   */
+  async stallingMappings(): Promise<StallingMapping[] | undefined> {
+    return (await this.call({ type: 'stalling' }, 'the check of the target’s mounts').catch(() => undefined)) as
+      StallingMapping[] | undefined;
+  }
+
+  /**
+   * A target's file's ELF facts, read in the child. ProfcpuErrors (IO) only, also once the reader stopped, so that a
+   * caller reading several files reports this one unreadable and goes on.
+   */
+  async readElf(path: string): Promise<ElfInfo> {
+    try {
+      return (await this.call({ type: 'elf', path }, `reading ${path}`)) as ElfInfo;
+    } catch (error) {
+      if (error instanceof ReaderStoppedError) throw new ProfcpuError('IO', `${path}: ${error.message}`);
+      throw error;
+    }
+  }
+
   /** The files perf sampled, as the session asks them (once). */
   get sampledFiles(): () => Promise<SampledFile[]> {
     return this.context.sampledFiles;
@@ -139,12 +168,25 @@ export class TargetReader {
     return this.stopped?.reason;
   }
 
-  /** Ends the child (it has nothing to finish: every pass wrote its outputs before answering). */
+  /**
+   * Ends the child (it has nothing to finish: every pass wrote its outputs before answering), without waiting for it:
+   * a child blocked in a FUSE request its server has already read stays in the kernel, killed or not, until that
+   * connection ends, and a handle on it would keep profcpu from exiting.
+   */
   close(): void {
     this.context.signal.removeEventListener('abort', this.onAbort);
     const child = this.child;
     this.child = undefined;
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (!child) return;
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (child.connected) child.disconnect();
+    child.stderr?.destroy();
+    child.unref();
+  }
+
+  /** What the warning given when a pass outlives its deadline advises (the session knows more of the target). */
+  set remedy(text: string) {
+    this.remedyText = text;
   }
 
   private spawn(): void {
@@ -152,12 +194,25 @@ export class TargetReader {
       serialization: 'advanced',
       // Its own process group: a terminal's Ctrl-C reaches profcpu, which decides what the child does.
       detached: true,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Not profcpu's own stdout and stderr: a killed child whose thread stays blocked in a FUSE request keeps its
+      // files open, and whoever reads profcpu's output (a pipe, a test) would wait for that connection to end. It
+      // says everything over IPC; its stderr (a crash) is warned here, cut short, and let go of when it is closed.
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
     this.child = child;
+    child.stderr?.on('data', (chunk: Buffer) =>
+      this.context.warn(`target reader: ${chunk.toString('utf8', 0, 4096).trimEnd()}`),
+    );
     child.on('message', (message: ReaderMessage) => this.receive(message));
     child.on('exit', (code, signal) => {
-      if (this.child === child) this.child = undefined;
+      if (this.child === child) {
+        // Not ended by the session: say so once.
+        this.child = undefined;
+        if (!this.stopped && !this.context.signal.aborted)
+          this.context.warn(
+            `the target reader ended (${signal ?? `exit code ${code}`}): nothing more is read from the target`,
+          );
+      }
       this.stopped ??= { reason: `the target reader ended (${signal ?? `exit code ${code}`})` };
       this.failAll();
     });
@@ -184,7 +239,7 @@ export class TargetReader {
   private stoppedError(): Error {
     if (this.context.signal.aborted)
       return new ProfcpuError('ABORTED', 'collect was aborted; the raw data written so far is kept');
-    return new ReaderStoppedError(this.stopped?.reason ?? 'the target reader stopped');
+    return new ReaderStoppedError(`not done, the target reader was stopped: ${this.stopped?.reason ?? 'it ended'}`);
   }
 
   private receive(message: ReaderMessage): void {
@@ -228,10 +283,12 @@ export class TargetReader {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.kill(
-          `${what} did not end within ${this.timeoutMs / 1000} s (a read of the target never returned?): ` +
-            'the target reader was stopped, and nothing more is read from the target in this session',
+        const reason = `${what} did not end within ${this.timeoutMs / 1000} s`;
+        this.context.warn(
+          `${reason}: the target reader was killed, and nothing more is read from the target in this session ` +
+            `(fix: ${this.remedyText})`,
         );
+        this.kill(reason);
       }, this.timeoutMs);
       this.pending.set(id, {
         resolve: (value) => {
@@ -248,7 +305,7 @@ export class TargetReader {
   }
 }
 
-/** A pass refused or cut short because the reader was stopped: reported as the step's warning. */
+/** A pass refused or cut short because the reader was stopped (warned once, when it was). */
 export class ReaderStoppedError extends Error {}
 
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;

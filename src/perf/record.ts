@@ -24,6 +24,11 @@ export interface RecordOptions {
    */
   buildIdMmap?: boolean;
   /**
+   * No build-ids at all (`-B`, and no --buildid-mmap): perf then reads none of the target's files, for a target that
+   * maps some from a file system whose server may never answer. Default false.
+   */
+  noBuildIds?: boolean;
+  /**
    * Time perf may take to write its file once stopped, ms; then it is killed, and 2 s later given up (its file is
    * then unfinished: postprocess reads it to its last whole record). perf reads the target's mapped files then, and
    * a file on a FUSE mount that stopped answering blocks it for good. Default 120 s.
@@ -46,7 +51,7 @@ export function recordArgs(options: RecordOptions): string[] {
     'record',
     '-N',
     '--no-buffering',
-    ...(options.buildIdMmap ? ['--buildid-mmap'] : []),
+    ...(options.noBuildIds ? ['-B'] : options.buildIdMmap ? ['--buildid-mmap'] : []),
     '-D',
     '1',
     '-F',
