@@ -57,9 +57,20 @@ export async function stallingFileSystemAt(
   path: string,
   options: ProcfsOptions = {},
 ): Promise<string | undefined> {
+  return (await stallingFileSystems(pid, options))(path);
+}
+
+/** stallingFileSystemAt for several paths, the target's mountinfo read once. */
+export async function stallingFileSystems(
+  pid: number,
+  options: ProcfsOptions = {},
+): Promise<(path: string) => string | undefined> {
   const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
-  const mount = mountOf(parseMountInfo(text ?? ''), path);
-  return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+  const mounts = parseMountInfo(text ?? '');
+  return (path) => {
+    const mount = mountOf(mounts, path);
+    return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+  };
 }
 
 export interface StallingMapping {

@@ -25,7 +25,11 @@ async function startHungFuse(t: TestContext, work: string, mode: 'read' | 'looku
   if (!existsSync(program)) execFileSync('gcc', ['-O1', '-Wall', '-o', program, source]);
   const mountpoint = join(work, `mnt-${mode}`);
   await mkdir(mountpoint);
-  const server = spawn(program, [mountpoint, 'libcoreclr.so', mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // Its temp folder in the mount too: where a .NET runtime's diagnostic socket, perf map and dumps would be.
+  const server = spawn(program, [mountpoint, 'libcoreclr.so', mode], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, TMPDIR: `${mountpoint}/tmp` },
+  });
   // Known once the server says: the cleanup registered first sees them.
   const known: { targetPid?: number; connection?: number } = {};
   t.after(() => {
@@ -91,6 +95,8 @@ for (const mode of ['read', 'lookup'] as const) {
       run.all,
       /warning: process \d+ maps 1 file\(s\) from a FUSE .*libcoreclr\.so \(fuse\).*without build-ids/,
     );
+    // Its diagnostic socket was not looked for in the mount (a LOOKUP there never returns).
+    assert.match(run.all, /diagnostic IPC failed \(process \d+'s temp folder \S+\/tmp is on a fuse file system/);
     const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
       collect: { record: { samples?: number; command: string[] }; steps: Record<string, Record<string, unknown>> };
     };
@@ -100,3 +106,27 @@ for (const mode of ['read', 'lookup'] as const) {
     assert.match(await readFile(join(out, 'flamegraph.svg'), 'utf8'), /<svg/);
   });
 }
+
+test('dump refuses a target whose temp folder is on a FUSE mount that never answers a LOOKUP', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc')) return;
+  if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+  const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+  const { targetPid } = await startHungFuse(t, work, 'lookup');
+  t.after(() => rm(work, { recursive: true, force: true }));
+  // The socket lookup, the request and the copy out of the temp folder would each wait there for good.
+  const run = await execa(
+    process.execPath,
+    [cliPath, 'dump', '--pid', String(targetPid), '--output', join(work, 'out')],
+    {
+      reject: false,
+      all: true,
+      timeout: 60_000,
+      killSignal: 'SIGKILL',
+      cwd: work,
+    },
+  );
+  assert.equal(run.timedOut, false, `dump hung:\n${run.all}`);
+  assert.equal(run.exitCode, 1, run.all);
+  assert.match(run.all, /temp folder \S+\/tmp is on a fuse file system/);
+  assert.equal(existsSync(join(work, 'out', 'manifest.json')), false);
+});
