@@ -87,7 +87,8 @@ export function collectOptions<T>(yargs: Argv<T>) {
       default: collectDefaults.targetTimeoutSeconds,
       describe:
         'Seconds one pass reading the target’s files or memory may take; past it the reader process is killed and ' +
-        'the session reads nothing more from the target (a hung FUSE mount cannot hold profcpu)',
+        'the session reads nothing more from the target; perf gets as long to start and to stop (a hung FUSE mount ' +
+        'cannot hold profcpu)',
     })
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
