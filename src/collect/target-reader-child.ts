@@ -41,7 +41,8 @@ async function open(init: ReaderInit): Promise<Session> {
   const warn = (message: string) => send({ type: 'warn', message });
   let files: TargetFiles;
   try {
-    files = await TargetFiles.open(target.pid, { procRoot, uid: target.uid, signal });
+    // This process reads what lies on a FUSE or network file system too: the session kills it if a read never ends.
+    files = await TargetFiles.open(target.pid, { procRoot, uid: target.uid, signal, stallingMounts: 'read' });
   } catch (error) {
     throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
       remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',

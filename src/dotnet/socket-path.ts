@@ -110,7 +110,7 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
     try {
       names = (await files.list(tmpDir)).names;
     } catch (error) {
-      if (error instanceof RootedPathError && !isMissing(error) && /permission/.test(error.reason))
+      if (error instanceof RootedPathError && !isMissing(error) && /permission|refused/.test(error.reason))
         throw unreachable(`cannot look into ${dir} (${error.reason})`, lookRemedy, error);
       throw unreachable(`process ${pid} has no temp directory ${tmpDir} visible at ${dir}`, notDotnetRemedy, error);
     }

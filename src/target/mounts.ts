@@ -3,9 +3,10 @@
 // server (possibly the target) can leave a read, an open or even a close waiting for ever, in a thread profcpu cannot
 // take back. mountinfo: `id parent major:minor root mountpoint options [optional...] - fstype source superoptions`,
 // mount points relative to the process's root, with space, tab, newline and backslash written as octal escapes.
+import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { parseProcMaps } from './proc-maps.js';
-import { readProcText, type ProcfsOptions } from './procfs.js';
+import { procfsDefaults, readProcText, type ProcfsOptions } from './procfs.js';
 
 /** File systems whose reads another process serves or a network carries: a read may never return. */
 const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
@@ -70,6 +71,31 @@ export async function stallingFileSystems(
   return (path) => {
     const mount = mountOf(mounts, path);
     return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+  };
+}
+
+/**
+ * For a tree opened under /proc/PID/root (src/files/rooted.ts): which FUSE or network file system an O_PATH fd of
+ * ours lies on, from its mount id (/proc/self/fdinfo) and the target's mountinfo, read once; nothing reaches the file
+ * system itself. Mount ids are the same in every mount namespace. Refuses nothing when the mountinfo is unreadable.
+ */
+export async function stallingMountOfFd(
+  pid: number,
+  options: ProcfsOptions = {},
+): Promise<(fd: number) => Promise<string | undefined>> {
+  const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
+  const stalling = new Map<string, string>();
+  for (const line of (text ?? '').split('\n')) {
+    const dash = line.indexOf(' - ');
+    const fsType = dash < 0 ? undefined : unescape(line.slice(dash + 3).split(' ')[0] ?? '');
+    if (fsType && stallingTypes.test(fsType)) stalling.set(line.slice(0, line.indexOf(' ')), fsType);
+  }
+  if (stalling.size === 0) return () => Promise.resolve(undefined);
+  return async (fd) => {
+    // A few lines; the fd is ours.
+    const info = await readFile(`${options.procRoot ?? procfsDefaults.procRoot}/self/fdinfo/${fd}`, 'utf8');
+    const id = /^mnt_id:\s*(\d+)$/m.exec(info ?? '')?.[1];
+    return id === undefined ? undefined : stalling.get(id);
   };
 }
 
