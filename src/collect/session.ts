@@ -206,6 +206,8 @@ async function recordAndFinish<R>(
     `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
   );
   await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
+  // Nothing more is read from the target: postprocess reads the folder only.
+  reader.close();
   const result: CollectResult<R> = {
     dir,
     target,
