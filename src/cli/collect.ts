@@ -29,6 +29,7 @@ export interface CollectArgs {
   symbolServer?: string[];
   offline: boolean;
   snapshotLimit: number;
+  targetTimeout: number;
   scope: 'auto' | 'process' | 'cgroup';
   quiet: boolean;
 }
@@ -81,19 +82,31 @@ export function collectOptions<T>(yargs: Argv<T>) {
       describe:
         'MiB copied at most from the target’s perf map and from its jitdump (a bound a hostile target cannot lift)',
     })
+    .option('target-timeout', {
+      type: 'number',
+      default: collectDefaults.targetTimeoutSeconds,
+      describe:
+        'Seconds one pass reading the target’s files or memory may take; past it the reader process is killed and ' +
+        'the session reads nothing more from the target; perf gets as long to start and to stop (a hung FUSE mount ' +
+        'cannot hold profcpu)',
+    })
     .option('quiet', { type: 'boolean', default: false, describe: 'Print only warnings, errors and the summary' })
     .conflicts('pid', 'name')
     .check((args) => {
       if (!(Number(args.duration) > 0)) throw usage('--duration must be a positive number of seconds');
       if (!(Number(args.frequency) > 0)) throw usage('--frequency must be a positive number of Hz');
       if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
+      if (!(Number(args['target-timeout']) > 0)) throw usage('--target-timeout must be a positive number of seconds');
       if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
         throw usage('--pid must be a positive integer');
       return true;
     });
 }
 
-/** Traps SIGINT/SIGTERM for the session: first = stop recording (or abort if not recording), second = abort. */
+/**
+ * Traps SIGINT/SIGTERM for the session: first = stop recording (or abort if not recording), second = abort, one more
+ * = end at once (exitNow).
+ */
 export function trapSignals(reporter: Reporter, phase: () => CollectPhase | undefined) {
   const stop = new AbortController();
   const abort = new AbortController();
@@ -102,9 +115,9 @@ export function trapSignals(reporter: Reporter, phase: () => CollectPhase | unde
       reporter.info(`\n${name}: stopping the recording; what was recorded will be post-processed (again to abort)`);
       stop.abort();
     } else if (!abort.signal.aborted) {
-      reporter.warn(`${name}: aborting; the raw data already written is kept`);
+      reporter.warn(`${name}: aborting; the raw data already written is kept (again to end at once)`);
       abort.abort();
-    }
+    } else exitNow(reporter, name);
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -116,6 +129,17 @@ export function trapSignals(reporter: Reporter, phase: () => CollectPhase | unde
       process.off('SIGTERM', onSignal);
     },
   };
+}
+
+/**
+ * Ends profcpu now, whatever is under way. Not process.exit(): it waits for libuv's threads, and one blocked in a
+ * read that never returns (a hung FUSE file) would hold it for good. SIGKILL cannot be held; the exit code is lost
+ * (137), so the reason is said first.
+ */
+export function exitNow(reporter: Reporter, name: NodeJS.Signals): never {
+  reporter.warn(`${name} again: ending profcpu now`);
+  process.kill(process.pid, 'SIGKILL');
+  throw new Error('unreachable: SIGKILL sent to self');
 }
 
 /** Progress while recording: one redrawn line on a terminal, a plain line every 5 s otherwise. */
@@ -210,6 +234,7 @@ const command: CommandModule<object, CollectArgs> = {
         durationSeconds: args.duration,
         frequency: args.frequency,
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
+        targetTimeoutSeconds: args.targetTimeout,
         scope: args.scope,
         postprocess: args.postprocess,
       },

@@ -7,7 +7,7 @@ import { dumpTypeNames, type DumpTypeName } from '../dotnet/dump-protocol.js';
 import { mib } from '../dump/fetch-dump.js';
 import { dumpDefaults, takeDump } from '../dump/take-dump.js';
 import { defaultOutputDir } from '../collect/options.js';
-import { sidecarSettings } from './collect.js';
+import { exitNow, sidecarSettings } from './collect.js';
 import { createReporter, type Reporter } from './reporter.js';
 
 /** The longest delay setTimeout keeps, ms. */
@@ -135,6 +135,8 @@ const command: CommandModule<object, DumpArgs> = {
     const abort = new AbortController();
     const abandon = new AbortController();
     const onSignal = (name: NodeJS.Signals) => {
+      // One more after that ends profcpu at once, even when a read of the dump never returns.
+      if (abandon.signal.aborted) exitNow(reporter, name);
       // The second stops waiting for a runtime still writing the dump (take-dump.ts says where its file is left).
       if (abort.signal.aborted) return abandon.abort();
       writing.end();

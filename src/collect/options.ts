@@ -31,6 +31,12 @@ export interface CollectOptions {
    * cap only stops a hostile (or broken) target from filling the disk.
    */
   snapshotMaxBytes: number;
+  /**
+   * Seconds one pass reading the target's files or memory (a step's, a snapshot) may take. Past it, the process
+   * reading them is killed (a read that never returns, e.g. from a FUSE mount the target serves, can be ended no
+   * other way) and nothing more is read from the target in this session.
+   */
+  targetTimeoutSeconds: number;
   /** The perf executable. */
   perfPath: string;
   /** Where procfs is mounted. */
@@ -54,6 +60,8 @@ export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   snapshotIntervalMs: 1000,
   progressIntervalMs: 1000,
   snapshotMaxBytes: 256 << 20,
+  // Above every deadline inside the passes (the ReadyToRun step's 60 s, a snapshot copy's 60 s).
+  targetTimeoutSeconds: 120,
   perfPath: 'perf',
   procRoot: '/proc',
 });

@@ -29,7 +29,9 @@ export interface RecordTargetParams {
   scope: RecordScope;
   /** Build-ids in mapping records (see RecordOptions). */
   buildIdMmap?: boolean;
-  snapshotter: TargetSnapshotter;
+  /** No build-ids at all (see RecordOptions). */
+  noBuildIds?: boolean;
+  snapshotter: Pick<TargetSnapshotter, 'refresh'>;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
   /** Ends it too; the caller then stops the session. */
@@ -37,6 +39,8 @@ export interface RecordTargetParams {
   onProgress?: (progress: RecordingProgress) => void;
   /** Told why perf is started a second time (see recordTarget). */
   onRetry?: (message: string) => void;
+  /** Told when perf is stopped for not starting to record within --target-timeout. */
+  warn?: (message: string) => void;
 }
 
 export interface RecordedTarget {
@@ -48,7 +52,7 @@ export interface RecordedTarget {
 }
 
 export async function recordTarget(params: RecordTargetParams): Promise<RecordedTarget> {
-  const { options, target, dir, event, scope, buildIdMmap, snapshotter, stop, signal, onProgress } = params;
+  const { options, target, dir, event, scope, buildIdMmap, noBuildIds, snapshotter, stop, signal, onProgress } = params;
   const durationMs = options.durationSeconds * 1000;
   await snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
@@ -64,11 +68,24 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
         event,
         scope,
         buildIdMmap: buildIdMmap ?? false,
+        noBuildIds: noBuildIds ?? false,
+        stopTimeoutMs: options.targetTimeoutSeconds * 1000,
       },
       { perfPath: options.perfPath },
     );
+    // perf reads the target's mappings before it records, and a read that never returns would hold it there for
+    // good: past the target timeout it is stopped (then killed, then given up: see startRecord).
+    const startLimitMs = options.targetTimeoutSeconds * 1000;
+    const notStarted = setTimeout(() => {
+      if (next !== recording || ended || stoppedAt !== undefined || next.finished) return;
+      params.warn?.(
+        `perf did not start recording within ${options.targetTimeoutSeconds} s (reading the target's mappings?): stopped`,
+      );
+      stopNow('stopped');
+    }, startLimitMs);
     // The duration counts from when perf really records, not from when it was started.
     void next.started.then((ok) => {
+      clearTimeout(notStarted);
       if (next !== recording) return;
       started = performance.now();
       if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);

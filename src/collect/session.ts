@@ -13,13 +13,10 @@ import { buildIdMmapWorks, type RecordOutcome } from '../perf/record.js';
 import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { keptBinariesStep } from '../symbols/kept-binaries.js';
 import { kallsymsStep } from './kallsyms-step.js';
 import { vdsoStep } from './vdso-step.js';
-import { readyToRunStep } from '../symbols/readytorun-step.js';
-import { runtimeStubsStep } from '../dotnet/runtime-stubs-step.js';
-import { TargetFiles } from '../target/target-files.js';
-import { TargetSnapshotter, type SnapshotReport } from './snapshot.js';
+import { missedSnapshots, type SnapshotReport } from './snapshot.js';
+import { isolatedSteps, readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from './steps.js';
@@ -101,6 +98,8 @@ interface RecordPlan {
   event: string;
   scope: ScopeChoice;
   buildIdMmap: boolean;
+  /** perf writes no build-ids, so reads none of the target's files (see avoidStallingFiles). */
+  noBuildIds: boolean;
 }
 
 export async function collect<R>(
@@ -136,12 +135,13 @@ export async function collect<R>(
   info(`output folder: ${context.showPath?.(dir) ?? dir}`);
   const plan = await phase('preflight', () => preflight(session, target, dir));
 
-  // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty).
-  const targetFiles = await openTargetFiles(session, target);
+  // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty). They are
+  // read in a child process only (src/collect/target-reader.ts), which a read that never returns cannot outlive.
+  const reader = await startReader(session, target, dir);
   try {
     const folder = await OutputFolder.open(dir, { create: true });
     try {
-      return await recordAndFinish(session, phase, phaseMs, folder, targetFiles, { target, reason, dir }, plan);
+      return await recordAndFinish(session, phase, phaseMs, folder, reader, { target, reason, dir }, plan);
     } finally {
       // Given to the user who asked, whatever happened: a folder they cannot read or delete helps nobody.
       if (options.owner)
@@ -151,7 +151,7 @@ export async function collect<R>(
       await folder.close();
     }
   } finally {
-    await targetFiles.close();
+    reader.close();
   }
 }
 
@@ -163,7 +163,7 @@ async function recordAndFinish<R>(
   phase: Phase,
   phaseMs: CollectResult<R>['phaseMs'],
   folder: OutputFolder,
-  targetFiles: TargetFiles,
+  reader: TargetReader,
   chosen: { target: TargetInfo; reason: string; dir: string },
   plan: RecordPlan,
 ): Promise<CollectResult<R>> {
@@ -175,32 +175,39 @@ async function recordAndFinish<R>(
     dir: folder.path,
     perfPath: options.perfPath,
     procRoot: options.procRoot,
-    files: targetFiles,
     signal,
     warn,
     progress: info,
   };
-  stepContext.sampledFiles = onceSampledFiles(stepContext);
+  stepContext.sampledFiles = reader.sampledFiles;
+  stepContext.readTargetElf = (path) => reader.readElf(path);
   // perf records with -N: this step keeps the target's binaries in the folder instead, within limits. .NET
   // assemblies are PE files perf cannot read: the names of their precompiled code are kept instead.
+  // Those that read the target run in the target reader; kallsyms, the vdso (the sidecar's own) and the context's
+  // own steps (perf map, symbols) here.
   const steps = [
-    keptBinariesStep(),
-    readyToRunStep(),
-    runtimeStubsStep(),
+    ...isolatedSteps().map((step) => readerStep(reader, step)),
     kallsymsStep(),
     vdsoStep(),
     ...(context.steps ?? []),
   ];
   const reports: Record<string, StepReport> = {};
-  await phase('before-recording', () => runSteps(steps, 'beforeRecording', stepContext, reports));
+  const recordPlan = await phase('before-recording', async () => {
+    const checked = await avoidStallingFiles(session, reader, target, plan);
+    await runSteps(steps, 'beforeRecording', stepContext, reports);
+    return checked;
+  });
   const { recorded, snapshots } = await phase('recording', () =>
-    record(session, folder, targetFiles, { target, reason }, plan),
+    record(session, folder, reader, { target, reason }, recordPlan),
   );
   throwIfAborted(signal);
+  if (recorded.outcome.abandoned) warn(`${recorded.outcome.abandoned}; its perf.data is read to its last whole record`);
   info(
     `recorded ${recorded.outcome.samples ?? 'an unknown number of'} samples in ${recorded.seconds.toFixed(1)} s (${describeEnd(recorded.outcome)})`,
   );
   await phase('after-recording', () => runSteps(steps, 'afterRecording', stepContext, reports));
+  // Nothing more is read from the target: postprocess reads the folder only.
+  reader.close();
   const result: CollectResult<R> = {
     dir,
     target,
@@ -250,17 +257,53 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
     event: options.event ?? defaultEvent(facts),
     scope,
     buildIdMmap: buildIdMmapWorks(facts.perfVersion, facts.kernelRelease),
+    noBuildIds: false,
   };
 }
 
-function openTargetFiles<R>(session: Session<R>, target: TargetInfo): Promise<TargetFiles> {
-  return TargetFiles.open(target.pid, { ...session.procfs, uid: target.uid, signal: session.signal }).catch(
-    (error: unknown) => {
-      throw new ProfcpuError('TARGET_NOT_VISIBLE', `cannot open the file system of process ${target.pid}`, {
-        remedy: 'Run profcpu as root (or as the target’s user with CAP_SYS_PTRACE), sharing its PID namespace.',
-        cause: error,
-      });
+/**
+ * perf record reads the build-ids of the target's mapped files when it starts (--buildid-mmap) or when it ends (its
+ * table): a file on a FUSE or network file system whose server stops answering would then hold perf in the kernel
+ * for good, killed or not, and no sample would be written. When the target maps such files (or the reader cannot
+ * say), perf writes no build-ids (-B) and reads none of its files; the reader is told what to advise if it hangs.
+ */
+async function avoidStallingFiles<R>(
+  session: Session<R>,
+  reader: TargetReader,
+  target: TargetInfo,
+  plan: RecordPlan,
+): Promise<RecordPlan> {
+  const stalling = await reader.stallingMappings();
+  if (stalling?.length === 0) return plan;
+  const shown = stalling?.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
+  const what = shown
+    ? `maps ${stalling!.length} file(s) from a FUSE or network file system: ${shown.join(', ')}${stalling!.length > 3 ? ', ...' : ''}`
+    : 'may map files from a FUSE or network file system (its mounts could not be checked)';
+  session.warn(
+    `process ${target.pid} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
+      'answering would hold perf for good); frames in those files may stay unnamed',
+  );
+  if (shown)
+    reader.remedy =
+      `the target maps ${shown.join(', ')}: a read of such a file never returned (its server stopped answering?); ` +
+      'if its reads are only slow, raise --target-timeout';
+  return { ...plan, buildIdMmap: false, noBuildIds: true };
+}
+
+/** The target reader, the target's root opened in it; throws TARGET_NOT_VISIBLE when it cannot be. */
+function startReader<R>(session: Session<R>, target: TargetInfo, dir: string): Promise<TargetReader> {
+  const { options, signal, warn, info } = session;
+  // Asked of perf once for every step, here or in the reader (perf buildid-list reads the whole perf.data).
+  const sampled = onceSampledFiles({ dir, perfPath: options.perfPath, signal });
+  return TargetReader.start(
+    {
+      target,
+      procRoot: options.procRoot,
+      dir,
+      perfPath: options.perfPath,
+      snapshotMaxBytes: options.snapshotMaxBytes,
     },
+    { signal, warn, progress: info, sampledFiles: sampled, passTimeoutMs: options.targetTimeoutSeconds * 1000 },
   );
 }
 
@@ -268,7 +311,7 @@ function openTargetFiles<R>(session: Session<R>, target: TargetInfo): Promise<Ta
 async function record<R>(
   session: Session<R>,
   folder: OutputFolder,
-  targetFiles: TargetFiles,
+  reader: TargetReader,
   chosen: { target: TargetInfo; reason: string },
   plan: RecordPlan,
 ): Promise<{ recorded: RecordedTarget; snapshots: SnapshotReport }> {
@@ -280,13 +323,9 @@ async function record<R>(
   await folder.writeFile(layout.targetInfo, targetText, outputModes.privateFile);
   // perf record writes perf.data by name: nothing else may stand there (a stale link would be written through).
   await folder.remove(layout.perfData);
-  const snapshotter = new TargetSnapshotter(
-    folder,
-    targetFiles,
-    target,
-    { ...procfs, maxBytes: options.snapshotMaxBytes, signal },
-    warn,
-  );
+  // Taken in the reader; the last report it gave is the one kept.
+  let snapshots: SnapshotReport | undefined;
+  const snapshotter = { refresh: async () => void (snapshots = (await reader.refresh()) ?? snapshots) };
   info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}); Ctrl-C stops early`);
   const recorded = await recordTarget({
     options,
@@ -295,13 +334,16 @@ async function record<R>(
     event: plan.event,
     scope: plan.scope.scope,
     buildIdMmap: plan.buildIdMmap,
+    noBuildIds: plan.noBuildIds,
     snapshotter,
     signal,
     onRetry: warn,
+    warn,
     ...(context.stop && { stop: context.stop }),
     ...(context.onRecordingProgress && { onProgress: context.onRecordingProgress }),
   });
-  return { recorded, snapshots: snapshotter.report() };
+  const missed = `not taken: ${reader.stoppedReason ?? 'the target reader gave no report'}`;
+  return { recorded, snapshots: snapshots ?? missedSnapshots(target, procfs, missed) };
 }
 
 async function postprocessFolder<R>(session: Session<R>, run: PostprocessRun<R>, result: CollectResult<R>) {
@@ -332,7 +374,11 @@ async function runSteps(
     } catch (error) {
       if (isProfcpuError(error, 'ABORTED')) throw error;
       const message = error instanceof Error ? error.message : String(error);
-      context.warn(`${step.name}: ${message}${isProfcpuError(error) && error.remedy ? ` (fix: ${error.remedy})` : ''}`);
+      // The reader said why it stopped, once: the steps it could not run are only reported.
+      if (!(error instanceof ReaderStoppedError))
+        context.warn(
+          `${step.name}: ${message}${isProfcpuError(error) && error.remedy ? ` (fix: ${error.remedy})` : ''}`,
+        );
       reports[step.name] = { ...reports[step.name], [`${when}Error`]: message };
     }
   }

@@ -66,6 +66,22 @@ interface GrowingCopy {
   tail?: Buffer;
 }
 
+/** The report of snapshots never taken, each missed for `reason`. */
+export function missedSnapshots(target: TargetInfo, options: ProcfsOptions, reason: string): SnapshotReport {
+  const state = (file: string, source: string): SnapshotFileState => ({
+    file,
+    source,
+    copies: 0,
+    bytes: 0,
+    lastMiss: reason,
+  });
+  return {
+    perfMap: state(layout.perfMap(target.nspid), target.perfMap.path),
+    jitDump: state(layout.jitDump(target.nspid), target.jitDump.path),
+    procMaps: state(layout.procMaps, procPath(target.pid, 'maps', options)),
+  };
+}
+
 /** Takes and refreshes the snapshots of one target. Owned by one collect session. */
 export class TargetSnapshotter {
   private readonly perfMap: GrowingCopy;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { sampledFiles, type SampledFile } from '../perf/buildid-cache.js';
+import type { ElfInfo } from '../symbols/elf.js';
 import type { TargetInfo } from '../target/inspect.js';
 import type { TargetFiles } from '../target/target-files.js';
 
@@ -28,6 +29,12 @@ export interface StepContext {
    * steps that need them after recording. Undefined in tests that give no session: sampledFilesOf asks perf then.
    */
   sampledFiles?: () => Promise<SampledFile[]>;
+  /**
+   * Reads the ELF facts of a file of the target's in the target reader (src/collect/target-reader.ts), for the steps
+   * that run here yet need some; ProfcpuErrors (IO) when it cannot. Undefined in tests that give no session: the
+   * step reads the file itself then.
+   */
+  readTargetElf?: (path: string) => Promise<ElfInfo>;
   signal: AbortSignal;
   warn: Warn;
   progress: (message: string) => void;
@@ -45,7 +52,7 @@ export interface CollectStep {
 }
 
 /** The files perf sampled in the context's recording, asked of perf. */
-function askPerf(context: StepContext): Promise<SampledFile[]> {
+function askPerf(context: Pick<StepContext, 'dir' | 'perfPath' | 'signal'>): Promise<SampledFile[]> {
   return sampledFiles(join(context.dir, layout.perfData), { perfPath: context.perfPath, signal: context.signal });
 }
 
@@ -55,7 +62,9 @@ export function sampledFilesOf(context: StepContext): Promise<SampledFile[]> {
 }
 
 /** For a session's context: perf asked once, its first answer (or failure) every caller's. */
-export function onceSampledFiles(context: StepContext): () => Promise<SampledFile[]> {
+export function onceSampledFiles(
+  context: Pick<StepContext, 'dir' | 'perfPath' | 'signal'>,
+): () => Promise<SampledFile[]> {
   let answer: Promise<SampledFile[]> | undefined;
   return () => (answer ??= askPerf(context));
 }

@@ -16,6 +16,7 @@ import {
   readStat,
   readStatus,
 } from '../target/procfs.js';
+import { stallingFileSystemAt } from '../target/mounts.js';
 import { TargetFiles } from '../target/target-files.js';
 
 export interface FindSocketOptions {
@@ -92,6 +93,15 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
   }
   const tmpDir = environment?.get('TMPDIR') || '/tmp';
   const dir = pathInTarget(pid, tmpDir, options);
+  // Listing that folder, or connecting to a socket in it, on a FUSE or network file system could wait for good (its
+  // server may be the target) in a thread no deadline frees; connect(2) would even block the event loop.
+  const stalling = await stallingFileSystemAt(pid, tmpDir, options);
+  if (stalling)
+    throw unreachable(
+      `process ${pid}'s temp folder ${tmpDir} is on a ${stalling} file system, whose server could stall profcpu for good: its diagnostic socket is not looked for`,
+      'Point the app’s TMPDIR at a local folder (a tmpfs or the container’s own disk), or start it with ' +
+        `${perfMapVariable} so no IPC is needed.`,
+    );
   const files = await TargetFiles.open(pid, { ...options, uid: status.uid.effective }).catch((error: unknown) => {
     throw unreachable(`cannot look into the file system of process ${pid}`, lookRemedy, error);
   });
@@ -100,7 +110,7 @@ export async function findDiagnosticSocket(pid: number, options: FindSocketOptio
     try {
       names = (await files.list(tmpDir)).names;
     } catch (error) {
-      if (error instanceof RootedPathError && !isMissing(error) && /permission/.test(error.reason))
+      if (error instanceof RootedPathError && !isMissing(error) && /permission|refused/.test(error.reason))
         throw unreachable(`cannot look into ${dir} (${error.reason})`, lookRemedy, error);
       throw unreachable(`process ${pid} has no temp directory ${tmpDir} visible at ${dir}`, notDotnetRemedy, error);
     }

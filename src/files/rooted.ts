@@ -26,6 +26,12 @@ export interface RootedOptions {
   links: LinkPolicy;
   /** Symlinks followed in one lookup at most (the kernel's own limit is 40). */
   maxLinks: number;
+  /**
+   * Names the file system of a freshly opened O_PATH fd when nothing may be looked up on it (a FUSE or network one,
+   * whose server may never answer: src/target/mounts.ts), checked before the fd is even stat'ed; undefined lets it
+   * be. Default: none refused.
+   */
+  refuseFileSystem?: (fd: number) => Promise<string | undefined>;
 }
 
 export const rootedDefaults: Readonly<RootedOptions> = Object.freeze({ links: 'in-root', maxLinks: 40 });
@@ -112,7 +118,9 @@ export class RootedTree {
     } catch (error) {
       throw new RootedPathError(rootPath, describeErrno(error), errnoOf(error));
     }
-    return new RootedTree(new PathHandle(handle, await statOrClose(handle), '/'), { ...rootedDefaults, ...options });
+    const all = { ...rootedDefaults, ...options };
+    await refuseOrKeep(handle, rootPath, all);
+    return new RootedTree(new PathHandle(handle, await statOrClose(handle), '/'), all);
   }
 
   /** The root's own handle (not to be closed by callers). */
@@ -164,6 +172,7 @@ export class RootedTree {
         } catch (error) {
           throw new RootedPathError(path, describeErrno(error), errnoOf(error));
         }
+        await refuseOrKeep(file, path, this.options);
         const stat = await statOrClose(file);
         if (stat.isSymbolicLink()) {
           await file.close();
@@ -197,6 +206,14 @@ export class RootedTree {
     const again = await openPath(`/proc/self/fd/${fd}`, O_PATH | constants.O_DIRECTORY);
     return new PathHandle(again, await statOrClose(again), path);
   }
+}
+
+/** Closes a fresh handle and throws when it lies on a file system the options refuse. */
+async function refuseOrKeep(handle: FileHandle, path: string, options: RootedOptions): Promise<void> {
+  const refused = await options.refuseFileSystem?.(handle.fd).catch(() => undefined);
+  if (refused === undefined) return;
+  await handle.close().catch(() => undefined);
+  throw new RootedPathError(path, `on a ${refused} file system (refused: its server may never answer)`);
 }
 
 /** fstat of a fresh handle, closing it when even that fails (so no fd is left behind). */

@@ -92,6 +92,11 @@ export interface PerfProcess {
   kill(signal?: NodeJS.Signals): boolean;
   /** The tail of what perf wrote to stderr so far. */
   stderrTail(): string;
+  /**
+   * Stops waiting for perf: its pipes closed, the process no longer keeping profcpu alive. For a perf that a kill
+   * did not end (blocked in the kernel, e.g. reading a file on a FUSE mount that stopped answering).
+   */
+  abandon(): void;
 }
 
 export interface PerfExit {
@@ -130,6 +135,11 @@ export function startPerf(args: readonly string[], options: PerfExecOptions = {}
     // perf script has nothing to flush, so a wrapped perf is killed outright (--kill-child takes perf along).
     kill: (signal = 'SIGTERM') => subprocess.kill(options.wrapper ? 'SIGKILL' : signal),
     stderrTail: () => tail.trim(),
+    abandon: () => {
+      subprocess.stdout.destroy();
+      subprocess.stderr.destroy();
+      subprocess.unref();
+    },
   };
 }
 

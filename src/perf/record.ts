@@ -23,6 +23,17 @@ export interface RecordOptions {
    * of a table perf writes when it exits: a recording cut short by a kill then still names its files.
    */
   buildIdMmap?: boolean;
+  /**
+   * No build-ids at all (`-B`, and no --buildid-mmap): perf then reads none of the target's files, for a target that
+   * maps some from a file system whose server may never answer. Default false.
+   */
+  noBuildIds?: boolean;
+  /**
+   * Time perf may take to write its file once stopped, ms; then it is killed, and 2 s later given up (its file is
+   * then unfinished: postprocess reads it to its last whole record). perf reads the target's mapped files then, and
+   * a file on a FUSE mount that stopped answering blocks it for good. Default 120 s.
+   */
+  stopTimeoutMs?: number;
 }
 
 export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
@@ -40,7 +51,7 @@ export function recordArgs(options: RecordOptions): string[] {
     'record',
     '-N',
     '--no-buffering',
-    ...(options.buildIdMmap ? ['--buildid-mmap'] : []),
+    ...(options.noBuildIds ? ['-B'] : options.buildIdMmap ? ['--buildid-mmap'] : []),
     '-D',
     '1',
     '-F',
@@ -72,6 +83,8 @@ export interface RecordOutcome {
   /** Size of the data written as perf reported it, in MB. */
   megabytes?: number;
   stderrTail: string;
+  /** Set when perf was given up after its stop timeout (see RecordOptions.stopTimeoutMs): why. */
+  abandoned?: string;
 }
 
 export interface Recording {
@@ -107,12 +120,25 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
   perf.stdout.resume();
   let end: RecordEnd | undefined;
   let finished = false;
+  let givenUp: ((outcome: RecordOutcome) => void) | undefined;
+  const abandoned = new Promise<RecordOutcome>((resolve) => (givenUp = resolve));
   const stop = (reason: RecordEnd) => {
     if (finished || end !== undefined) return;
     end = reason;
     perf.kill('SIGINT');
+    const timeoutMs = options.stopTimeoutMs ?? 120_000;
+    setTimeout(() => {
+      if (finished) return;
+      perf.kill('SIGKILL');
+      setTimeout(() => {
+        if (finished) return;
+        perf.abandon();
+        const note = `perf did not end within ${timeoutMs / 1000} s of being stopped, nor once killed (blocked in the kernel): given up`;
+        givenUp?.({ command: perf.command, end: reason, stderrTail: perf.stderrTail(), abandoned: note });
+      }, 2000).unref();
+    }, timeoutMs).unref();
   };
-  const done = perf.done.then(
+  const exited = perf.done.then(
     (exit): RecordOutcome => ({
       command: perf.command,
       end: end ?? 'target-exited',
@@ -133,6 +159,7 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       throw error;
     },
   );
+  const done = Promise.race([exited, abandoned]);
   void done
     .finally(() => {
       finished = true;

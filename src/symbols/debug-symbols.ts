@@ -95,6 +95,11 @@ export interface TargetSymbolsOptions extends DebugSymbolsOptions {
    * open. Default: opened here, and closed after.
    */
   files?: TargetFiles;
+  /**
+   * Reads a library's ELF facts by its path in the target (collect's target reader, src/collect/target-reader.ts).
+   * Default: read here through `files`.
+   */
+  readElf?: (path: string) => Promise<ElfInfo>;
 }
 
 /** Symbols for the native libraries mapped by a running process. */
@@ -120,26 +125,32 @@ export async function fetchTargetSymbols(options: TargetSymbolsOptions): Promise
     .map((m) => m.path);
   const wanted = selectLibraries(options.libraries, { mapped, sampled: options.sampled ?? [] });
   // The libraries are read inside the target's root: a link in its file system never leads to one of ours.
-  const targetFiles =
-    options.files ??
-    (await TargetFiles.open(options.pid, { procRoot, signal: options.signal }).catch((cause) => {
-      throw notVisible(cause);
-    }));
-  const read = async (path: string) => {
-    const handle = await targetFiles.lookup(path, 'file').catch((error: unknown) => {
-      throw new ProfcpuError('IO', `cannot open ${path}: ${error instanceof Error ? error.message : String(error)}`);
-    });
-    try {
-      return await readElfAt(handle, path);
-    } finally {
-      await handle.close();
-    }
-  };
+  const targetFiles = options.readElf
+    ? undefined
+    : (options.files ??
+      (await TargetFiles.open(options.pid, { procRoot, signal: options.signal }).catch((cause) => {
+        throw notVisible(cause);
+      })));
+  const read = options.readElf ?? ((path: string) => readTargetElf(targetFiles!, path));
   const files = wanted.map(({ path, buildId }) => ({ path, read: () => read(path), ...(buildId && { buildId }) }));
-  const report = await symbolsFor(files, options).finally(() => (options.files ? undefined : targetFiles.close()));
+  const report = await symbolsFor(files, options).finally(() =>
+    options.files || !targetFiles ? undefined : targetFiles.close(),
+  );
   // Executable mappings of files that are not ELF (.NET maps its PE assemblies executable) are no native library.
   report.libraries = report.libraries.filter((l) => !(l.status === 'unreadable' && l.reason?.includes('no ELF magic')));
   return report;
+}
+
+/** The ELF facts of a file of the target's, by its path there; ProfcpuErrors (IO) when it cannot be read. */
+export async function readTargetElf(files: TargetFiles, path: string): Promise<ElfInfo> {
+  const handle = await files.lookup(path, 'file').catch((error: unknown) => {
+    throw new ProfcpuError('IO', `cannot open ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  });
+  try {
+    return await readElfAt(handle, path);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Symbols for ELF files named directly (`profcpu symbols --file`). */

@@ -61,6 +61,8 @@ export function symbolsStep(options: SymbolsStepOptions): CollectStep {
         libraries: mode,
         ...(sampled && { sampled }),
         ...(context.files && { files: context.files }),
+        // In a collect session, the libraries are read in its target reader: a read that never returns is its.
+        ...(context.readTargetElf && { readElf: context.readTargetElf }),
         maxLibraries,
         servers: options.servers,
         cacheDir: options.cacheDir ?? defaultSymbolCacheDir(options.env ?? {}),

@@ -14,6 +14,7 @@ import {
 } from './procfs.js';
 import { parseProcMaps } from './proc-maps.js';
 import { selfContainedVersion } from './self-contained.js';
+import { stallingFileSystems } from './mounts.js';
 import { TargetFiles, type TargetFileState } from './target-files.js';
 import { ProfcpuError } from '../error.js';
 
@@ -90,18 +91,21 @@ async function readTargetFiles(
   dotnet: DotnetInfo | undefined,
   options: ProcfsOptions,
 ): Promise<{ described: FileInTarget[]; version?: string | undefined }> {
+  // Nothing on a FUSE or network file system is looked at: its server (the target, maybe) could hold the lookup, in a
+  // thread of profcpu's, for good. Such files count as absent.
+  const stallingAt = await stallingFileSystems(pid, options);
   const describe = (files: TargetFiles | undefined) =>
     Promise.all(
       paths.map(async (path) => ({
         path,
         hostPath: pathInTarget(pid, path, options),
-        ...(files ? await files.describe(path) : { present: false }),
+        ...(files && !stallingAt(path) ? await files.describe(path) : { present: false }),
       })),
     );
   const files = await TargetFiles.open(pid, { ...options, uid }).catch(() => undefined);
   try {
     const described = await describe(files);
-    if (!files || !dotnet || dotnet.version) return { described };
+    if (!files || !dotnet || dotnet.version || stallingAt(dotnet.coreclrPath)) return { described };
     return { described, version: await selfContainedVersion(files, dotnet.coreclrPath) };
   } finally {
     await files?.close();

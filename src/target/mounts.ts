@@ -3,8 +3,10 @@
 // server (possibly the target) can leave a read, an open or even a close waiting for ever, in a thread profcpu cannot
 // take back. mountinfo: `id parent major:minor root mountpoint options [optional...] - fstype source superoptions`,
 // mount points relative to the process's root, with space, tab, newline and backslash written as octal escapes.
+import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { readProcText, type ProcfsOptions } from './procfs.js';
+import { parseProcMaps } from './proc-maps.js';
+import { procfsDefaults, readProcText, type ProcfsOptions } from './procfs.js';
 
 /** File systems whose reads another process serves or a network carries: a read may never return. */
 const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
@@ -13,6 +15,8 @@ export interface Mount {
   /** Where it is mounted, as the target sees its own root. */
   mountPoint: string;
   fsType: string;
+  /** `major:minor` of its device, decimal as mountinfo prints it. */
+  device: string;
 }
 
 /** The mounts of a mountinfo text, bounded by the text (whose read is capped). Lines that do not parse are skipped. */
@@ -24,7 +28,7 @@ export function parseMountInfo(text: string): Mount[] {
     const fields = line.slice(0, dash).split(' ');
     const fsType = line.slice(dash + 3).split(' ')[0];
     if (fields.length < 6 || !fields[4]?.startsWith('/') || !fsType) continue;
-    mounts.push({ mountPoint: unescape(fields[4]), fsType: unescape(fsType) });
+    mounts.push({ mountPoint: unescape(fields[4]), fsType: unescape(fsType), device: fields[2]! });
   }
   return mounts;
 }
@@ -54,7 +58,78 @@ export async function stallingFileSystemAt(
   path: string,
   options: ProcfsOptions = {},
 ): Promise<string | undefined> {
+  return (await stallingFileSystems(pid, options))(path);
+}
+
+/** stallingFileSystemAt for several paths, the target's mountinfo read once. */
+export async function stallingFileSystems(
+  pid: number,
+  options: ProcfsOptions = {},
+): Promise<(path: string) => string | undefined> {
   const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
-  const mount = mountOf(parseMountInfo(text ?? ''), path);
-  return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+  const mounts = parseMountInfo(text ?? '');
+  return (path) => {
+    const mount = mountOf(mounts, path);
+    return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+  };
+}
+
+/**
+ * For a tree opened under /proc/PID/root (src/files/rooted.ts): which FUSE or network file system an O_PATH fd of
+ * ours lies on, from its mount id (/proc/self/fdinfo) and the target's mountinfo, read once; nothing reaches the file
+ * system itself. Mount ids are the same in every mount namespace. Refuses nothing when the mountinfo is unreadable.
+ */
+export async function stallingMountOfFd(
+  pid: number,
+  options: ProcfsOptions = {},
+): Promise<(fd: number) => Promise<string | undefined>> {
+  const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
+  const stalling = new Map<string, string>();
+  for (const line of (text ?? '').split('\n')) {
+    const dash = line.indexOf(' - ');
+    const fsType = dash < 0 ? undefined : unescape(line.slice(dash + 3).split(' ')[0] ?? '');
+    if (fsType && stallingTypes.test(fsType)) stalling.set(line.slice(0, line.indexOf(' ')), fsType);
+  }
+  if (stalling.size === 0) return () => Promise.resolve(undefined);
+  return async (fd) => {
+    // A few lines; the fd is ours.
+    const info = await readFile(`${options.procRoot ?? procfsDefaults.procRoot}/self/fdinfo/${fd}`, 'utf8');
+    const id = /^mnt_id:\s*(\d+)$/m.exec(info ?? '')?.[1];
+    return id === undefined ? undefined : stalling.get(id);
+  };
+}
+
+export interface StallingMapping {
+  /** The mapped file, as /proc/PID/maps prints it. */
+  path: string;
+  fsType: string;
+}
+
+/**
+ * The files a process maps from a FUSE or network file system, each once, found by the device number /proc/PID/maps
+ * gives (hex) in mountinfo (decimal): no path is resolved, so a file mapped from another mount namespace or under a
+ * name that lies is still placed. perf record reads these when it starts (their build-ids); a file whose server stops
+ * answering then holds perf in the kernel for good.
+ */
+export function stallingMappings(mapsText: string, mountInfoText: string): StallingMapping[] {
+  const stalling = new Map<string, string>();
+  for (const mount of parseMountInfo(mountInfoText))
+    if (stallingTypes.test(mount.fsType)) stalling.set(mount.device, mount.fsType);
+  const found = new Map<string, StallingMapping>();
+  for (const mapping of parseProcMaps(mapsText).mappings) {
+    const [major, minor] = mapping.dev.split(':').map((part) => parseInt(part, 16));
+    const fsType = stalling.get(`${major}:${minor}`);
+    if (fsType && mapping.inode !== 0 && !found.has(mapping.path))
+      found.set(mapping.path, { path: mapping.path, fsType });
+  }
+  return [...found.values()];
+}
+
+/** stallingMappings of a live process, from its /proc entries (bounded reads); [] when they cannot be read. */
+export async function stallingMappingsOf(pid: number, options: ProcfsOptions = {}): Promise<StallingMapping[]> {
+  const [maps, mountInfo] = await Promise.all([
+    readProcText(pid, 'maps', options).catch(() => undefined),
+    readProcText(pid, 'mountinfo', options).catch(() => undefined),
+  ]);
+  return stallingMappings(maps ?? '', mountInfo ?? '');
 }

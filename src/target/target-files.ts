@@ -7,6 +7,7 @@
 import { opendir } from 'node:fs/promises';
 import { readCapped, withDeadline, type CappedBytes } from '../files/bounded-read.js';
 import { isMissing, RootedPathError, RootedTree, type ObjectKind, type PathHandle } from '../files/rooted.js';
+import { stallingMountOfFd } from './mounts.js';
 import { procPath, type ProcfsOptions } from './procfs.js';
 
 export interface TargetFileLimits {
@@ -29,6 +30,12 @@ export interface TargetFilesOptions extends ProcfsOptions {
   uid?: number | undefined;
   limits?: Partial<TargetFileLimits>;
   signal?: AbortSignal | undefined;
+  /**
+   * refuse (default): nothing on a FUSE or network file system is looked up (src/target/mounts.ts), for a process
+   * that a lookup held for good could not leave; read: looked up like the rest, for collect's target reader, which
+   * is killed instead.
+   */
+  stallingMounts?: 'refuse' | 'read';
 }
 
 /** What a path in the target holds, as `stat` would say, or why it cannot be used. */
@@ -53,7 +60,11 @@ export class TargetFiles {
 
   /** Opens the target's root once: later lookups go through it even if the PID is reused meanwhile. */
   static async open(pid: number, options: TargetFilesOptions = {}): Promise<TargetFiles> {
-    return new TargetFiles(await RootedTree.open(procPath(pid, 'root', options)), options);
+    const refuse = options.stallingMounts !== 'read';
+    const tree = await RootedTree.open(procPath(pid, 'root', options), {
+      ...(refuse && { refuseFileSystem: await stallingMountOfFd(pid, options) }),
+    });
+    return new TargetFiles(tree, options);
   }
 
   async close(): Promise<void> {

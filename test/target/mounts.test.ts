@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { mountOf, parseMountInfo, stallingFileSystemAt } from '../../src/target/mounts.js';
+import { mountOf, parseMountInfo, stallingFileSystemAt, stallingMappings } from '../../src/target/mounts.js';
 import { FakeProc } from '../support/fake-proc.js';
 
 const mountinfo = [
@@ -47,4 +47,23 @@ test('a FUSE or network file system is named; a local one, or no mountinfo at al
   );
   assert.equal(await stallingFileSystemAt(42, '/tmp', { procRoot: proc.root }), 'nfs');
   assert.equal(await stallingFileSystemAt(42, '/srv/a', { procRoot: proc.root }), '9p');
+});
+
+test('the files a process maps from a FUSE or network file system are found by device number, each once', () => {
+  const maps = [
+    // 0:40 (0x28) is the fuse.sshfs mount, whatever its path says; 0:41 (0x29) the nfs4 one.
+    '7f0000000000-7f0000001000 r-xp 00000000 00:28 12 /tmp/shared dir/libcoreclr.so',
+    '7f0000001000-7f0000002000 r--p 00001000 00:28 12 /tmp/shared dir/libcoreclr.so',
+    '7f0000002000-7f0000003000 r-xp 00000000 00:29 13 /elsewhere/app.dll',
+    // tmpfs (0:23), an anonymous mapping, a memfd on the shmem device no mountinfo line names, the vdso.
+    '7f0000003000-7f0000004000 r-xp 00000000 00:17 14 /tmp/perf-1.map',
+    '7f0000004000-7f0000005000 rw-p 00000000 00:00 0 ',
+    '7f0000005000-7f0000006000 r-xp 00000000 00:01 15 /memfd:doublemapper (deleted)',
+    '7f0000006000-7f0000007000 r-xp 00000000 00:00 0 [vdso]',
+  ].join('\n');
+  assert.deepEqual(stallingMappings(maps, mountinfo), [
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
+    { path: '/elsewhere/app.dll', fsType: 'nfs4' },
+  ]);
+  assert.deepEqual(stallingMappings(maps, ''), [], 'no mountinfo: nothing known to stall');
 });

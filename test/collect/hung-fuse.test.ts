@@ -1,0 +1,140 @@
+// A target that serves a FUSE file system and stops answering: it maps a file from it named libcoreclr.so (so
+// profcpu takes it for .NET, keeps its binaries and reads the runtime's stubs from it), then never answers a READ,
+// or never answers a LOOKUP. A read blocked that way holds its thread for good and keeps a process from exiting, so
+// profcpu reads the target in a child it kills (src/collect/target-reader.ts), and perf records without reading the
+// file (src/collect/session.ts, avoidStallingFiles). Here the real CLI must exit on its own, warn that the reader was
+// stopped and why, and leave a flame graph; what stays blocked in the kernel is freed when the test aborts the
+// connection.
+import { strict as assert } from 'node:assert';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { cliPath } from '../support/cli.js';
+import { need, needCommand, needRoot } from '../support/requirements.js';
+
+const source = fileURLToPath(new URL('../fixtures/fuse-hang/fuse-hang.c', import.meta.url));
+
+/** The FUSE server and its target, started; cleaned up when the test ends (connection aborted, unmounted). */
+async function startHungFuse(t: TestContext, work: string, mode: 'read' | 'lookup', tmpDir?: string) {
+  const program = join(work, 'fuse-hang');
+  if (!existsSync(program)) execFileSync('gcc', ['-O1', '-Wall', '-o', program, source]);
+  const mountpoint = join(work, `mnt-${mode}`);
+  await mkdir(mountpoint);
+  // Its temp folder in the mount too: where a .NET runtime's diagnostic socket, perf map and dumps would be.
+  const server = spawn(program, [mountpoint, 'libcoreclr.so', mode], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, TMPDIR: tmpDir ?? `${mountpoint}/tmp` },
+  });
+  // Known once the server says: the cleanup registered first sees them.
+  const known: { targetPid?: number; connection?: number } = {};
+  t.after(() => {
+    // The connection is aborted (every request still waiting gets ENOTCONN), the server and its target die, and with
+    // them their mount namespace and the mount.
+    if (known.connection !== undefined) abortConnection(known.connection);
+    server.kill('SIGKILL');
+    if (known.targetPid) process.kill(known.targetPid, 'SIGKILL');
+  });
+  const targetPid = (known.targetPid = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    server.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /target (\d+)\n/.exec(out);
+      if (match) resolve(Number(match[1]));
+    });
+    server.on('exit', (code) => reject(new Error(`fuse-hang exited (${code}) before mapping its file`)));
+  }));
+  // The mount is in the server's namespace only: its connection number is its device's minor, from its mountinfo.
+  const mountInfo = await readFile(`/proc/${server.pid}/mountinfo`, 'utf8');
+  const line = mountInfo.split('\n').find((l) => l.includes(' - fuse fuse-hang '));
+  const connection = Number(/^\S+ \S+ 0:(\d+) /.exec(line ?? '')?.[1]);
+  assert.ok(Number.isInteger(connection), `no fuse-hang mount in the server's mountinfo:\n${mountInfo}`);
+  known.connection = connection;
+  return { targetPid, mountpoint };
+}
+
+/** Aborts the FUSE connection with that number (fusectl), mounting fusectl first when it is not. */
+function abortConnection(minor: number) {
+  const control = '/sys/fs/fuse/connections';
+  if (!existsSync(join(control, String(minor))))
+    execFileSync('mount', ['-t', 'fusectl', 'fusectl', control], { stdio: 'ignore' });
+  execFileSync('sh', ['-c', `echo 1 > ${control}/${minor}/abort`], { stdio: 'ignore' });
+}
+
+for (const mode of ['read', 'lookup'] as const) {
+  test(`collect exits on its own when the target's FUSE file never answers a ${mode.toUpperCase()}`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'perf', 'linux-perf')) return;
+    if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+    const { targetPid } = await startHungFuse(t, work, mode);
+    // After the server's cleanup (hooks run in order): its mount is gone by then.
+    t.after(() => rm(work, { recursive: true, force: true }));
+    const out = join(work, 'out');
+    // The bound: far above the reader's 3 s (perf's own stop bound too), the 2 s recording and postprocess; a hang is
+    // what it catches.
+    const started = performance.now();
+    const run = await execa(
+      process.execPath,
+      [cliPath, 'collect', '--pid', String(targetPid), '--duration', '2', '--target-timeout', '3', '--output', out],
+      { reject: false, all: true, timeout: 120_000, killSignal: 'SIGKILL', cwd: work },
+    );
+    t.diagnostic(`collect ended after ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    assert.equal(run.timedOut, false, `collect hung:\n${run.all}`);
+    assert.equal(run.exitCode, 0, run.all);
+    // What hung, and what to do about it.
+    assert.match(
+      run.all,
+      /warning: the binaries step did not end within 3 s: the target reader was killed, .*\(fix: the target maps \S+\/libcoreclr\.so \(fuse\)/,
+    );
+    // perf was kept away from the file, so it recorded: the flame graph is there.
+    assert.match(
+      run.all,
+      /warning: process \d+ maps 1 file\(s\) from a FUSE .*libcoreclr\.so \(fuse\).*without build-ids/,
+    );
+    // Its diagnostic socket was not looked for in the mount (a LOOKUP there never returns).
+    assert.match(run.all, /diagnostic IPC failed \(process \d+'s temp folder \S+\/tmp is on a fuse file system/);
+    const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
+      collect: { record: { samples?: number; command: string[] }; steps: Record<string, Record<string, unknown>> };
+    };
+    assert.match(String(manifest.collect.steps['binaries']?.['beforeRecordingError']), /did not end within 3 s/);
+    assert.ok(manifest.collect.record.command.includes('-B'), manifest.collect.record.command.join(' '));
+    assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
+    assert.match(await readFile(join(out, 'flamegraph.svg'), 'utf8'), /<svg/);
+  });
+}
+
+// Its temp folder named as is, or through a link from a local folder into the mount (which the mountinfo check of
+// the literal path misses: the lookup refuses the mount's root before asking anything of it).
+for (const named of ['as is', 'through a link'] as const) {
+  test(`dump refuses a target whose temp folder is on a FUSE mount that never answers a LOOKUP (${named})`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc')) return;
+    if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+    const link = join(work, 'tmp-link');
+    if (named === 'through a link') await symlink(join(work, 'mnt-lookup', 'tmp'), link);
+    const { targetPid } = await startHungFuse(t, work, 'lookup', named === 'as is' ? undefined : link);
+    t.after(() => rm(work, { recursive: true, force: true }));
+    // The socket lookup, the request and the copy out of the temp folder would each wait there for good.
+    const output = join(work, 'out');
+    const run = await execa(process.execPath, [cliPath, 'dump', '--pid', String(targetPid), '--output', output], {
+      reject: false,
+      all: true,
+      timeout: 60_000,
+      killSignal: 'SIGKILL',
+      cwd: work,
+    });
+    assert.equal(run.timedOut, false, `dump hung:\n${run.all}`);
+    assert.equal(run.exitCode, 1, run.all);
+    assert.match(
+      run.all,
+      named === 'as is'
+        ? /temp folder \S+\/tmp is on a fuse file system/
+        : /cannot look into \S+\/tmp-link \(on a fuse file system \(refused: its server may never answer\)\)/,
+    );
+    assert.equal(existsSync(join(output, 'manifest.json')), false);
+  });
+}
