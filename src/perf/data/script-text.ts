@@ -108,7 +108,7 @@ export class ScriptTextWriter {
         this.thread(event.pid, event.tid).comm = event.comm;
         return;
       case 'fork':
-        return this.fork(event.pid, event.tid, event.ppid, event.ptid);
+        return this.fork(event.pid, event.tid, event.ppid, event.ptid, event.exec);
       case 'mmap':
         return this.mmap(event);
       default:
@@ -137,11 +137,12 @@ export class ScriptTextWriter {
     return maps;
   }
 
-  private fork(pid: number, tid: number, ppid: number, ptid: number): void {
+  private fork(pid: number, tid: number, ppid: number, ptid: number, synthesized: boolean): void {
     const parent = this.thread(ppid, ptid);
     // A tid reused: the old thread goes.
     this.threads.set(tid, { pid, comm: parent.comm });
-    if (pid !== ppid) this.maps.set(pid, { list: [...this.mapsOf(ppid).list] });
+    // A process that ran before the recording gets its own mappings from the records that follow, not its parent's.
+    if (pid !== ppid) this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list] });
   }
 
   private mmap(event: MmapEvent): void {
@@ -192,6 +193,7 @@ export class ScriptTextWriter {
     }
     line += `${String(sample.period).padStart(10)} `;
     line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: \n`;
+    const header = line;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
     const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
     let cpumode = sample.callchain ? 0 : sample.cpumode;
@@ -199,7 +201,12 @@ export class ScriptTextWriter {
     for (let i = 0; i < chain.length && frames < this.options.maxStack; i++) {
       const ip = chain[i]!;
       if (ip >= contextMax) {
-        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
+        // perf reads any other marker as a corrupted chain and prints the sample with no frames at all.
+        if (ip !== context.kernel && ip !== context.user && ip !== context.hv) {
+          line = header;
+          break;
+        }
+        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : misc.hypervisor;
         continue;
       }
       frames++;
@@ -211,6 +218,8 @@ export class ScriptTextWriter {
   }
 
   private frame(ip: bigint, cpumode: number, maps: Mapping[]): string | Promise<string> {
+    // perf looks a hypervisor address up nowhere.
+    if (cpumode === misc.hypervisor) return frameLine(ip, undefined, '[unknown]');
     if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
       let line = this.kernelLines.get(ip);
       if (line === undefined) {
