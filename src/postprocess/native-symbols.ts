@@ -2,7 +2,8 @@
 // would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
 // /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
-// when its build-id is the recorded one (or none was recorded); anonymous code from the folder's perf map, under the
+// when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
+// build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
 // PID perf recorded; [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
 // a file that cannot be read names nothing.
 import { constants } from 'node:fs';
@@ -85,14 +86,35 @@ async function loadFileTable(
   buildId: string | undefined,
   isKept: boolean,
 ): Promise<FunctionTable> {
-  const runtime =
-    isKept && buildId ? await folder.openExisting(`${layout.binaries}/${buildId}`) : await openLocal(path);
-  if (!runtime) return tableOf([]);
+  if (isKept && buildId) {
+    const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
+    return (kept && (await tableFromFile(kept, path, buildId, true))) ?? tableOf([]);
+  }
+  const local = await openLocal(path);
+  const table = local ? await tableFromFile(local, path, buildId, false) : undefined;
+  if (table || !buildId) return table ?? tableOf([]);
+  // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
+  const cached = await openLocal(buildIdCachePath(buildId, 'elf'));
+  return (cached && (await tableFromFile(cached, path, buildId, false))) || tableOf([]);
+}
+
+/** `~/.debug/.build-id/<xx>/<rest>/<file>`: where perf record keeps a copy of each file it sampled (`elf`). */
+function buildIdCachePath(buildId: string, file: 'elf' | 'debug'): string {
+  return join(homedir(), '.debug', '.build-id', buildId.slice(0, 2), buildId.slice(2), file);
+}
+
+/** The table of an opened file (closed after), or undefined when its build-id is not the recorded one. */
+async function tableFromFile(
+  runtime: FileHandle,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
     const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
-    if (!isKept && buildId && fileId !== buildId) return tableOf([]);
+    if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
@@ -122,7 +144,11 @@ async function debugCandidates(runtime: ByteSource, path: string, buildId: strin
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
   }
-  if (buildId) candidates.push(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+  if (buildId)
+    candidates.push(
+      buildIdCachePath(buildId, 'debug'),
+      `/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`,
+    );
   return candidates;
 }
 
