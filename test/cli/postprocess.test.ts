@@ -33,7 +33,18 @@ async function folder(t: TestContext): Promise<string | undefined> {
 test('`postprocess -dir D` (the original tool’s single-dash options) writes every output and lists it; progress on stderr', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
-  const run = await runCli(['postprocess', '-dir', dir, '--title', 'cli test', '--keep-args', '--colors', 'hot']);
+  const run = await runCli([
+    'postprocess',
+    '-dir',
+    dir,
+    '--title',
+    'cli test',
+    '--keep-args',
+    '--colors',
+    'hot',
+    '--engine',
+    'perf',
+  ]);
   assert.equal(run.exitCode, 0, String(run.all));
   for (const name of [layout.perfScript, layout.foldedStacks, layout.flamegraphSvg, layout.manifest, layout.tarball]) {
     assert.ok((await stat(join(dir, name))).isFile(), name);
@@ -66,7 +77,9 @@ test('errors print the message and the remedy, exit 1; no --dir is a usage error
 
   const dir = await folder(t);
   if (!dir) return;
-  const noPerf = await runCli(['postprocess', '--dir', dir], { env: { PATH: join(root, 'empty-path') } });
+  const noPerf = await runCli(['postprocess', '--dir', dir, '--engine', 'perf'], {
+    env: { PATH: join(root, 'empty-path') },
+  });
   assert.equal(noPerf.exitCode, 1);
   assert.match(String(noPerf.stderr), /perf was not found[\s\S]*fix: Install perf: `apt-get install linux-perf`/);
 
