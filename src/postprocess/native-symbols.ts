@@ -40,6 +40,7 @@ export async function nativeSymbols(
   header: PerfDataHeader,
   perfMaps: readonly { from: string; pid: number }[],
   warn: Warn,
+  { demangle = true }: { demangle?: boolean } = {},
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
@@ -59,7 +60,7 @@ export async function nativeSymbols(
     const key = `${buildId ?? ''}\0${mapping.path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? '')).catch(() => tableOf([]));
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), demangle).catch(() => tableOf([]));
       tables.set(key, table);
     }
     return table;
@@ -85,17 +86,18 @@ async function loadFileTable(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
+  demangle: boolean,
 ): Promise<FunctionTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
-    return (kept && (await tableFromFile(kept, path, buildId, true))) ?? tableOf([]);
+    return (kept && (await tableFromFile(kept, path, buildId, true, demangle))) || tableOf([]);
   }
   const local = await openLocal(path);
-  const table = local ? await tableFromFile(local, path, buildId, false) : undefined;
+  const table = local ? await tableFromFile(local, path, buildId, false, demangle) : undefined;
   if (table || !buildId) return table ?? tableOf([]);
   // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
   const cached = await openLocal(buildIdCachePath(buildId, 'elf'));
-  return (cached && (await tableFromFile(cached, path, buildId, false))) || tableOf([]);
+  return (cached && (await tableFromFile(cached, path, buildId, false, demangle))) || tableOf([]);
 }
 
 /** `~/.debug/.build-id/<xx>/<rest>/<file>`: where perf record keeps a copy of each file it sampled (`elf`). */
@@ -109,6 +111,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
+  demangle: boolean,
 ): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
@@ -124,13 +127,13 @@ async function tableFromFile(
         const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
         if (buildId && debugId && debugId !== buildId) continue;
-        const table = await readFunctionTable(debugSource, runtimeSource);
+        const table = await readFunctionTable(debugSource, runtimeSource, { demangle });
         if (table.size > 0) return table;
       } finally {
         await debug.close();
       }
     }
-    return await readFunctionTable(runtimeSource);
+    return await readFunctionTable(runtimeSource, runtimeSource, { demangle });
   } finally {
     await runtime.close();
   }

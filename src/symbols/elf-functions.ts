@@ -89,7 +89,12 @@ export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
  * The function table of the ELF in `source`, empty when it is not a 64-bit little-endian ELF with symbols. Symbols
  * are moved to file offsets by the load segments of `runtime` (the mapped file, when `source` is its debug file).
  */
-export async function readFunctionTable(source: ByteSource, runtime: ByteSource = source): Promise<FunctionTable> {
+/** `demangle`: C++ names as perf prints them (true), or as they are (perf script --no-demangle). */
+export async function readFunctionTable(
+  source: ByteSource,
+  runtime: ByteSource = source,
+  { demangle: demangling = true }: { demangle?: boolean } = {},
+): Promise<FunctionTable> {
   const header = await elfHeader(source);
   if (!header) return tableOf([]);
   const segments = await readLoadSegments(runtime);
@@ -151,7 +156,7 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     const nul = strBytes.indexOf(0, nameAt);
     const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
     // perf demangles C++ names as it loads them, before it chooses among symbols at one address.
-    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
     // ARM mapping symbols ($a, $d, $x) are not functions.
     if (name.startsWith('$')) continue;
     const value = symBytes.readBigUInt64LE(at + 8);
@@ -164,7 +169,7 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
   }
   const functions = fixup(syms);
   // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
-  const plt = await readPltSymbols(runtime).catch(() => []);
+  const plt = await readPltSymbols(runtime, demangling).catch(() => []);
   if (plt.length === 0) return tableOf(functions);
   return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
 }
@@ -176,7 +181,7 @@ const EM_X86_64 = 62;
  * perf's dso__synthesize_plt_symbols on x86-64: entry i of `.plt` (after a header of one entry) is `<name>@plt`, the
  * name that of the dynamic symbol of relocation i of `.rela.plt`.
  */
-async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
+async function readPltSymbols(source: ByteSource, demangling: boolean): Promise<FunctionSymbol[]> {
   const header = await elfHeader(source);
   if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
   const shoff = header.readBigUInt64LE(0x28);
@@ -222,7 +227,7 @@ async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
     const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
     const end = strings.indexOf(0, nameAt);
     const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
-    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
     out.push({ start, end: start + entry, name: `${name}@plt`, binding: STB_GLOBAL });
     start += entry;
   }

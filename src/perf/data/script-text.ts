@@ -62,6 +62,7 @@ export class ScriptTextWriter {
   private readonly threads = new Map<number, Thread>();
   private readonly maps = new Map<number, Maps>();
   private nameWidth = 0;
+  private style: ScriptStyle = styleOf(undefined);
   private names: string[] = [];
   private pending: string[] = [];
   private pendingLength = 0;
@@ -81,6 +82,7 @@ export class ScriptTextWriter {
   /** The `#` header perf script --header prints first (the parts profcpu reads back). */
   header(header: PerfDataHeader): void {
     const f = header.features;
+    this.style = styleOf(f.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     const lines = ['# ========'];
@@ -184,7 +186,7 @@ export class ScriptTextWriter {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
     this.samples++;
     const thread = this.thread(sample.pid, sample.tid);
-    let line = `${thread.comm} ${String(sample.tid).padStart(5)} `;
+    let line = `${thread.comm} ${String(sample.tid).padStart(this.style.tidWidth)} `;
     if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
     if (sample.time !== undefined) {
       const seconds = sample.time / 1_000_000_000n;
@@ -238,7 +240,7 @@ export class ScriptTextWriter {
     const address = mapping.identity ? ip : ip - mapping.start + mapping.pgoff;
     const found = this.symbols.file(mapping, address);
     const make = (hit: SymbolHit | undefined) => {
-      const line = frameLine(address, hit, mapping.dso);
+      const line = frameLine(this.style.fileOffsets ? address : ip, hit, mapping.dso);
       this.remember(lines, ip, line);
       return line;
     };
@@ -263,6 +265,22 @@ export class ScriptTextWriter {
     this.pendingLength = 0;
     await this.write(chunk);
   }
+}
+
+/**
+ * What changed in perf script's text between the versions checked (6.1.187 and 6.12.117): 6.12 pads the tid to 7
+ * columns (6.1: 5) and prints a file frame's address as it was in memory (6.1: its offset in the file). A recording
+ * reads as the perf that wrote it would print it; versions between the two are taken as 6.12.
+ */
+interface ScriptStyle {
+  tidWidth: number;
+  fileOffsets: boolean;
+}
+
+function styleOf(perfVersion: string | undefined): ScriptStyle {
+  const m = /^(\d+)\.(\d+)/.exec(perfVersion ?? '');
+  const older = !m || Number(m[1]) < 6 || (Number(m[1]) === 6 && Number(m[2]) <= 1);
+  return older ? { tidWidth: 5, fileOffsets: true } : { tidWidth: 7, fileOffsets: false };
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {

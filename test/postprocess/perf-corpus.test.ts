@@ -1,0 +1,51 @@
+// The native engine against recordings made by other perf versions, with no perf at all: each fixture of
+// test/fixtures/perf-corpus/ (README.md there says how they were made) holds a folder as `profcpu collect` lays it out
+// (perf.data, the kept binary, the kallsyms lines the samples need, the vdso) and the outputs of the perf that recorded
+// it: its own `perf script` text (through `postprocess --engine perf --perf <that perf>`) and profcpu's fold of it.
+// The native engine must write the same frames (every line but the `#` header) and the same folded stacks.
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { extract } from 'tar';
+import { layout } from '../../src/bundle/layout.js';
+import { postprocess } from '../../src/postprocess/postprocess.js';
+
+const corpus = fileURLToPath(new URL('../fixtures/perf-corpus/', import.meta.url));
+
+const cases = [
+  // perf 6.1.187 (Debian 12): file frames at their offset in the file, tids in 5 columns.
+  { name: 'native-perf6.1', perfVersion: '6.1.187' },
+  // perf 6.12.117 (Debian's linux-source-6.12, built as images/sidecar/build-perf.sh builds it): frames at their
+  // address in memory, tids in 7 columns.
+  { name: 'native-perf6.12', perfVersion: '6.12.117' },
+];
+
+for (const { name, perfVersion } of cases) {
+  test(`a recording by perf ${perfVersion} (${name}): the native engine writes its perf script frames and folds`, async (t) => {
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-corpus-'));
+    t.after(() => rm(work, { recursive: true, force: true }));
+    await extract({ file: join(corpus, `${name}.tar.gz`), cwd: work });
+    const dir = join(work, name, 'recording');
+    // No perf anywhere: the engine reads the folder alone.
+    await postprocess(dir, { tarball: false, perfPath: join(work, 'no-perf-here'), resolver: undefined });
+
+    const script = await readFile(join(dir, layout.perfScript), 'utf8');
+    assert.match(script, new RegExp(`^# perf version : ${perfVersion.replaceAll('.', '\\.')}$`, 'm'));
+    const frames = (text: string) => text.split('\n').filter((line) => !line.startsWith('#'));
+    const ours = frames(script);
+    const theirs = frames(await readFile(join(work, name, 'perf_script.out'), 'utf8'));
+    const differing = theirs.findIndex((line, i) => ours[i] !== line);
+    assert.ok(
+      differing < 0 && ours.length === theirs.length,
+      `line ${differing} differs:\n  perf    ${theirs[differing]}\n  native  ${ours[differing]}`,
+    );
+    const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+    assert.equal(folded, await readFile(join(work, name, 'folded_stacks.out'), 'utf8'));
+    assert.match(folded, /profcpu_corpus_spin/);
+    assert.match(folded, /vfs_read_\[k\]/);
+    t.diagnostic(`${theirs.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`);
+  });
+}
