@@ -33,6 +33,14 @@ const cases = [
     args: ['--no-demangle'],
     shows: ['JS:* /work/scratch/ne/burn.js:1:1_[j]', '_ZN4node5StartEiPPc;', 'Builtins_InterpreterEntryTrampoline'],
   },
+  // The .NET fixture as collect records it (perf map, jitdump, ReadyToRun images, runtime stubs, kept libraries):
+  // frames perf leaves unnamed are named by profcpu's resolver in both engines.
+  {
+    name: 'dotnet-perf6.1',
+    perfVersion: '6.1.187',
+    args: [],
+    shows: ['ProfcpuFixture.Workloads::Run_[j]', 'System.Threading.Thread::StartCallback_[j]'],
+  },
 ];
 
 for (const { name, perfVersion, args, shows } of cases) {
@@ -45,7 +53,6 @@ for (const { name, perfVersion, args, shows } of cases) {
     await postprocess(dir, {
       tarball: false,
       perfPath: join(work, 'no-perf-here'),
-      resolver: undefined,
       perfScriptArgs: args,
     });
 
