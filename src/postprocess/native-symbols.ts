@@ -23,6 +23,7 @@ import {
   tableOf,
   type FunctionTable,
   type FunctionSymbol,
+  type PltRules,
 } from '../symbols/elf-functions.js';
 import { parsePerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
@@ -46,6 +47,9 @@ export async function nativeSymbols(
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
   const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
   const kept = await readKeptIndex(folder).catch(() => new Map());
+  // PLT entries as the perf that recorded would name them.
+  const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
+  const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
   const tables = new Map<string, Promise<FunctionTable>>();
   const mapTables = new Map<number, Promise<FunctionTable>>();
   for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
@@ -60,7 +64,9 @@ export async function nativeSymbols(
     const key = `${buildId ?? ''}\0${mapping.path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), demangle).catch(() => tableOf([]));
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), { demangle, plt }).catch(() =>
+        tableOf([]),
+      );
       tables.set(key, table);
     }
     return table;
@@ -86,18 +92,18 @@ async function loadFileTable(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  demangle: boolean,
+  naming: { demangle: boolean; plt: PltRules },
 ): Promise<FunctionTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
-    return (kept && (await tableFromFile(kept, path, buildId, true, demangle))) || tableOf([]);
+    return (kept && (await tableFromFile(kept, path, buildId, true, naming))) || tableOf([]);
   }
   const local = await openLocal(path);
-  const table = local ? await tableFromFile(local, path, buildId, false, demangle) : undefined;
+  const table = local ? await tableFromFile(local, path, buildId, false, naming) : undefined;
   if (table || !buildId) return table ?? tableOf([]);
   // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
   const cached = await openLocal(buildIdCachePath(buildId, 'elf'));
-  return (cached && (await tableFromFile(cached, path, buildId, false, demangle))) || tableOf([]);
+  return (cached && (await tableFromFile(cached, path, buildId, false, naming))) || tableOf([]);
 }
 
 /** `~/.debug/.build-id/<xx>/<rest>/<file>`: where perf record keeps a copy of each file it sampled (`elf`). */
@@ -111,7 +117,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  demangle: boolean,
+  naming: { demangle: boolean; plt: PltRules },
 ): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
@@ -127,13 +133,13 @@ async function tableFromFile(
         const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
         if (buildId && debugId && debugId !== buildId) continue;
-        const table = await readFunctionTable(debugSource, runtimeSource, { demangle });
+        const table = await readFunctionTable(debugSource, runtimeSource, naming);
         if (table.size > 0) return table;
       } finally {
         await debug.close();
       }
     }
-    return await readFunctionTable(runtimeSource, runtimeSource, { demangle });
+    return await readFunctionTable(runtimeSource, runtimeSource, naming);
   } finally {
     await runtime.close();
   }

@@ -41,6 +41,13 @@ const cases = [
     args: [],
     shows: ['ProfcpuFixture.Workloads::Run_[j]', 'System.Threading.Thread::StartCallback_[j]'],
   },
+  // perf 6.12 names libcoreclr.so's PLT entries (its .plt has sh_entsize 0), which perf 6.1 leaves [unknown].
+  {
+    name: 'dotnet-perf6.12',
+    perfVersion: '6.12.117',
+    args: ['--no-demangle'],
+    shows: ['ProfcpuFixture.Workloads::Run_[j]', '__tls_get_addr@plt'],
+  },
 ];
 
 for (const { name, perfVersion, args, shows } of cases) {
