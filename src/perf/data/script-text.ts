@@ -113,6 +113,11 @@ export class ScriptTextWriter {
         return this.fork(event.pid, event.tid, event.ppid, event.ptid, event.exec);
       case 'mmap':
         return this.mmap(event);
+      case 'exit':
+        // perf 6.12 forgets an exited thread: a sample of its tid after the EXIT record has no comm (`:tid`). The
+        // process's mappings stay (its other threads hold them in perf), and so does the idle task (tid 0).
+        if (!this.style.keepsExited && event.tid > 0) this.threads.delete(event.tid);
+        return;
       default:
         return;
     }
@@ -126,7 +131,8 @@ export class ScriptTextWriter {
   private thread(pid: number, tid: number): Thread {
     let thread = this.threads.get(tid);
     if (!thread || (pid >= 0 && thread.pid < 0)) {
-      thread = { pid, comm: thread?.comm ?? `:${tid}` };
+      // perf script registers the idle task as `swapper`; other threads are `:<tid>` until a COMM names them.
+      thread = { pid, comm: thread?.comm ?? (tid === 0 ? 'swapper' : `:${tid}`) };
       this.threads.set(tid, thread);
     }
     if (pid !== tid && pid >= 0) this.mapsOf(pid);
@@ -269,18 +275,23 @@ export class ScriptTextWriter {
 
 /**
  * What changed in perf script's text between the versions checked (6.1.187 and 6.12.117): 6.12 pads the tid to 7
- * columns (6.1: 5) and prints a file frame's address as it was in memory (6.1: its offset in the file). A recording
+ * columns (6.1: 5), prints a file frame's address as it was in memory (6.1: its offset in the file) and forgets an
+ * exited thread (6.1 keeps its comm for samples after its EXIT record). A recording
  * reads as the perf that wrote it would print it; versions between the two are taken as 6.12.
  */
 interface ScriptStyle {
   tidWidth: number;
   fileOffsets: boolean;
+  /** An exited thread keeps its comm (6.1); 6.12 removes it from its machine. */
+  keepsExited: boolean;
 }
 
 function styleOf(perfVersion: string | undefined): ScriptStyle {
   const m = /^(\d+)\.(\d+)/.exec(perfVersion ?? '');
   const older = !m || Number(m[1]) < 6 || (Number(m[1]) === 6 && Number(m[2]) <= 1);
-  return older ? { tidWidth: 5, fileOffsets: true } : { tidWidth: 7, fileOffsets: false };
+  return older
+    ? { tidWidth: 5, fileOffsets: true, keepsExited: true }
+    : { tidWidth: 7, fileOffsets: false, keepsExited: false };
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): string {
