@@ -18,10 +18,14 @@ import { mapsToPlace } from './perf-maps.js';
 import type { PostprocessOptions } from './postprocess.js';
 import { NativeScriptOutput } from './native-output.js';
 
-/** The processes to keep, from the only perf script arguments the native engine understands (`--pid=N[,M]`). */
+/**
+ * The processes to keep, from the perf script arguments the native engine understands: `--pid=N[,M]`, and
+ * `--no-demangle` (C++ names as they are, read in runNativeAndFold).
+ */
 export function nativePidFilter(args: readonly string[]): Set<number> | undefined {
   let pids: Set<number> | undefined;
   for (const arg of args) {
+    if (arg === '--no-demangle') continue;
     const m = /^--pid=(\d+(?:,\d+)*)$/.exec(arg);
     if (!m)
       throw new ProfcpuError('USAGE', `the native engine does not take the perf script argument ${arg}`, {
@@ -53,7 +57,9 @@ export async function runNativeAndFold(
       `${folder.path}/${layout.perfData}`,
       {
         async header(header) {
-          const symbols = await nativeSymbols(folder, header, perfMaps, warn);
+          const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
+            demangle: !opts.perfScriptArgs.includes('--no-demangle'),
+          });
           writer = new ScriptTextWriter(symbols, output, { pids });
           await writer.header(header);
         },

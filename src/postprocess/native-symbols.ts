@@ -2,7 +2,8 @@
 // would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
 // /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
-// when its build-id is the recorded one (or none was recorded); anonymous code from the folder's perf map, under the
+// when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
+// build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
 // PID perf recorded; [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
 // a file that cannot be read names nothing.
 import { constants } from 'node:fs';
@@ -22,6 +23,7 @@ import {
   tableOf,
   type FunctionTable,
   type FunctionSymbol,
+  type PltRules,
 } from '../symbols/elf-functions.js';
 import { parsePerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
@@ -39,11 +41,15 @@ export async function nativeSymbols(
   header: PerfDataHeader,
   perfMaps: readonly { from: string; pid: number }[],
   warn: Warn,
+  { demangle = true }: { demangle?: boolean } = {},
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
   const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
   const kept = await readKeptIndex(folder).catch(() => new Map());
+  // PLT entries as the perf that recorded would name them.
+  const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
+  const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
   const tables = new Map<string, Promise<FunctionTable>>();
   const mapTables = new Map<number, Promise<FunctionTable>>();
   for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
@@ -58,7 +64,9 @@ export async function nativeSymbols(
     const key = `${buildId ?? ''}\0${mapping.path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? '')).catch(() => tableOf([]));
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), { demangle, plt }).catch(() =>
+        tableOf([]),
+      );
       tables.set(key, table);
     }
     return table;
@@ -84,15 +92,38 @@ async function loadFileTable(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
+  naming: { demangle: boolean; plt: PltRules },
 ): Promise<FunctionTable> {
-  const runtime =
-    isKept && buildId ? await folder.openExisting(`${layout.binaries}/${buildId}`) : await openLocal(path);
-  if (!runtime) return tableOf([]);
+  if (isKept && buildId) {
+    const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
+    return (kept && (await tableFromFile(kept, path, buildId, true, naming))) || tableOf([]);
+  }
+  const local = await openLocal(path);
+  const table = local ? await tableFromFile(local, path, buildId, false, naming) : undefined;
+  if (table || !buildId) return table ?? tableOf([]);
+  // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
+  const cached = await openLocal(buildIdCachePath(buildId, 'elf'));
+  return (cached && (await tableFromFile(cached, path, buildId, false, naming))) || tableOf([]);
+}
+
+/** `~/.debug/.build-id/<xx>/<rest>/<file>`: where perf record keeps a copy of each file it sampled (`elf`). */
+function buildIdCachePath(buildId: string, file: 'elf' | 'debug'): string {
+  return join(homedir(), '.debug', '.build-id', buildId.slice(0, 2), buildId.slice(2), file);
+}
+
+/** The table of an opened file (closed after), or undefined when its build-id is not the recorded one. */
+async function tableFromFile(
+  runtime: FileHandle,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+  naming: { demangle: boolean; plt: PltRules },
+): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
     const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
-    if (!isKept && buildId && fileId !== buildId) return tableOf([]);
+    if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
@@ -102,13 +133,13 @@ async function loadFileTable(
         const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
         if (buildId && debugId && debugId !== buildId) continue;
-        const table = await readFunctionTable(debugSource, runtimeSource);
+        const table = await readFunctionTable(debugSource, runtimeSource, naming);
         if (table.size > 0) return table;
       } finally {
         await debug.close();
       }
     }
-    return await readFunctionTable(runtimeSource);
+    return await readFunctionTable(runtimeSource, runtimeSource, naming);
   } finally {
     await runtime.close();
   }
@@ -122,7 +153,11 @@ async function debugCandidates(runtime: ByteSource, path: string, buildId: strin
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
   }
-  if (buildId) candidates.push(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+  if (buildId)
+    candidates.push(
+      buildIdCachePath(buildId, 'debug'),
+      `/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`,
+    );
   return candidates;
 }
 

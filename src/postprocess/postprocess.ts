@@ -78,7 +78,8 @@ export interface PostprocessOptions {
   progressIntervalMs: number;
   /**
    * Who reads perf.data: `perf` (perf script) or `native` (profcpu's own reader, src/postprocess/native-engine.ts,
-   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`). Default `perf`.
+   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`). Default `native`: it writes the same frames
+   * and folds as perf script on the test corpus (test/postprocess/engines.test.ts), with no perf installed.
    */
   engine: Engine;
 }
@@ -99,7 +100,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   tarball: true,
   isolate: true,
   progressIntervalMs: 1000,
-  engine: 'perf',
+  engine: 'native',
 });
 
 export interface PostprocessContext {

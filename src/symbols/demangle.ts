@@ -1,9 +1,11 @@
 // C++ symbol names (Itanium ABI, `_Z...`) turned back into the names perf prints for them: perf demangles without
 // parameters (libiberty's DMGL_NO_OPTS), so `_ZN4node5StartEiPPc` is `node::Start` and template arguments are kept
 // (`v8::internal::Deserializer<v8::internal::Isolate>::ReadObject`), written as libiberty writes them (`char const*`,
-// `> >`). Names this demangler does not cover (local names, function types and expressions in template arguments,
-// lambdas...) give undefined, and the caller keeps the mangled name. Bounded: the input is a symbol name, at most a
-// few KiB, parsed once left to right with a depth limit.
+// `> >`, `char const (&) [17]`, `{lambda(auto:1&)#1}`, `&ns::f`, a pack expanded once per argument). Names this
+// demangler does not cover (expressions in template arguments other than a function's address, decltype, vendor
+// qualifiers...) give undefined, and the caller keeps the mangled name, as perf does with what libiberty refuses.
+// Bounded: the input is a symbol name, at most a few KiB, parsed once left to right with a depth limit (a pack
+// expansion reads its pattern once per argument of the pack, and may not nest).
 
 class Unsupported extends Error {}
 
@@ -100,6 +102,14 @@ const stdAbbreviations: Record<string, string> = {
   d: 'std::iostream',
 };
 
+/** The std abbreviations in full, as libiberty writes them before a constructor or destructor. */
+const stdFullForms: Record<string, string> = {
+  s: 'std::basic_string<char, std::char_traits<char>, std::allocator<char> >',
+  i: 'std::basic_istream<char, std::char_traits<char> >',
+  o: 'std::basic_ostream<char, std::char_traits<char> >',
+  d: 'std::basic_iostream<char, std::char_traits<char> >',
+};
+
 const literalSuffixes: Record<string, string> = { i: '', j: 'u', l: 'l', m: 'ul', x: 'll', y: 'ull' };
 
 const maxDepth = 64;
@@ -135,7 +145,11 @@ interface Name {
 class Parser {
   private at = 2;
   private readonly subs: string[] = [];
-  private templateArgs: string[] = [];
+  private templateArgs: Arg[] = [];
+  /** While a pack expansion (`Dp`) is read: the element of its pack to write, and the pack's length once met. */
+  private expansion: { element: number; length: number | undefined } | undefined;
+  /** The parameters of a lambda are read: template parameters are its own (`auto:N`). */
+  private inLambda = false;
   private depth = 0;
   /** The last unqualified name read was a constructor or destructor. */
   private structor = false;
@@ -153,7 +167,10 @@ class Parser {
       this.callOffset();
       return `virtual thunk to ${this.withParameters()}`;
     }
-    if (this.peek() === 'T' || this.s.startsWith('GV', this.at)) throw new Unsupported();
+    if (this.take('GTt')) return `transaction clone for ${this.withParameters()}`;
+    if (this.take('TH')) return `TLS init function for ${this.name(false).text}`;
+    if (this.take('TW')) return `TLS wrapper function for ${this.name(false).text}`;
+    if (this.peek() === 'T' || this.peek() === 'G') throw new Unsupported();
     const name = this.name(false);
     return name.text;
   }
@@ -198,6 +215,7 @@ class Parser {
         const std = this.take('St');
         // `L`: internal linkage, not written.
         this.take('L');
+        this.structor = false;
         const unqualified = this.unqualifiedName('');
         const text = (std ? 'std::' : '') + unqualified;
         name = { text, last: unqualified, template: false, qualifiers: '', structor: this.structor };
@@ -227,6 +245,8 @@ class Parser {
     let template = false;
     // A prefix that is itself a substitution is not a new candidate.
     let known = false;
+    // The last part is a constructor or destructor (template arguments after it may read other names meanwhile).
+    let structor = false;
     for (;;) {
       if (this.take('E')) break;
       if (text !== '' && !template && !known) this.subs.push(text);
@@ -238,17 +258,24 @@ class Parser {
         this.at += 2;
         this.structor = false;
         const part = this.unqualifiedName(last);
+        structor = this.structor;
         last = part;
         text = `std::${part}`;
         continue;
       }
       if (c === 'S' && this.peek(1) !== 't' && text === '') {
+        structor = false;
         text = this.substitution();
-        last = text.slice(text.lastIndexOf('::') + 2);
+        // Before a constructor or destructor, libiberty writes a std abbreviation in full (`std::basic_string<char,
+        // std::char_traits<char>, std::allocator<char> >::basic_string`).
+        const full = /[CD]/.test(this.peek()) ? stdFullForms[this.s[this.at - 1]!] : undefined;
+        if (full && this.s[this.at - 2] === 'S') text = full;
+        last = withoutTemplateArgs(text.slice(text.lastIndexOf('::', text.indexOf('<') >>> 0) + 2));
         known = true;
         continue;
       }
       if (c === 'T' && text === '') {
+        structor = false;
         text = this.templateParam();
         last = text;
         continue;
@@ -265,11 +292,16 @@ class Parser {
       if (c === 'L') this.at++;
       this.structor = false;
       const part = this.unqualifiedName(last);
-      last = part.startsWith('~') ? part.slice(1) : part;
+      structor = this.structor;
+      // libiberty names a constructor after the last class with a name: an unnamed type or a closure is none.
+      if (!part.startsWith('{')) last = part.startsWith('~') ? part.slice(1) : part;
       text = text === '' ? part : `${text}::${part}`;
+      // `<member name> M`: a closure type in a data member's initializer, in the member's scope.
+      this.take('M');
     }
     if (asType && template) this.subs.push(text);
-    return { text, last, template, qualifiers, structor: this.structor };
+    this.structor = structor;
+    return { text, last, template, qualifiers, structor };
   }
 
   /** <unqualified-name>; `enclosing` names the class of a constructor or destructor. */
@@ -290,7 +322,15 @@ class Parser {
       this.structor = true;
     } else if (c === 'U' && this.peek(1) === 'l') {
       this.at += 2;
-      const params = this.parameterList('E');
+      // A generic lambda's parameters name its own template parameters: `auto:1`.
+      const outer = this.inLambda;
+      this.inLambda = true;
+      let params: string;
+      try {
+        params = this.parameterList('E');
+      } finally {
+        this.inLambda = outer;
+      }
       name = `{lambda(${params})#${this.discriminatorNumber()}}`;
     } else if (c === 'U' && this.peek(1) === 't') {
       this.at += 2;
@@ -323,9 +363,12 @@ class Parser {
         structor: false,
       };
     }
+    // `d [<number>] _`: an entity in a default argument, `{default arg#1}` for `d_`.
+    let scope = enclosing;
+    if (this.take('d')) scope += `::{default arg#${this.discriminatorNumber()}}`;
     const entity = this.name(false);
     this.discriminator();
-    return { ...entity, text: `${enclosing}::${entity.text}` };
+    return { ...entity, text: `${scope}::${entity.text}` };
   }
 
   /** `[n] <number> _` of a thunk: not printed. */
@@ -343,7 +386,7 @@ class Parser {
     const types: string[] = [];
     if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
     while (this.at < this.s.length) types.push(finish(this.type()));
-    const params = types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+    const params = types.length === 1 && types[0] === 'void' ? '' : listed(types);
     return `${fn.text}(${params})${fn.qualifiers}`;
   }
 
@@ -361,7 +404,7 @@ class Parser {
       types.push(finish(this.type()));
     }
     this.expect(end);
-    return types.length === 1 && types[0] === 'void' ? '' : types.join(', ');
+    return types.length === 1 && types[0] === 'void' ? '' : listed(types);
   }
 
   /** `[<number>] _` after a lambda or unnamed type: #1 without a number, #n+2 with n. */
@@ -439,15 +482,19 @@ class Parser {
       this.at += id.length;
     }
     this.expect('_');
+    if (this.inLambda) return `auto:${index + 1}`;
     const arg = this.templateArgs[index];
     if (arg === undefined) throw new Unsupported();
-    return arg;
+    if (typeof arg === 'string') return arg;
+    if (!this.expansion) return joinPack(arg);
+    this.expansion.length ??= arg.length;
+    return arg[this.expansion.element] ?? '';
   }
 
   /** <template-args>; `outer`: these are the arguments T_ refers to from now on. */
-  private templateArgList(outer: boolean): string[] {
+  private templateArgList(outer: boolean): Arg[] {
     this.expect('I');
-    const args: string[] = [];
+    const args: Arg[] = [];
     while (!this.take('E')) {
       if (this.at >= this.s.length) throw new Unsupported();
       args.push(this.templateArg());
@@ -456,28 +503,55 @@ class Parser {
     return args;
   }
 
-  private templateArg(): string {
+  private templateArg(): Arg {
     const c = this.peek();
     if (c === 'L') return this.literal();
-    if (c === 'X') throw new Unsupported();
+    if (c === 'X') return this.expression();
     if (this.take('J')) {
-      // A pack: its arguments in line.
+      // A pack: its arguments, written in line.
       const pack: string[] = [];
       while (!this.take('E')) {
         if (this.at >= this.s.length) throw new Unsupported();
-        pack.push(this.templateArg());
+        const arg = this.templateArg();
+        pack.push(typeof arg === 'string' ? arg : joinPack(arg));
       }
-      return pack.join(', ');
+      return pack;
     }
     return this.type();
+  }
+
+  /** `X <expression> E` as a template argument: only the address of a function (`Xad L_Z...E E`) is covered. */
+  private expression(): string {
+    this.expect('Xad');
+    this.expect('L');
+    this.take('_');
+    this.expect('Z');
+    const saved = this.templateArgs;
+    const qualified = this.peek() === 'N' || this.s.startsWith('St', this.at);
+    const fn = this.name(false);
+    // A function with C linkage has no type in its encoding.
+    if (this.take('E')) {
+      this.templateArgs = saved;
+      this.expect('E');
+      return `&${fn.text}`;
+    }
+    // libiberty writes a qualified function without its type (`&ns::f`, as it would a pointer to member), another one
+    // with its parameters (`&(f(int))`, `&(ns::C::f() const)`), a template with its return type too
+    // (`&(int ns::f<1>(char))`).
+    const returns = fn.template && !fn.structor && !/^operator /.test(fn.last) ? finish(this.type()) : undefined;
+    const params = this.parameterList('E');
+    this.templateArgs = saved;
+    this.expect('E');
+    if (returns !== undefined) return `&(${returns} ${fn.text}(${params})${fn.qualifiers})`;
+    return qualified && fn.qualifiers === '' ? `&${fn.text}` : `&(${fn.text}(${params})${fn.qualifiers})`;
   }
 
   private literal(): string {
     this.expect('L');
     if (this.peek() === 'Z') throw new Unsupported();
     const type = this.peek();
-    // A value of a class or enum type: `(Type)value`.
-    if (type === 'N' || type === 'S' || (type >= '0' && type <= '9')) {
+    // A value of a class, enum or pointer type: `(Type)value`.
+    if (type === 'N' || type === 'S' || type === 'P' || (type >= '0' && type <= '9')) {
       const name = this.type();
       const negative = this.take('n');
       const digits = /^\d+/.exec(this.s.slice(this.at))?.[0];
@@ -517,6 +591,16 @@ class Parser {
       this.at++;
       return builtin;
     }
+    if (c === 'D' && this.peek(1) === 'p') {
+      this.at += 2;
+      return this.packExpansion();
+    }
+    if (c === 'A') return this.arrayType();
+    if (c === 'D' && this.peek(1) === 'o' && this.peek(2) === 'F') {
+      this.at += 2;
+      return this.functionType(true, ' noexcept');
+    }
+    if (c === 'M') return this.memberPointer();
     if (c === 'D') {
       const extended = extendedBuiltins[this.peek(1)];
       if (!extended) throw new Unsupported();
@@ -529,6 +613,12 @@ class Parser {
         const q = this.peek();
         this.at++;
         qualifiers = (q === 'K' ? ' const' : q === 'V' ? ' volatile' : ' restrict') + qualifiers;
+      }
+      // A qualified function type (of a member function): `int () const`; the function type alone is no candidate.
+      if (this.peek() === 'F') {
+        const type = this.functionType(false, '') + qualifiers;
+        this.subs.push(type);
+        return type;
       }
       const inner = this.type();
       // A qualified pointer to a function: `void (* const)(int)`.
@@ -543,24 +633,15 @@ class Parser {
       // A pointer to a function goes inside its parentheses: `void (*)(int)`.
       const type = !inner.includes(hole)
         ? collapse(inner, mark)
-        : /\((?:[*&]| const| volatile| restrict)*\u0001\)/.test(inner)
-          ? inner.replace(hole, mark + hole)
-          : inner.replace(hole, `(${mark}${hole})`);
+        : mark !== '*' && /\(&&?\u0001\)/.test(inner)
+          ? inner.replace(/&&?\u0001/, (old) => (old === '&&\u0001' && mark === '&&' ? '&&' : '&') + hole)
+          : /\([^()]*\u0001\)/.test(inner)
+            ? inner.replace(hole, mark + hole)
+            : inner.replace(hole, `(${mark}${hole})`);
       this.subs.push(type);
       return type;
     }
-    if (c === 'F') {
-      this.at++;
-      this.take('Y');
-      const returns = this.type();
-      const params = this.parameterList('E');
-      // A function returning a pointer to a function: its parameters go inside the declarator.
-      const type = returns.includes(hole)
-        ? returns.replace(hole, `${hole}(${params})`)
-        : `${returns} (${hole})(${params})`;
-      this.subs.push(type);
-      return type;
-    }
+    if (c === 'F') return this.functionType(true, '');
     if (c === 'T') {
       const param = this.templateParam();
       this.subs.push(param);
@@ -593,6 +674,73 @@ class Parser {
     throw new Unsupported();
   }
 
+  /** `F [Y] <return type> <parameters> E`; `candidate`: the type is a substitution candidate. */
+  private functionType(candidate: boolean, suffix: string): string {
+    this.expect('F');
+    this.take('Y');
+    const returns = this.type();
+    const params = this.parameterList('E');
+    // A function returning a pointer to a function: its parameters go inside the declarator.
+    const type = returns.includes(hole)
+      ? returns.replace(hole, `${hole}(${params})`)
+      : `${returns} (${hole})(${params})${suffix}`;
+    if (candidate) this.subs.push(type);
+    return type;
+  }
+
+  /** `A <number> _ <element type>` (or `A_`): `char [17]`, `char const (&) [17]` once referred to. */
+  private arrayType(): string {
+    this.expect('A');
+    const digits = /^\d*/.exec(this.s.slice(this.at, this.at + 12))![0];
+    this.at += digits.length;
+    this.expect('_');
+    const element = this.type();
+    if (element.includes(hole)) throw new Unsupported();
+    const type = `${element} (${hole}) [${digits}]`;
+    this.subs.push(type);
+    return type;
+  }
+
+  /** `M <class type> <member type>`: `int (Class::*)(char const*)`, `int Class::*`. */
+  private memberPointer(): string {
+    this.expect('M');
+    const owner = finish(this.type());
+    const member = this.type();
+    const type = member.includes(hole) ? member.replace(hole, `${owner}::*${hole}`) : `${member} ${owner}::*`;
+    this.subs.push(type);
+    return type;
+  }
+
+  /**
+   * `Dp <type>`: the type written once per argument of the pack it names, comma-separated (libiberty's way); read
+   * again for each, the substitution candidates of the first reading kept.
+   */
+  private packExpansion(): string {
+    if (this.expansion) throw new Unsupported();
+    const from = this.at;
+    const written: string[] = [];
+    let end: number;
+    let subs = this.subs.length;
+    this.expansion = { element: 0, length: undefined };
+    try {
+      do {
+        this.at = from;
+        const type = finish(this.type());
+        end = this.at;
+        if (this.expansion.element === 0) subs = this.subs.length;
+        else this.subs.length = subs;
+        if (this.expansion.length === undefined) throw new Unsupported();
+        if (this.expansion.length > 0) written.push(type);
+      } while (++this.expansion.element < this.expansion.length);
+    } finally {
+      this.expansion = undefined;
+    }
+    this.at = end;
+    const type = written.join(', ');
+    this.subs.push(type);
+    return type;
+  }
+
   /** A class or enum type: its name, a substitution candidate once whole. */
   private nameAsType(): string {
     if (this.peek() === 'N') {
@@ -619,27 +767,41 @@ function collapse(inner: string, mark: string): string {
   return `${inner.replace(/&&?$/, '')}&`;
 }
 
+/** A template argument: a pack's arguments stay apart, for its expansions (`Dp`). */
+type Arg = string | string[];
+
+/**
+ * Arguments or parameters joined as libiberty joins them: one that writes nothing (an empty pack) takes its comma away,
+ * but the first one has none to take (`<, void>`).
+ */
+function listed(items: string[]): string {
+  return items.reduce((text, item, i) => (i === 0 ? item : item === '' ? text : `${text}, ${item}`), '');
+}
+
+function joinPack(pack: string[]): string {
+  return pack.filter((arg) => arg !== '').join(', ');
+}
+
 /** Marks where a pointer or reference goes in a function type (`void (*)(int)`); removed from the final name. */
 const hole = '\u0001';
 
 function finish(name: string): string {
-  return name.replaceAll(`(${hole})`, '').replaceAll(hole, '');
+  return name.replaceAll(` (${hole}) [`, ' [').replaceAll(`(${hole})`, '').replaceAll(hole, '');
 }
 
 /** `name<args>` as libiberty writes it: `> >` between closing brackets, `operator< <int>`. */
-function templated(name: string, args: string[]): string {
+function templated(name: string, list: Arg[]): string {
+  const args = list.map((arg) => (typeof arg === 'string' ? arg : joinPack(arg)));
   // An empty pack adds nothing; a function type is finished once it is an argument.
-  const inner = args
-    .filter((arg) => arg !== '')
-    .map(finish)
-    .join(', ');
+  const inner = listed(args.map(finish));
   const open = name.endsWith('<') ? ' <' : '<';
   // libiberty looks at the last argument, so after an empty pack it writes `>>`.
   const spaced = (args[args.length - 1] ?? '').endsWith('>');
   return `${name}${open}${inner}${spaced ? ' >' : '>'}`;
 }
 
+/** A class's name as its constructors bear it: no template arguments, no ABI tags (`failure[abi:cxx11]`). */
 function withoutTemplateArgs(name: string): string {
   const open = name.indexOf('<');
-  return open < 0 ? name : name.slice(0, open);
+  return (open < 0 ? name : name.slice(0, open)).replace(/\[abi:[^\]]*\]/g, '');
 }

@@ -37,6 +37,7 @@ interface Section {
   offset: bigint;
   size: bigint;
   link: number;
+  align: bigint;
   entsize: bigint;
 }
 
@@ -83,6 +84,7 @@ async function readSectionHeaders(source: ByteSource, header: Buffer): Promise<S
       offset: table.readBigUInt64LE(at + 24),
       size: table.readBigUInt64LE(at + 32),
       link: table.readUInt32LE(at + 40),
+      align: table.readBigUInt64LE(at + 48),
       entsize: table.readBigUInt64LE(at + 56),
     });
   return sections;
@@ -118,7 +120,15 @@ export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
  * The function table of the ELF in `source`, empty when it is not a 64-bit little-endian ELF with symbols. Symbols
  * are moved to file offsets by the load segments of `runtime` (the mapped file, when `source` is its debug file).
  */
-export async function readFunctionTable(source: ByteSource, runtime: ByteSource = source): Promise<FunctionTable> {
+/**
+ * `demangle`: C++ names as perf prints them (true), or as they are (perf script --no-demangle). `plt`: the PLT entries
+ * as perf 6.1 synthesizes them, or as perf 6.12 does (readPltSymbols).
+ */
+export async function readFunctionTable(
+  source: ByteSource,
+  runtime: ByteSource = source,
+  { demangle: demangling = true, plt: pltRules = '6.1' }: { demangle?: boolean; plt?: PltRules } = {},
+): Promise<FunctionTable> {
   const header = await elfHeader(source);
   if (!header) return tableOf([]);
   const segments = await readLoadSegments(runtime);
@@ -160,7 +170,7 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     const nul = strBytes.indexOf(0, nameAt);
     const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
     // perf demangles C++ names as it loads them, before it chooses among symbols at one address.
-    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
     // ARM mapping symbols ($a, $d, $x) are not functions.
     if (name.startsWith('$')) continue;
     const value = symBytes.readBigUInt64LE(at + 8);
@@ -173,18 +183,23 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
   }
   const functions = fixup(syms);
   // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
-  const plt = await readPltSymbols(runtime).catch(() => []);
+  const plt = await readPltSymbols(runtime, demangling, pltRules).catch(() => []);
   if (plt.length === 0) return tableOf(functions);
   return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
 }
 
 const EM_X86_64 = 62;
 
+export type PltRules = '6.1' | '6.12';
+
 /**
  * perf's dso__synthesize_plt_symbols on x86-64: entry i of `.plt` (after a header of one entry) is `<name>@plt`, the
- * name that of the dynamic symbol of relocation i of `.rela.plt`.
+ * name that of the dynamic symbol of relocation i of `.rela.plt`. perf 6.1 needs `.plt`'s sh_entsize; perf 6.12 takes
+ * 8 or 16 from its alignment when sh_entsize is neither (libcoreclr.so's is 0), names the header `.plt`, reads the
+ * entries in `.plt.sec` when there is one (the header symbol then covers all of `.plt`), and sees no header in a
+ * `.plt` holding exactly one entry per relocation.
  */
-async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
+async function readPltSymbols(source: ByteSource, demangling: boolean, rules: PltRules): Promise<FunctionSymbol[]> {
   const header = await elfHeader(source);
   if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
   const sections = await readSectionHeaders(source, header);
@@ -197,21 +212,35 @@ async function readPltSymbols(source: ByteSource): Promise<FunctionSymbol[]> {
   const plt = named('.plt');
   const dynsym = rela && sections[rela.link];
   const dynstr = dynsym && sections[dynsym.link];
-  if (!rela || rela.type !== sectionTypes.RELA || !plt || !dynsym || !dynstr || plt.entsize === 0n) return [];
+  if (!rela || rela.type !== sectionTypes.RELA || !plt || !dynsym || !dynstr) return [];
+  if (rules === '6.1' && plt.entsize === 0n) return [];
   const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
   if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
   const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
   const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
   const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
-  const entry = plt.entsize;
   const out: FunctionSymbol[] = [];
+  let entry = plt.entsize;
   let start = plt.offset + entry;
+  if (rules === '6.12') {
+    if (entry !== 8n && entry !== 16n) entry = plt.align === 8n ? 8n : 16n;
+    const sec = named('.plt.sec');
+    const entries = BigInt(Math.floor(relocations.length / 24));
+    if (sec) {
+      out.push({ start: plt.offset, end: plt.offset + plt.size, name: '.plt', binding: STB_GLOBAL });
+      start = sec.offset;
+    } else if (entries * entry === plt.size) start = plt.offset;
+    else {
+      out.push({ start: plt.offset, end: plt.offset + entry, name: '.plt', binding: STB_GLOBAL });
+      start = plt.offset + entry;
+    }
+  }
   for (let at = 0; at + 24 <= relocations.length; at += 24) {
     const index = Number(relocations.readBigUInt64LE(at + 8) >> 32n);
     const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
     const end = strings.indexOf(0, nameAt);
     const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
-    const name = raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
     out.push({ start, end: start + entry, name: `${name}@plt`, binding: STB_GLOBAL });
     start += entry;
   }

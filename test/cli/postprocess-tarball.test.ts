@@ -20,7 +20,7 @@ before(async () => {
   if (!isRoot() || !have('perf')) return;
   const dir = join(root, '15-02-11_2026-11-22');
   await keepPerfMap(dir, await recordNode(dir));
-  const run = await runCli(['postprocess', '--dir', dir, '--engine', 'native', '-q']);
+  const run = await runCli(['postprocess', '--dir', dir, '-q']);
   assert.equal(run.exitCode, 0, String(run.all));
   original = dir;
 });
@@ -50,7 +50,7 @@ test(
     const dir = recorded(t);
     if (!dir) return;
     const sent = await received('sent');
-    const run = await runCli(['postprocess', layout.tarball, '--engine', 'native'], { cwd: sent.dir });
+    const run = await runCli(['postprocess', layout.tarball], { cwd: sent.dir });
     assert.equal(run.exitCode, 0, String(run.all));
     const unpacked = join(sent.dir, basename(dir));
     assert.match(String(run.stderr), new RegExp(`unpacked ${layout.tarball} into ${unpacked} \\(`));
@@ -63,7 +63,7 @@ test(
       assert.deepEqual(await readFile(join(unpacked, name)), await readFile(join(dir, name)), name);
 
     // Again: the folder is there, so it is not unpacked over; the message says what to run instead.
-    const again = await runCli(['postprocess', layout.tarball, '--engine', 'native'], { cwd: sent.dir });
+    const again = await runCli(['postprocess', layout.tarball], { cwd: sent.dir });
     assert.equal(again.exitCode, 1);
     assert.match(String(again.stderr), /already exists[\s\S]*fix: Post-process that folder/);
   },
@@ -74,7 +74,7 @@ test('-dir prof.tar.gz --out DIR, with the perf engine too: same folded stacks',
   if (!dir) return;
   const sent = await received('sent-out');
   const out = join(root, 'chosen');
-  const run = await runCli(['postprocess', '-dir', sent.archive, '--out', out, '--engine', 'native', '-q']);
+  const run = await runCli(['postprocess', '-dir', sent.archive, '--out', out, '-q']);
   assert.equal(run.exitCode, 0, String(run.all));
   assert.equal(await folded(out), await folded(dir));
   assert.deepEqual(await readdir(sent.dir), [layout.tarball]);

@@ -1,8 +1,7 @@
 // The two engines of postprocess on the same recordings: perf script, and profcpu's own perf.data reader. Each case
-// post-processes one folder with both and compares the folded stacks line for line: they must be the same, but for
-// the two gaps known today, which rare samples hit: a C++ name the demangler leaves mangled (lambdas, local names:
-// the native stack holds `_Z...`), a PLT entry perf names `x@plt` (the native engine leaves it unnamed). Those stacks
-// are counted in the test's diagnostics.
+// post-processes one folder with both and compares what they write: the folded stacks line for line, and the frames of
+// flamescope/perf_script.out (every line but the `#` header, which perf fills with facts of the machine and file that
+// profcpu does not repeat) byte for byte.
 import assert from 'node:assert/strict';
 import { cp, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,8 +19,14 @@ import { need, needCommand, needRoot } from '../support/requirements.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { burnFunctions, keepPerfMap, recordNode } from './recording.js';
 
-/** Folded stacks of `dir` post-processed by `engine` (in a copy of the folder, so both start alike). */
-async function folded(t: TestContext, dir: string, engine: Engine): Promise<Map<string, number>> {
+interface EngineOutput {
+  stacks: Map<string, number>;
+  /** perf_script.out without its `#` header lines. */
+  frames: string[];
+}
+
+/** What `engine` writes for `dir` (post-processed in a copy of the folder, so both start alike). */
+async function outputs(t: TestContext, dir: string, engine: Engine): Promise<EngineOutput> {
   const copy = await mkdtemp(join(tmpdir(), `profcpu-engine-${engine}-`));
   t.after(() => rm(copy, { recursive: true, force: true }));
   await cp(dir, copy, { recursive: true });
@@ -31,52 +36,28 @@ async function folded(t: TestContext, dir: string, engine: Engine): Promise<Map<
     const m = /^(.*) (\d+)$/.exec(line);
     if (m) stacks.set(m[1]!, Number(m[2]));
   }
-  return stacks;
+  const script = await readFile(join(copy, layout.perfScript), 'utf8');
+  return { stacks, frames: script.split('\n').filter((line) => !line.startsWith('#')) };
 }
 
-/** A frame the native engine leaves as it is today: a C++ name left mangled, an entry of a PLT (`[dso]`). */
-const gapFrame = /^(_Z|\[[^\]]+\]$)/;
-
-/** The stacks only the native engine folds, each with the perf-only stacks it matches but for gap frames. */
-function explainGaps(onlyPerf: [string, number][], onlyNative: [string, number][]) {
-  const perfFrames = onlyPerf.map(([stack]) => stack.split(';'));
-  const matched = new Set<number>();
-  const unexplained: string[] = [];
-  for (const [stack] of onlyNative) {
-    const frames = stack.split(';');
-    const gaps = frames.filter((frame) => gapFrame.test(frame)).length;
-    const matches = perfFrames.flatMap((other, i) =>
-      gaps > 0 && other.length === frames.length && frames.every((f, j) => f === other[j] || gapFrame.test(f))
-        ? [i]
-        : [],
-    );
-    if (matches.length === 0) unexplained.push(stack);
-    for (const i of matches) matched.add(i);
-  }
-  const unmatchedPerf = onlyPerf.filter((_, i) => !matched.has(i)).map(([stack]) => stack);
-  return { unexplained, unmatchedPerf };
-}
-
-/** Both engines on `dir`: the same folded stacks, line for line, but for the known gaps, and not nothing. */
+/** Both engines on `dir`: the same folded stacks and the same perf-script frames, line for line, and not nothing. */
 async function assertSameFold(t: TestContext, dir: string): Promise<Map<string, number>> {
-  const perf = await folded(t, dir, 'perf');
-  const native = await folded(t, dir, 'native');
-  const { onlyPerf, onlyNative } = differences(perf, native);
-  const { unexplained, unmatchedPerf } = explainGaps(onlyPerf, onlyNative);
-  assert.deepEqual(unexplained.slice(0, 3), [], `${unexplained.length} stacks only the native engine folds`);
-  assert.deepEqual(unmatchedPerf.slice(0, 3), [], `${unmatchedPerf.length} stacks only perf folds`);
-  const samples = (list: Iterable<[string, number]>) => [...list].reduce((sum, [, n]) => sum + n, 0);
-  assert.equal(samples(native), samples(perf), 'both engines fold the same number of samples');
-  t.diagnostic(`${perf.size} stacks, ${samples(perf)} samples; ${samples(onlyNative)} samples differ by a gap frame`);
-  assert.ok(native.size > 0);
-  return native;
-}
-
-/** Stacks (with their counts) found by one engine and not the other. */
-function differences(perf: Map<string, number>, native: Map<string, number>) {
-  const onlyPerf = [...perf].filter(([stack, n]) => native.get(stack) !== n);
-  const onlyNative = [...native].filter(([stack, n]) => perf.get(stack) !== n);
-  return { onlyPerf, onlyNative };
+  const perf = await outputs(t, dir, 'perf');
+  const native = await outputs(t, dir, 'native');
+  const onlyPerf = [...perf.stacks].filter(([stack, n]) => native.stacks.get(stack) !== n);
+  const onlyNative = [...native.stacks].filter(([stack, n]) => perf.stacks.get(stack) !== n);
+  assert.deepEqual(onlyNative.slice(0, 3), [], `${onlyNative.length} stacks only the native engine folds`);
+  assert.deepEqual(onlyPerf.slice(0, 3), [], `${onlyPerf.length} stacks only perf folds`);
+  const differing = perf.frames.findIndex((line, i) => native.frames[i] !== line);
+  assert.ok(
+    differing < 0 && native.frames.length === perf.frames.length,
+    `perf_script.out differs from line ${differing} (not counting the header):\n` +
+      `  perf    ${perf.frames[differing]}\n  native  ${native.frames[differing]}`,
+  );
+  const samples = [...perf.stacks.values()].reduce((sum, n) => sum + n, 0);
+  t.diagnostic(`${perf.stacks.size} stacks, ${samples} samples, ${perf.frames.length} lines of perf script text`);
+  assert.ok(native.stacks.size > 0);
+  return native.stacks;
 }
 
 test('a Node program with a perf map (JIT frames, C++ frames perf demangles): the same folded stacks', async (t) => {
@@ -171,7 +152,7 @@ for (const [how, flags, keepVdso] of [
     const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const program = join(dir, 'clockloop');
-    // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (a gap of its own, see gapFrame).
+    // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (covered by a case of its own).
     await execa('gcc', ['-O1', '-fno-omit-frame-pointer', '-fno-plt', '-o', program, clockLoop]);
     await execa(
       'perf',

@@ -61,7 +61,8 @@ test('a real recording becomes every output, named, hashed and bundled', async (
   const warnings: string[] = [];
   const result = await postprocess(
     dir,
-    { title: 'burn test' },
+    // perf script's own progress is checked below; the native engine has its case in engines.test.ts.
+    { title: 'burn test', engine: 'perf' },
     { progress: (m) => progress.push(m), warn: (m) => warnings.push(m), manifestExtra: { target: { pid: 1 } } },
   );
   const names = [
@@ -204,7 +205,7 @@ test('perf missing: NO_PERF naming the package', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
   await assert.rejects(
-    postprocess(dir, { perfPath: join(root, 'no-perf-here') }),
+    postprocess(dir, { perfPath: join(root, 'no-perf-here'), engine: 'perf' }),
     (e) => isProfcpuError(e, 'NO_PERF') && /linux-perf/.test(e.remedy ?? ''),
   );
   await assert.rejects(stat(join(dir, layout.flamegraphSvg)), { code: 'ENOENT' });
@@ -257,7 +258,7 @@ test('a perf.data cut short fails with a remedy about the file', async (t) => {
     const end = dataStart + Math.floor(dataSize * fraction);
     await writeFile(join(dir, layout.perfData), data.subarray(0, end));
     await assert.rejects(
-      postprocess(dir, { resolver: undefined }),
+      postprocess(dir, { resolver: undefined, engine: 'perf' }),
       (e) => isProfcpuError(e, 'PERF_FAILED') && /damaged or cut short/.test(e.remedy ?? ''),
       `cut at ${fraction}`,
     );
@@ -308,7 +309,7 @@ test('a target gone from its own PID namespace: its map copy is placed under the
   await writeFile(join(dir, layout.targetInfo), JSON.stringify({ pid: target.pid, nspid: target.nspid }));
 
   // No resolver: the names must come from perf itself reading the placed copy.
-  const result = await postprocess(dir, { tarball: false, resolver: undefined });
+  const result = await postprocess(dir, { tarball: false, resolver: undefined, engine: 'perf' });
   assert.ok([...result.fold.stacks.keys()].some((stack) => stack.includes('profcpuFibonacciBurner')));
   assert.deepEqual(result.manifest.postprocess.perfMaps, [
     { from: 'target/perf-1.map', placedAt: `/tmp/perf-${target.pid}.map` },

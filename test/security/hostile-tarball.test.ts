@@ -49,7 +49,7 @@ async function archiveCase(write: (path: string) => Promise<void>): Promise<{ di
 }
 
 function postprocess(archive: string, cwd: string, extra: readonly string[] = []) {
-  return runCli(['postprocess', archive, '--engine', 'native', ...extra], { cwd, timeout: 100_000 });
+  return runCli(['postprocess', archive, ...extra], { cwd, timeout: 100_000 });
 }
 
 /** Every file under `dir` with its SHA-256 (links shown as links, not followed). */
@@ -262,7 +262,7 @@ test('the deadline passed, or Ctrl-C while unpacking: no half folder left', dead
   await assert.rejects(unpackTarball(archive, { limits: { deadlineMs: 300 } }), /took longer than 0.3 s/);
   assert.deepEqual(await readdir(dir), ['prof.tar.gz']);
 
-  const run = execa(process.execPath, [cliPath, 'postprocess', archive, '--engine', 'native'], {
+  const run = execa(process.execPath, [cliPath, 'postprocess', archive], {
     cwd: dir,
     reject: false,
     all: true,

@@ -61,7 +61,10 @@ export const misc = Object.freeze({
   cpumodeMask: 7,
   kernel: 1,
   user: 2,
+  hypervisor: 3,
   commExec: 1 << 13,
+  /** perf's own use of the bit on the FORK records it synthesizes. */
+  forkExec: 1 << 13,
   mmapBuildId: 1 << 14,
   buildIdSize: 1 << 15,
 });

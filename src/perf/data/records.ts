@@ -37,6 +37,9 @@ export interface TaskEvent extends At {
   ppid: number;
   tid: number;
   ptid: number;
+  /** A fork perf synthesized for a process that ran before the recording (PERF_RECORD_MISC_FORK_EXEC): its mappings
+   * follow in their own records, so the parent's are not copied. */
+  exec: boolean;
   time: bigint | undefined;
 }
 
@@ -306,6 +309,7 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
         ppid: record.readInt32LE(12),
         tid: record.readInt32LE(16),
         ptid: record.readInt32LE(20),
+        exec: (recordMisc & misc.forkExec) !== 0,
         time,
       };
     case recordType.lost:

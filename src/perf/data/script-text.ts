@@ -90,6 +90,7 @@ export class ScriptTextWriter {
   private readonly threads = new Map<number, Thread>();
   private readonly maps = new Map<number, Maps>();
   private nameWidth = 0;
+  private style: ScriptStyle = styleOf(undefined);
   private names: string[] = [];
   private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
@@ -110,6 +111,7 @@ export class ScriptTextWriter {
   /** The `#` header perf script --header prints first (the parts profcpu reads back). */
   async header(header: PerfDataHeader): Promise<void> {
     const f = header.features;
+    this.style = styleOf(f.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     const lines = ['# ========'];
@@ -138,9 +140,14 @@ export class ScriptTextWriter {
         this.thread(event.pid, event.tid).comm = event.comm;
         return;
       case 'fork':
-        return this.fork(event.pid, event.tid, event.ppid, event.ptid);
+        return this.fork(event.pid, event.tid, event.ppid, event.ptid, event.exec);
       case 'mmap':
         return this.mmap(event);
+      case 'exit':
+        // perf 6.12 forgets an exited thread: a sample of its tid after the EXIT record has no comm (`:tid`). The
+        // process's mappings stay (its other threads hold them in perf), and so does the idle task (tid 0).
+        if (!this.style.keepsExited && event.tid > 0) this.threads.delete(event.tid);
+        return;
       default:
         return;
     }
@@ -149,7 +156,8 @@ export class ScriptTextWriter {
   private thread(pid: number, tid: number): Thread {
     let thread = this.threads.get(tid);
     if (!thread || (pid >= 0 && thread.pid < 0)) {
-      thread = { pid, comm: thread?.comm ?? `:${tid}`, prefix: '', prefixComm: undefined };
+      // perf script registers the idle task as `swapper`; other threads are `:<tid>` until a COMM names them.
+      thread = { pid, comm: thread?.comm ?? (tid === 0 ? 'swapper' : `:${tid}`), prefix: '', prefixComm: undefined };
       this.threads.set(tid, thread);
     }
     if (pid !== tid && pid >= 0) this.mapsOf(pid);
@@ -162,11 +170,12 @@ export class ScriptTextWriter {
     return maps;
   }
 
-  private fork(pid: number, tid: number, ppid: number, ptid: number): void {
+  private fork(pid: number, tid: number, ppid: number, ptid: number, synthesized: boolean): void {
     const parent = this.thread(ppid, ptid);
     // A tid reused: the old thread goes.
     this.threads.set(tid, { pid, comm: parent.comm, prefix: '', prefixComm: undefined });
-    if (pid !== ppid) this.maps.set(pid, { list: [...this.mapsOf(ppid).list] });
+    // A process that ran before the recording gets its own mappings from the records that follow, not its parent's.
+    if (pid !== ppid) this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list] });
   }
 
   private mmap(event: MmapEvent): void {
@@ -209,7 +218,7 @@ export class ScriptTextWriter {
     this.samples++;
     const thread = this.thread(sample.pid, sample.tid);
     if (thread.prefixComm !== thread.comm) {
-      thread.prefix = `${thread.comm} ${String(sample.tid).padStart(5)} `;
+      thread.prefix = `${thread.comm} ${String(sample.tid).padStart(this.style.tidWidth)} `;
       thread.prefixComm = thread.comm;
     }
     let line = thread.prefix;
@@ -237,7 +246,12 @@ export class ScriptTextWriter {
     for (let i = from; i < chain.length && frames < this.options.maxStack; i++) {
       const ip = chain[i]!;
       if (ip >= contextMax) {
-        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : 0;
+        // perf reads any other marker as a corrupted chain and prints the sample with no frames at all.
+        if (ip !== context.kernel && ip !== context.user && ip !== context.hv) {
+          frames = 0;
+          break;
+        }
+        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : misc.hypervisor;
         continue;
       }
       const frame = this.frame(ip, cpumode, maps);
@@ -253,6 +267,8 @@ export class ScriptTextWriter {
   }
 
   private frame(ip: bigint, cpumode: number, maps: Mapping[]): ScriptFrame | Promise<ScriptFrame> {
+    // perf looks a hypervisor address up nowhere.
+    if (cpumode === misc.hypervisor) return frameLine(ip, undefined, '[unknown]');
     if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
       let line = this.kernelLines.get(ip);
       if (line === undefined) {
@@ -278,7 +294,7 @@ export class ScriptTextWriter {
     const address = mapping.identity ? ip : ip - mapping.start + mapping.pgoff;
     const found = this.symbols.file(mapping, address);
     const make = (hit: SymbolHit | undefined) => {
-      const line = frameLine(address, hit, mapping.dso);
+      const line = frameLine(this.style.fileOffsets ? address : ip, hit, mapping.dso);
       this.remember(lines, ip, line);
       return line;
     };
@@ -308,6 +324,27 @@ function timestamp(time: bigint): string {
 }
 
 const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * What changed in perf script's text between the versions checked (6.1.187 and 6.12.117): 6.12 pads the tid to 7
+ * columns (6.1: 5), prints a file frame's address as it was in memory (6.1: its offset in the file) and forgets an
+ * exited thread (6.1 keeps its comm for samples after its EXIT record). A recording
+ * reads as the perf that wrote it would print it; versions between the two are taken as 6.12.
+ */
+interface ScriptStyle {
+  tidWidth: number;
+  fileOffsets: boolean;
+  /** An exited thread keeps its comm (6.1); 6.12 removes it from its machine. */
+  keepsExited: boolean;
+}
+
+function styleOf(perfVersion: string | undefined): ScriptStyle {
+  const m = /^(\d+)\.(\d+)/.exec(perfVersion ?? '');
+  const older = !m || Number(m[1]) < 6 || (Number(m[1]) === 6 && Number(m[2]) <= 1);
+  return older
+    ? { tidWidth: 5, fileOffsets: true, keepsExited: true }
+    : { tidWidth: 7, fileOffsets: false, keepsExited: false };
+}
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
   const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
