@@ -43,6 +43,13 @@ export interface RecordTargetParams {
   warn?: (message: string) => void;
 }
 
+/**
+ * The last refresh before perf stops is waited for this long at most (5 s): the reader's pass may take
+ * --target-timeout (120 s by default) when the target's files hang, and perf must stop when asked, not minutes later.
+ * A refresh still running then is left to the reader's own deadline.
+ */
+const lastSnapshotTimeoutMs = 5_000;
+
 export interface RecordedTarget {
   outcome: RecordOutcome;
   /** Seconds sampled: from perf enabling its events to the stop signal (or the target's exit). */
@@ -103,7 +110,9 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     stoppedAt ??= performance.now();
     recording.stop(reason);
   };
-  const stopWith = (reason: RecordEnd) => void refresh().then(() => stopNow(reason));
+  let lastRefresh: Promise<void> | undefined;
+  const stopWith = (reason: RecordEnd) =>
+    void (lastRefresh ??= within(refresh(), lastSnapshotTimeoutMs)).then(() => stopNow(reason));
   const onStop = () => stopWith('stopped');
   const onAbort = () => stopNow('stopped');
   stop?.addEventListener('abort', onStop, { once: true });
@@ -155,7 +164,8 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
         return undefined;
       });
     }
-    await snapshotting;
+    // The last refresh, waited for once only.
+    await (lastRefresh ?? within(snapshotting, lastSnapshotTimeoutMs));
     const cpu = process.cpuUsage(cpuBefore);
     // perf leaves the count out when build-ids come with the mappings: count the records it wrote.
     const samples = outcome.samples ?? (await samplesIn(dir, signal));
@@ -174,6 +184,16 @@ export async function recordTarget(params: RecordTargetParams): Promise<Recorded
     clearInterval(progressTimer);
     stop?.removeEventListener('abort', onStop);
     signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Waits for `work` (never rejected: a refresh warns of its own failures), `ms` at most. */
+async function within(work: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

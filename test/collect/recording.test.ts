@@ -1,6 +1,7 @@
 // The recording phase against a fake perf: a perf that ends while attaching, before it enabled its events (perf 7.3
 // did, exit 255 and nothing said, on a .NET target whose threads came and went), is started once more, afresh; one
-// that fails after recording began, or fails twice, is not.
+// that fails after recording began, or fails twice, is not. A snapshot refresh that never ends does not hold perf
+// past its stop.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -43,7 +44,11 @@ async function fakePerf(plan: string[]): Promise<{ path: string; runs: () => Pro
   };
 }
 
-async function record(t: TestContext, perfPath: string) {
+async function record(
+  t: TestContext,
+  perfPath: string,
+  more: { refresh?: () => Promise<void>; stop?: AbortSignal } = {},
+) {
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-recording-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
@@ -55,9 +60,10 @@ async function record(t: TestContext, perfPath: string) {
     dir,
     event: 'cpu-clock',
     scope: { kind: 'process' },
-    snapshotter: { refresh: async () => {} } as unknown as TargetSnapshotter,
+    snapshotter: { refresh: more.refresh ?? (async () => {}) } as unknown as TargetSnapshotter,
     signal: new AbortController().signal,
     onRetry: (m) => retries.push(m),
+    ...(more.stop && { stop: more.stop }),
   });
   return { result, retries };
 }
@@ -87,3 +93,24 @@ test('a perf that fails after it began recording is not started again', async (t
   assert.deepEqual(await perf.runs(), ['run 1']);
   assert.deepEqual(retries, []);
 });
+
+// The reader's refresh may wait up to --target-timeout (120 s) on a target's file that hangs: the end of the duration
+// and Ctrl-C stop perf after a short wait for it, not when it ends (here, never).
+for (const end of ['duration', 'stopped'] as const) {
+  test(
+    `perf stops at the ${end === 'duration' ? 'end of the duration' : 'first Ctrl-C'} while a snapshot refresh never ends`,
+    { timeout: 60_000 },
+    async (t) => {
+      const perf = await fakePerf(['record']);
+      let refreshes = 0;
+      const hung = () => (refreshes++ === 0 ? Promise.resolve() : new Promise<void>(() => {}));
+      const stop = new AbortController();
+      const { result } = await record(t, perf.path, { refresh: hung, stop: stop.signal });
+      if (end === 'stopped') setTimeout(() => stop.abort(), 300);
+      const recorded = await result;
+      assert.equal(recorded.outcome.end, end);
+      assert.ok(refreshes >= 2, `refreshes: ${refreshes}`);
+      assert.deepEqual(await perf.runs(), ['run 1']);
+    },
+  );
+}
