@@ -123,9 +123,12 @@ export async function readKeptIndex(folder: OutputFolder): Promise<Map<string, K
   return kept;
 }
 
+/** Written whole under another name, then renamed: a pass killed at any point leaves the last index whole. */
 async function writeKeptIndex(folder: OutputFolder, kept: Map<string, KeptBinary>): Promise<void> {
   const binaries = [...kept.values()].sort((a, b) => a.path.localeCompare(b.path));
-  await folder.writeFile(layout.binariesIndex, `${JSON.stringify({ binaries }, null, 2)}\n`, outputModes.privateFile);
+  const partial = `${layout.binariesIndex}.partial`;
+  await folder.writeFile(partial, `${JSON.stringify({ binaries }, null, 2)}\n`, outputModes.privateFile);
+  await folder.rename(partial, layout.binariesIndex);
 }
 
 /**
@@ -200,25 +203,38 @@ export async function keepBinaries(
             if (kept.has(found)) return { path, buildId: found, status: 'present', bytes: size } as BinaryOutcome;
             // Work that outlived its deadline writes nothing: the loop has moved on and may have closed `binaries`.
             if (!live()) throw new Error('abandoned');
-            // What perf reads to name frames, at the same offsets; the rest (code, data) stays a hole.
-            const dest = await binaries.create(found, outputModes.privateFile);
+            // What perf reads to name frames, at the same offsets; the rest (code, data) stays a hole. Under another
+            // name until whole: the reader may be killed mid-copy (a later file hangs the pass), and a binary under
+            // its build-id is a complete one.
+            const partial = `${found}.partial`;
+            const dest = await binaries.create(partial, outputModes.privateFile);
             let stored = 0;
             try {
-              for (const [from, to] of elf.namingRanges)
-                stored += (await copyRange(source, dest, from, to, live)).written;
-              await dest.truncate(size);
-            } finally {
-              await dest.close();
+              try {
+                for (const [from, to] of elf.namingRanges)
+                  stored += (await copyRange(source, dest, from, to, live)).written;
+                await dest.truncate(size);
+              } finally {
+                await dest.close();
+              }
+              if (!live()) throw new Error('abandoned');
+              await binaries.rename(partial, found);
+            } catch (error) {
+              await binaries.remove(partial).catch(() => undefined);
+              throw error;
             }
-            if (!live()) throw new Error('abandoned');
             kept.set(found, { path, buildId: found, bytes: size, storedBytes: stored });
             return { path, buildId: found, status: 'kept', bytes: size, storedBytes: stored } as BinaryOutcome;
           } finally {
             await source.close();
           }
         });
-        if (outcome.status === 'kept') total += size;
         outcomes.push(outcome);
+        if (outcome.status === 'kept') {
+          total += size;
+          // Indexed at once: what a killed pass kept is still found (postprocess uses indexed binaries only).
+          await writeKeptIndex(folder, kept);
+        }
       } catch (error) {
         if (isProfcpuError(error, 'ABORTED')) throw error;
         outcomes.push(skip(error instanceof Error ? error.message : String(error)));

@@ -8,7 +8,7 @@
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -104,6 +104,15 @@ for (const mode of ['read', 'lookup'] as const) {
     assert.ok(manifest.collect.record.command.includes('-B'), manifest.collect.record.command.join(' '));
     assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
     assert.match(await readFile(join(out, 'flamegraph.svg'), 'utf8'), /<svg/);
+    // What the killed pass kept before the FUSE file (the target's own executable, mapped first) is indexed, whole.
+    const index = JSON.parse(await readFile(join(out, 'target', 'binaries.json'), 'utf8')) as {
+      binaries: { path: string; buildId: string }[];
+    };
+    assert.ok(index.binaries.length > 0, 'nothing kept');
+    assert.deepEqual(
+      index.binaries.map((b) => b.buildId).sort(),
+      (await readdir(join(out, 'target', 'binaries'))).sort(),
+    );
   });
 }
 

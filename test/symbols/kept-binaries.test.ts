@@ -186,3 +186,37 @@ test('a copy given up at its deadline writes nothing afterwards', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   assert.deepEqual(await readdir(join(out, 'target', 'binaries')).catch(() => []), []);
 });
+
+// The target reader is killed when a pass outlives --target-timeout (a later file hangs): what the pass kept until
+// then is indexed already, and no binary stands half-written under its build-id.
+test('a pass cut short leaves what it kept indexed, each binary whole', async (t) => {
+  const { files, folder, out, buildId } = await setup(t);
+  const stop = new AbortController();
+  // Stopped when the pass reaches its second file (as a kill would be, while that file's read hangs).
+  const cut = new Proxy(files, {
+    get: (target, name, receiver) =>
+      name === 'lookup'
+        ? (path: string, kind: 'file') => {
+            if (path !== '/lib/libc.so.6') stop.abort();
+            return target.lookup(path, kind);
+          }
+        : (Reflect.get(target, name, receiver) as unknown),
+  });
+  await assert.rejects(
+    keepBinaries(
+      ['/lib/libc.so.6', '/lib/later.so', '/lib/never.so'].map((path) => ({ path })),
+      cut,
+      folder,
+      new Map(),
+      {},
+      stop.signal,
+    ),
+    (e: unknown) => isProfcpuError(e, 'ABORTED'),
+  );
+  assert.deepEqual(
+    [...(await readKeptIndex(folder)).values()].map((b) => [b.path, b.buildId]),
+    [['/lib/libc.so.6', buildId]],
+  );
+  assert.deepEqual(await readdir(join(out, 'target', 'binaries')), [buildId]);
+  assert.equal((await readElfFile(join(out, 'target', 'binaries', buildId))).buildId, buildId);
+});
