@@ -264,8 +264,8 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
 /**
  * perf record reads the build-ids of the target's mapped files when it starts (--buildid-mmap) or when it ends (its
  * table): a file on a FUSE or network file system whose server stops answering would then hold perf in the kernel
- * for good, killed or not, and no sample would be written. When the target maps such files (or the reader cannot
- * say), perf writes no build-ids (-B) and reads none of its files; the reader is told what to advise if it hangs.
+ * for good, killed or not, and no sample would be written. When the target maps such files executable (perf reads
+ * no other's build-id) or the reader cannot say, perf writes no build-ids (-B) and reads none of its files; the reader is told what to advise if it hangs.
  */
 async function avoidStallingFiles<R>(
   session: Session<R>,
@@ -281,7 +281,8 @@ async function avoidStallingFiles<R>(
     : 'may map files from a FUSE or network file system (its mounts could not be checked)';
   session.warn(
     `process ${target.pid} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
-      'answering would hold perf for good); frames in those files may stay unnamed',
+      'answering would hold perf for good); frames in those files may stay unnamed, and a bundle post-processed ' +
+      'elsewhere names every native frame by its path alone',
   );
   if (shown)
     reader.remedy =

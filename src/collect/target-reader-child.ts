@@ -5,11 +5,16 @@ import { ProfcpuError, isProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
 import { readTargetElf } from '../symbols/debug-symbols.js';
-import { stallingMappingsOf } from '../target/mounts.js';
 import { TargetFiles } from '../target/target-files.js';
 import { TargetSnapshotter } from './snapshot.js';
 import type { CollectStep, StepContext } from './steps.js';
-import { isolatedSteps, type ReaderInit, type ReaderMessage, type ReaderRequest } from './target-reader.js';
+import {
+  isolatedSteps,
+  stallingExecutables,
+  type ReaderInit,
+  type ReaderMessage,
+  type ReaderRequest,
+} from './target-reader.js';
 
 interface Session {
   init: ReaderInit;
@@ -78,7 +83,7 @@ async function answer(request: Exclude<ReaderRequest, { type: 'sampled' }>): Pro
   if (!session) throw new Error('the target reader was not opened');
   if (request.type === 'elf') return readTargetElf(session.files, request.path);
   if (request.type === 'stalling')
-    return stallingMappingsOf(session.init.target.pid, { procRoot: session.init.procRoot });
+    return stallingExecutables(session.init.target.pid, { procRoot: session.init.procRoot });
   if (request.type === 'refresh') {
     const snapshotter = (session.snapshotter ??= await snapshotterOf(session));
     await snapshotter.refresh();
