@@ -9,7 +9,8 @@
 //
 // As a collect step: before recording, every executable file mapped then (so a recording cut short by a kill still
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was
-// not sampled is removed again, so the bundle carries what the flame graph needs and no more.
+// not sampled is removed again, so the bundle carries what the flame graph needs and no more (unless perf recorded no
+// build-ids at all, -B: then all stay).
 import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../collect/steps.js';
 import { layout } from '../bundle/layout.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
@@ -315,7 +316,12 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
         const outcomes = await keepBinaries(sampled, files, folder, kept, options, context.signal);
         for (const o of outcomes.filter((o) => o.status === 'skipped'))
           context.warn(`${o.path} is not kept for naming after the target exits: ${o.reason}`);
-        const removed = await removeUnsampled(folder, kept, new Set(sampled.map((s) => s.buildId)));
+        // perf recording with -B (the target maps files from a FUSE or network file system: src/collect/session.ts)
+        // lists its files with no build-id, so none is known unsampled: what was kept stays, and binaries.json gives
+        // each its build-id, read here from the file itself.
+        const known = sampled.filter((s) => isTargetFile(s.path));
+        const removed =
+          known.length > 0 ? await removeUnsampled(folder, kept, new Set(known.map((s) => s.buildId))) : [];
         return {
           ...summarize(outcomes),
           removed: removed.length,

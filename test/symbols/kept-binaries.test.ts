@@ -12,7 +12,8 @@ import { readElfFile } from '../../src/symbols/elf.js';
 import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { buildIdView } from '../../src/postprocess/buildid-view.js';
-import { keepBinaries, readKeptIndex, type KeptBinary } from '../../src/symbols/kept-binaries.js';
+import { keepBinaries, keptBinariesStep, readKeptIndex, type KeptBinary } from '../../src/symbols/kept-binaries.js';
+import type { TargetInfo } from '../../src/target/inspect.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 import { FakeProc } from '../support/fake-proc.js';
 
@@ -218,5 +219,44 @@ test('a pass cut short leaves what it kept indexed, each binary whole', async (t
     [['/lib/libc.so.6', buildId]],
   );
   assert.deepEqual(await readdir(join(out, 'target', 'binaries')), [buildId]);
+  assert.equal((await readElfFile(join(out, 'target', 'binaries', buildId))).buildId, buildId);
+});
+
+// perf record -B (the target maps a file from a FUSE or network file system) lists the sampled files with no
+// build-id: the binaries kept before recording stay, indexed with the build-ids read from them.
+test('after a recording without build-ids, the binaries kept before it stay', async (t) => {
+  const proc = await FakeProc.create();
+  const maps = '7f0000000000-7f0000001000 r-xp 00000000 08:01 12 /lib/libc.so.6\n';
+  await proc.add({ pid: 78, nspid: 1, comm: 'app', cmdline: ['app'], maps });
+  await mkdir(join(proc.root, '78', 'root', 'lib'), { recursive: true });
+  await copyFile(libc, join(proc.root, '78', 'root', 'lib', 'libc.so.6'));
+  const out = await mkdtemp(join(tmpdir(), 'profcpu-kept-'));
+  const files = await TargetFiles.open(78, { procRoot: proc.root });
+  t.after(async () => {
+    await files.close();
+    await proc.dispose();
+    await rm(out, { recursive: true, force: true });
+  });
+  const buildId = (await readElfFile(libc)).buildId!;
+  const context = {
+    target: { pid: 78 } as TargetInfo,
+    dir: out,
+    perfPath: 'perf',
+    procRoot: proc.root,
+    files,
+    sampledFiles: () => Promise.resolve([]),
+    signal: new AbortController().signal,
+    warn: () => {},
+    progress: () => {},
+  };
+  const step = keptBinariesStep();
+  assert.equal((await step.beforeRecording!(context))?.['kept'], 1);
+  assert.equal((await step.afterRecording!(context))?.['removed'], 0);
+  const folder = await OutputFolder.open(out);
+  t.after(() => folder.close());
+  assert.deepEqual(
+    [...(await readKeptIndex(folder)).values()].map((b) => [b.path, b.buildId]),
+    [['/lib/libc.so.6', buildId]],
+  );
   assert.equal((await readElfFile(join(out, 'target', 'binaries', buildId))).buildId, buildId);
 });
