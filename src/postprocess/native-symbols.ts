@@ -15,7 +15,7 @@ import { layout } from '../bundle/layout.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
-import { readKeptIndex } from '../symbols/kept-binaries.js';
+import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
 import { bytesSource, fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
 import {
   fixup,
@@ -46,7 +46,12 @@ export async function nativeSymbols(
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
   const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
-  const kept = await readKeptIndex(folder).catch(() => new Map());
+  const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
+  // A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
+  // names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
+  // named from whatever file has that path here. A path kept under two build-ids says nothing.
+  const keptByPath = new Map<string, string | undefined>();
+  for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
   // PLT entries as the perf that recorded would name them.
   const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
   const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
@@ -60,7 +65,7 @@ export async function nativeSymbols(
       return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
-    const buildId = mapping.buildId ?? buildIds.get(mapping.path);
+    const buildId = mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path);
     const key = `${buildId ?? ''}\0${mapping.path}`;
     let table = tables.get(key);
     if (!table) {
