@@ -20,13 +20,19 @@ import { need, needCommand, needRoot } from '../support/requirements.js';
 const source = fileURLToPath(new URL('../fixtures/fuse-hang/fuse-hang.c', import.meta.url));
 
 /** The FUSE server and its target, started; cleaned up when the test ends (connection aborted, unmounted). */
-async function startHungFuse(t: TestContext, work: string, mode: 'read' | 'lookup', tmpDir?: string) {
+async function startHungFuse(
+  t: TestContext,
+  work: string,
+  mode: 'read' | 'lookup' | 'data',
+  tmpDir?: string,
+  name = 'libcoreclr.so',
+) {
   const program = join(work, 'fuse-hang');
   if (!existsSync(program)) execFileSync('gcc', ['-O1', '-Wall', '-o', program, source]);
   const mountpoint = join(work, `mnt-${mode}`);
   await mkdir(mountpoint);
   // Its temp folder in the mount too: where a .NET runtime's diagnostic socket, perf map and dumps would be.
-  const server = spawn(program, [mountpoint, 'libcoreclr.so', mode], {
+  const server = spawn(program, [mountpoint, name, mode], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, TMPDIR: tmpDir ?? `${mountpoint}/tmp` },
   });
@@ -115,6 +121,40 @@ for (const mode of ['read', 'lookup'] as const) {
     );
   });
 }
+
+// A data file on that mount (mapped readable, not executable: an mmapped database, fonts) is no file perf reads: perf
+// records with build-ids, nothing waits on the mount, and the default --target-timeout (120 s) is never reached.
+test('collect records with build-ids when the target maps only a data file from a FUSE mount that never answers', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+  const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+  // Named as no runtime file is (the runtime stubs step reads a mapped libcoreclr.so, data or not).
+  const { targetPid } = await startHungFuse(t, work, 'data', undefined, 'app.sqlite');
+  t.after(() => rm(work, { recursive: true, force: true }));
+  const out = join(work, 'out');
+  const run = await execa(
+    process.execPath,
+    [cliPath, 'collect', '--pid', String(targetPid), '--duration', '2', '--output', out],
+    { reject: false, all: true, timeout: 100_000, killSignal: 'SIGKILL', cwd: work },
+  );
+  assert.equal(run.timedOut, false, `collect hung:\n${run.all}`);
+  assert.equal(run.exitCode, 0, run.all);
+  assert.doesNotMatch(run.all, /did not end within|without build-ids/);
+  const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
+    collect: { record: { samples?: number; end: string; command: string[] } };
+  };
+  assert.ok(!manifest.collect.record.command.includes('-B'), manifest.collect.record.command.join(' '));
+  assert.equal(manifest.collect.record.end, 'duration');
+  assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
+  // The target's own executable was sampled and kept, and stays.
+  const index = JSON.parse(await readFile(join(out, 'target', 'binaries.json'), 'utf8')) as {
+    binaries: { path: string }[];
+  };
+  assert.ok(
+    index.binaries.some((b) => b.path.endsWith('/fuse-hang')),
+    JSON.stringify(index),
+  );
+});
 
 // Its temp folder named as is, or through a link from a local folder into the mount (which the mountinfo check of
 // the literal path misses: the lookup refuses the mount's root before asking anything of it).
