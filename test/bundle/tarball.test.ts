@@ -121,3 +121,47 @@ test('a folder with more entries or depth than an output folder has is refused, 
   await Promise.all(Array.from({ length: folderLimits.maxEntries + 1 }, (_, i) => writeFile(join(wide, `f${i}`), '')));
   await assert.rejects(listFolder(wide), /more than 10000 entries/);
 });
+
+test('started with the raw data first: those entries lead, the rest follows sorted; abandoned: no archive left', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  try {
+    const output = join(root, 'started.tar.gz');
+    const writer = await startTarball(dir, { folder, name: 'started.tar.gz' }, ['perf.data', 'target'], {
+      exclude: ['prof.tar.gz'],
+    });
+    // Written after the start, as postprocess writes its outputs: still archived.
+    await writeFile(join(dir, 'late.txt'), 'written while the raw data was being compressed\n');
+    const result = await writer.finish();
+    await writer.abandon();
+    const top = '15-02-11_2026-11-22';
+    const expected = [
+      `${top}/`,
+      `${top}/perf.data`,
+      `${top}/target/`,
+      `${top}/target/perf-1.map`,
+      `${top}/a-b.txt`,
+      `${top}/flamescope/`,
+      `${top}/flamescope/perf_script.out`,
+      `${top}/late.txt`,
+    ];
+    assert.deepEqual(result.entries, expected);
+    assert.deepEqual(
+      (await entriesOf(output)).map((e) => e.path),
+      expected,
+    );
+    const into = join(root, 'started');
+    await mkdir(into);
+    await extract({ file: output, cwd: into });
+    for (const path of ['perf.data', 'target/perf-1.map', 'late.txt'])
+      assert.deepEqual(await readFile(join(into, top, path)), await readFile(join(dir, path)), path);
+
+    const abandoned = await startTarball(dir, { folder, name: 'abandoned.tar.gz' }, ['perf.data', 'target']);
+    await abandoned.abandon();
+    await assert.rejects(stat(join(root, 'abandoned.tar.gz.partial')), { code: 'ENOENT' });
+    await assert.rejects(stat(join(root, 'abandoned.tar.gz')), { code: 'ENOENT' });
+  } finally {
+    await rm(join(dir, 'late.txt'), { force: true });
+    await folder.close();
+  }
+});
