@@ -23,7 +23,7 @@ import { isolationAvailable, perfScript, perfScriptArgs } from '../perf/script.j
 import { parseRecordingHeader, perfVersion } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
-import { formatFolded } from '../stacks/folded.js';
+import { formatFolded, inSortedOrder } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
 import { loadBundleResolver } from '../symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
@@ -426,18 +426,20 @@ async function writeRenders(
   written: (name: string) => Promise<void>,
 ): Promise<void> {
   const title = opts.title === undefined ? {} : { title: opts.title };
+  // Sorted once here rather than by each of the four outputs (same bytes: each still sorts).
+  const stacks = inSortedOrder(fold.stacks);
   const write = async (name: string, content: string) => {
     await outputs.write(name, content);
     await written(name);
   };
-  await write(layout.foldedStacks, [...formatFolded(fold.stacks)].join(''));
+  await write(layout.foldedStacks, [...formatFolded(stacks)].join(''));
   signal?.throwIfAborted();
-  await write(layout.flamegraphSvg, renderSvg(fold.stacks, { ...opts.svg, ...title }));
+  await write(layout.flamegraphSvg, renderSvg(stacks, { ...opts.svg, ...title }));
   signal?.throwIfAborted();
-  await write(layout.flamegraphHtml, renderHtml(fold.stacks, { ...opts.html, ...title }));
+  await write(layout.flamegraphHtml, renderHtml(stacks, { ...opts.html, ...title }));
   signal?.throwIfAborted();
   const name = opts.title === undefined ? {} : { name: opts.title };
-  await write(layout.speedscope, renderSpeedscope(fold.stacks, { ...opts.speedscope, ...name }));
+  await write(layout.speedscope, renderSpeedscope(stacks, { ...opts.speedscope, ...name }));
 }
 
 function formatMegabytes(bytes: number): string {
