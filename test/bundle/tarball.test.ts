@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -132,6 +132,11 @@ test('started with the raw data first: those entries lead, the rest follows sort
     });
     // Written after the start, as postprocess writes its outputs: still archived.
     await writeFile(join(dir, 'late.txt'), 'written while the raw data was being compressed\n');
+    // Added under its partial name, renamed before the archive reads it: archived under the final name all the same.
+    await mkdir(join(dir, 'made'));
+    await writeFile(join(dir, 'made', 'out.partial'), Buffer.alloc(3_000_000, 'x'));
+    await writer.addFile('made/out', 'made/out.partial');
+    await rename(join(dir, 'made', 'out.partial'), join(dir, 'made', 'out'));
     const result = await writer.finish();
     await writer.abandon();
     const top = '15-02-11_2026-11-22';
@@ -140,6 +145,8 @@ test('started with the raw data first: those entries lead, the rest follows sort
       `${top}/perf.data`,
       `${top}/target/`,
       `${top}/target/perf-1.map`,
+      `${top}/made/`,
+      `${top}/made/out`,
       `${top}/a-b.txt`,
       `${top}/flamescope/`,
       `${top}/flamescope/perf_script.out`,
@@ -153,7 +160,7 @@ test('started with the raw data first: those entries lead, the rest follows sort
     const into = join(root, 'started');
     await mkdir(into);
     await extract({ file: output, cwd: into });
-    for (const path of ['perf.data', 'target/perf-1.map', 'late.txt'])
+    for (const path of ['perf.data', 'target/perf-1.map', 'late.txt', 'made/out'])
       assert.deepEqual(await readFile(join(into, top, path)), await readFile(join(dir, path)), path);
 
     const abandoned = await startTarball(dir, { folder, name: 'abandoned.tar.gz' }, ['perf.data', 'target']);
@@ -162,6 +169,7 @@ test('started with the raw data first: those entries lead, the rest follows sort
     await assert.rejects(stat(join(root, 'abandoned.tar.gz')), { code: 'ENOENT' });
   } finally {
     await rm(join(dir, 'late.txt'), { force: true });
+    await rm(join(dir, 'made'), { recursive: true, force: true });
     await folder.close();
   }
 });
