@@ -6,7 +6,9 @@
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches target/. perf.data is changed once, when perf was killed before
-// finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record.
+// finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record. prof.tar.gz is
+// started once perf.data is final and takes each output the moment it is (src/bundle/tarball.ts), so its compression,
+// on zlib's thread pool, runs beside the fold and the renders instead of after them.
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
