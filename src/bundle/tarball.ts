@@ -137,7 +137,7 @@ export async function startTarball(
       const parent = parts.slice(0, i).join('/');
       if (!added.has(parent)) entry(parent, 'folder');
     }
-    const handle = await open(join(dir, source), constants.O_RDONLY | constants.O_NOFOLLOW);
+    const handle = await open(join(dir, source), readFlags);
     entry(relative, { handle });
   };
   const abandon = async () => {
@@ -217,6 +217,12 @@ class EntryQueue {
 const BLOCK = 512;
 
 /**
+ * How an archived file is opened: never through a link, and without blocking (a FIFO put where a file was listed
+ * opens at once, then is refused as not a regular file, rather than holding a thread for ever).
+ */
+const readFlags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
  * The tar stream of the queue's entries: a ustar header each (a pax header before it when a name does not fit), a
  * file's bytes padded to whole blocks, two empty blocks at the end. A file is read in 1 MiB chunks, each after the last
  * was taken, and exactly the size it had when its header was made: one that shrank meanwhile is an error.
@@ -229,8 +235,7 @@ async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerato
       yield headerBlocks(entry, 'Directory', 0);
       continue;
     }
-    const handle =
-      'handle' in source ? source.handle : await open(source.file, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const handle = 'handle' in source ? source.handle : await open(source.file, readFlags);
     try {
       const stat = await handle.stat();
       if (!stat.isFile()) throw new ProfcpuError('IO', `${entry.path} is no longer a regular file`);
