@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -173,3 +174,26 @@ test('started with the raw data first: those entries lead, the rest follows sort
     await folder.close();
   }
 });
+
+test(
+  'a FIFO where a file should be is refused at once, no archive left, rather than blocking',
+  { timeout: 10_000 },
+  async () => {
+    const { startTarball } = await import('../../src/bundle/tarball.js');
+    const fifo = join(dir, 'fifo.partial');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0, 'mkfifo');
+    const folder = await OutputFolder.open(root);
+    try {
+      const writer = await startTarball(dir, { folder, name: 'fifo.tar.gz' }, ['perf.data'], {
+        exclude: ['fifo.partial'],
+      });
+      await writer.addFile('fifo', 'fifo.partial');
+      await assert.rejects(writer.finish(), /no longer a regular file/);
+      await assert.rejects(stat(join(root, 'fifo.tar.gz.partial')), { code: 'ENOENT' });
+      await assert.rejects(stat(join(root, 'fifo.tar.gz')), { code: 'ENOENT' });
+    } finally {
+      await rm(fifo, { force: true });
+      await folder.close();
+    }
+  },
+);
