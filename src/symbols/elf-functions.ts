@@ -187,12 +187,13 @@ export async function readFunctionTable(source: ByteSource, runtime: ByteSource 
     const segment = segments.find((seg) => value >= seg.vaddr && value < seg.vaddr + seg.memsz);
     if (!segment) continue;
     const start = value - segment.vaddr + segment.offset;
+    // One shape for every symbol (no spread): the fixes and lookups stay monomorphic.
     syms.push({
       start,
       end: start + size,
       name,
       binding: info >> 4,
-      ...(mangled && name === raw && { mangledSuffix: '' }),
+      mangledSuffix: mangled && name === raw ? '' : undefined,
     });
   }
   const functions = fixup(syms);
