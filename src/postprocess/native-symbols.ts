@@ -102,7 +102,9 @@ async function loadFileTable(
 ): Promise<FunctionTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
-    return (kept && (await tableFromFile(kept, path, buildId, true, naming))) || tableOf([]);
+    // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
+    const debug = hostFiles ? naming : { ...naming, byBuildIdOnly: true };
+    return (kept && (await tableFromFile(kept, path, buildId, true, debug))) || tableOf([]);
   }
   if (!hostFiles) return tableOf([]);
   const local = await openLocal(path);
@@ -124,7 +126,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  naming: { demangle: boolean; plt: PltRules },
+  naming: { demangle: boolean; plt: PltRules; byBuildIdOnly?: boolean },
 ): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
@@ -133,13 +135,15 @@ async function tableFromFile(
     if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
-    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
+    const byLink = !naming.byBuildIdOnly;
+    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId, byLink)) {
       const debug = await openLocal(candidate);
       if (!debug) continue;
       try {
         const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
-        if (buildId && debugId && debugId !== buildId) continue;
+        // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
+        if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
         const table = await readFunctionTable(debugSource, runtimeSource, naming);
         if (table.size > 0) return table;
       } finally {
@@ -153,9 +157,14 @@ async function tableFromFile(
 }
 
 /** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
-async function debugCandidates(runtime: ByteSource, path: string, buildId: string | undefined): Promise<string[]> {
+async function debugCandidates(
+  runtime: ByteSource,
+  path: string,
+  buildId: string | undefined,
+  byLink: boolean,
+): Promise<string[]> {
   const candidates: string[] = [];
-  const link = (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file;
+  const link = byLink ? (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file : undefined;
   if (link && !link.includes('/') && path.startsWith('/')) {
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));

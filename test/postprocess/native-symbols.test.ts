@@ -3,7 +3,7 @@
 // it is opened), and this machine's files name frames only when perf.data was recorded here (its hostname).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { setTimeout } from 'node:timers/promises';
 import { hostname, tmpdir } from 'node:os';
@@ -20,23 +20,29 @@ function header(host: string): PerfDataHeader {
   return { mode: 'file', attrs: [], features: { hostname: host, perfVersion: '6.1.0', buildIds: [] } };
 }
 
-function mapping(path: string): Mapping {
+function mapping(path: string, buildId?: string): Mapping {
   return {
     start: 0x7f0000000000n,
     end: 0x7f0000010000n,
     pgoff: 0n,
     dso: path,
     path,
-    buildId: undefined,
+    buildId,
     identity: false,
   };
 }
 
-async function lookup(dir: string, host: string, path: string, offset: bigint): Promise<string | undefined> {
+async function lookup(
+  dir: string,
+  host: string,
+  path: string,
+  offset: bigint,
+  buildId?: string,
+): Promise<string | undefined> {
   const folder = await OutputFolder.open(dir);
   try {
     const symbols = await nativeSymbols(folder, header(host), [], () => {});
-    return (await symbols.file(mapping(path), offset))?.name;
+    return (await symbols.file(mapping(path, buildId), offset))?.name;
   } finally {
     await folder.close();
   }
@@ -78,6 +84,36 @@ test('this machine’s files name frames of a recording made here only', { timeo
     );
     assert.equal(await lookup(dir, hostname(), path, address), 'profcpu_hot_inner');
     assert.equal(await lookup(dir, `not-${hostname()}`, path, address), undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a kept binary of a recording made elsewhere: this machine’s debug files count by build-id only', async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    const lib = buildNativeLib(join(dir, 'lib'));
+    const address = BigInt(
+      `0x${/^([0-9a-f]+) t profcpu_hot_inner$/m.exec(execFileSync('nm', [lib.full], { encoding: 'utf8' }))![1]}`,
+    );
+    // The folder keeps the stripped library; perf.data names it at a path where this machine has a debug file of the
+    // same name with no build-id (any file the sender names, say).
+    mkdirSync(join(dir, 'target/binaries'), { recursive: true });
+    copyFileSync(lib.stripped, join(dir, 'target/binaries', lib.buildId));
+    const kept = { binaries: [{ path: '/app/libhotlib.so', buildId: lib.buildId, bytes: 1, storedBytes: 1 }] };
+    writeFileSync(join(dir, 'target/binaries.json'), JSON.stringify(kept));
+    const path = join(dir, 'host', 'libhotlib.so');
+    mkdirSync(join(dir, 'host'));
+    execFileSync('objcopy', [
+      '--remove-section',
+      '.note.gnu.build-id',
+      lib.debug,
+      join(dir, 'host/libhotlib.so.debug'),
+    ]);
+    // Recorded here, perf takes it by its link (so does this); recorded elsewhere, it is not read.
+    assert.equal(await lookup(dir, hostname(), path, address, lib.buildId), 'profcpu_hot_inner');
+    assert.notEqual(await lookup(dir, `not-${hostname()}`, path, address, lib.buildId), 'profcpu_hot_inner');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
