@@ -12,6 +12,8 @@ import { procfsDefaults, readProcText, type ProcfsOptions } from './procfs.js';
 const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
 
 export interface Mount {
+  /** Its mount id (the first field), as /proc/PID/fdinfo's `mnt_id` names it: the same in every mount namespace. */
+  id: string;
   /** Where it is mounted, as the target sees its own root. */
   mountPoint: string;
   fsType: string;
@@ -28,7 +30,7 @@ export function parseMountInfo(text: string): Mount[] {
     const fields = line.slice(0, dash).split(' ');
     const fsType = line.slice(dash + 3).split(' ')[0];
     if (fields.length < 6 || !fields[4]?.startsWith('/') || !fsType) continue;
-    mounts.push({ mountPoint: unescape(fields[4]), fsType: unescape(fsType), device: fields[2]! });
+    mounts.push({ id: fields[0]!, mountPoint: unescape(fields[4]), fsType: unescape(fsType), device: fields[2]! });
   }
   return mounts;
 }
@@ -85,11 +87,8 @@ export async function stallingMountOfFd(
 ): Promise<(fd: number) => Promise<string | undefined>> {
   const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
   const stalling = new Map<string, string>();
-  for (const line of (text ?? '').split('\n')) {
-    const dash = line.indexOf(' - ');
-    const fsType = dash < 0 ? undefined : unescape(line.slice(dash + 3).split(' ')[0] ?? '');
-    if (fsType && stallingTypes.test(fsType)) stalling.set(line.slice(0, line.indexOf(' ')), fsType);
-  }
+  for (const mount of parseMountInfo(text ?? ''))
+    if (stallingTypes.test(mount.fsType)) stalling.set(mount.id, mount.fsType);
   if (stalling.size === 0) return () => Promise.resolve(undefined);
   return async (fd) => {
     // A few lines; the fd is ours.
