@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { parseProcMaps } from './proc-maps.js';
-import { procfsDefaults, readProcText, type ProcfsOptions } from './procfs.js';
+import { readProcCapped, readProcText, type ProcfsOptions } from './procfs.js';
 
 /** File systems whose reads another process serves or a network carries: a read may never return. */
 const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
@@ -77,25 +77,45 @@ export async function stallingFileSystems(
 }
 
 /**
- * For a tree opened under /proc/PID/root (src/files/rooted.ts): which FUSE or network file system an O_PATH fd of
- * ours lies on, from its mount id (/proc/self/fdinfo) and the target's mountinfo, read once; nothing reaches the file
- * system itself. Mount ids are the same in every mount namespace. Refuses nothing when the mountinfo is unreadable.
+ * For a tree opened under /proc/PID/root (src/files/rooted.ts): why nothing may be looked up through an O_PATH fd of
+ * ours, or undefined when its mount is known to be local, from its mount id (/proc/self/fdinfo) and the target's
+ * mountinfo; nothing reaches the file system itself. Fails closed: a mount the target's mountinfo does not list as
+ * local, a mountinfo cut at its cap or unreadable, an fdinfo without a mount id, all refuse.
+ *
+ * The mountinfo is read again at every mount crossing (an fd whose mount is not its parent's), after the fd was
+ * opened: the fd pins its mount, so its id names that mount and no other while the check runs (ids are reused once
+ * a mount is gone), and a mount made since an earlier read is seen. An fd on its parent's mount is on a mount already
+ * allowed (the parent's fd pins it).
  */
-export async function stallingMountOfFd(
+export function mountCheckOfFd(
   pid: number,
   options: ProcfsOptions = {},
-): Promise<(fd: number) => Promise<string | undefined>> {
-  const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
-  const stalling = new Map<string, string>();
-  for (const mount of parseMountInfo(text ?? ''))
-    if (stallingTypes.test(mount.fsType)) stalling.set(mount.id, mount.fsType);
-  if (stalling.size === 0) return () => Promise.resolve(undefined);
-  return async (fd) => {
-    // A few lines; the fd is ours.
-    const info = await readFile(`${options.procRoot ?? procfsDefaults.procRoot}/self/fdinfo/${fd}`, 'utf8');
-    const id = /^mnt_id:\s*(\d+)$/m.exec(info ?? '')?.[1];
-    return id === undefined ? undefined : stalling.get(id);
+): (fd: number, parent: number | undefined) => Promise<string | undefined> {
+  const unsure = '(refused: it could be a FUSE or network file system, whose server may never answer)';
+  return async (fd, parent) => {
+    const id = await mountIdOf(fd);
+    if (id === undefined) return `on a mount that cannot be told (no mount id in its fdinfo) ${unsure}`;
+    if (parent !== undefined && id === (await mountIdOf(parent))) return undefined;
+    const read = await readProcCapped(pid, 'mountinfo', options).catch(() => undefined);
+    if (!read) return `on a mount that cannot be checked (the target’s mountinfo cannot be read) ${unsure}`;
+    // A text cut at its cap ends in part of a line, whose file system type may be cut too (`fu` of `fuse`).
+    const text = read.truncated ? read.text.slice(0, read.text.lastIndexOf('\n') + 1) : read.text;
+    const mount = parseMountInfo(text).find((m) => m.id === id);
+    if (mount)
+      return stallingTypes.test(mount.fsType)
+        ? `on a ${mount.fsType} file system (refused: its server may never answer)`
+        : undefined;
+    return read.truncated
+      ? `on a mount that cannot be checked (the target’s mountinfo is longer than profcpu reads) ${unsure}`
+      : `on a mount the target’s mountinfo does not list ${unsure}`;
   };
+}
+
+/** The mount id of one of our own fds, from our own /proc (whatever procfs the target's files are read from). */
+async function mountIdOf(fd: number): Promise<string | undefined> {
+  // A few lines.
+  const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8');
+  return /^mnt_id:\s*(\d+)$/m.exec(info)?.[1];
 }
 
 export interface StallingMapping {
