@@ -128,12 +128,14 @@ export interface StallingMapping {
  * The files a process maps from a FUSE or network file system, each once, found by the device number /proc/PID/maps
  * gives (hex) in mountinfo (decimal): no path is resolved, so a file mapped from another mount namespace or under a
  * name that lies is still placed. perf record reads these when it starts (their build-ids); a file whose server stops
- * answering then holds perf in the kernel for good.
+ * answering then holds perf in the kernel for good. Undefined when the mountinfo lists no mount (it always lists the
+ * root): the caller cannot tell.
  */
-export function stallingMappings(mapsText: string, mountInfoText: string): StallingMapping[] {
+export function stallingMappings(mapsText: string, mountInfoText: string): StallingMapping[] | undefined {
+  const mounts = parseMountInfo(mountInfoText);
+  if (mounts.length === 0) return undefined;
   const stalling = new Map<string, string>();
-  for (const mount of parseMountInfo(mountInfoText))
-    if (stallingTypes.test(mount.fsType)) stalling.set(mount.device, mount.fsType);
+  for (const mount of mounts) if (stallingTypes.test(mount.fsType)) stalling.set(mount.device, mount.fsType);
   const found = new Map<string, StallingMapping>();
   for (const mapping of parseProcMaps(mapsText).mappings) {
     const [major, minor] = mapping.dev.split(':').map((part) => parseInt(part, 16));
@@ -144,11 +146,18 @@ export function stallingMappings(mapsText: string, mountInfoText: string): Stall
   return [...found.values()];
 }
 
-/** stallingMappings of a live process, from its /proc entries (bounded reads); [] when they cannot be read. */
-export async function stallingMappingsOf(pid: number, options: ProcfsOptions = {}): Promise<StallingMapping[]> {
+/**
+ * stallingMappings of a live process, from its /proc entries (bounded reads); undefined when either cannot be read
+ * whole (gone, unreadable, or cut at its cap: a mount or a mapping past the cut would be missed).
+ */
+export async function stallingMappingsOf(
+  pid: number,
+  options: ProcfsOptions = {},
+): Promise<StallingMapping[] | undefined> {
   const [maps, mountInfo] = await Promise.all([
-    readProcText(pid, 'maps', options).catch(() => undefined),
-    readProcText(pid, 'mountinfo', options).catch(() => undefined),
+    readProcCapped(pid, 'maps', options).catch(() => undefined),
+    readProcCapped(pid, 'mountinfo', options).catch(() => undefined),
   ]);
-  return stallingMappings(maps ?? '', mountInfo ?? '');
+  if (!maps || !mountInfo || maps.truncated || mountInfo.truncated) return undefined;
+  return stallingMappings(maps.text, mountInfo.text);
 }

@@ -6,7 +6,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { mountOf, parseMountInfo, stallingFileSystemAt, stallingMappings } from '../../src/target/mounts.js';
+import {
+  mountOf,
+  parseMountInfo,
+  stallingFileSystemAt,
+  stallingMappings,
+  stallingMappingsOf,
+} from '../../src/target/mounts.js';
 import { RootedPathError } from '../../src/files/rooted.js';
 import { procTextLimits } from '../../src/target/procfs.js';
 import { TargetFiles } from '../../src/target/target-files.js';
@@ -70,7 +76,29 @@ test('the files a process maps from a FUSE or network file system are found by d
     { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
     { path: '/elsewhere/app.dll', fsType: 'nfs4' },
   ]);
-  assert.deepEqual(stallingMappings(maps, ''), [], 'no mountinfo: nothing known to stall');
+  assert.equal(stallingMappings(maps, ''), undefined, 'no mountinfo: cannot tell');
+  assert.equal(stallingMappings(maps, 'not a mountinfo line\n'), undefined, 'no mount listed: cannot tell');
+});
+
+test('a process whose maps or mountinfo cannot be read whole may map anything: it cannot be told', async (t) => {
+  const proc = await FakeProc.create();
+  t.after(() => proc.dispose());
+  const maps = '7f0000000000-7f0000001000 r-xp 00000000 00:28 12 /tmp/shared dir/libcoreclr.so\n';
+  await proc.add({ pid: 60, nspid: 1, comm: 'app', cmdline: ['app'], maps });
+  const mountInfoPath = join(proc.root, '60', 'mountinfo');
+  await writeFile(mountInfoPath, mountinfo);
+  const of = () => stallingMappingsOf(60, { procRoot: proc.root });
+  assert.deepEqual(await of(), [{ path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' }]);
+  // The FUSE mount's line past the cap.
+  const filler = `1 1 0:1 / /filler rw - tmpfs t rw\n`;
+  await writeFile(mountInfoPath, filler.repeat(Math.ceil(procTextLimits['mountinfo']! / filler.length)) + mountinfo);
+  assert.equal(await of(), undefined, 'mountinfo cut at its cap');
+  await rm(mountInfoPath);
+  assert.equal(await of(), undefined, 'no mountinfo');
+  await writeFile(mountInfoPath, mountinfo);
+  await rm(join(proc.root, '60', 'maps'));
+  assert.equal(await of(), undefined, 'no maps');
+  assert.equal(await stallingMappingsOf(61, { procRoot: proc.root }), undefined, 'no such process');
 });
 
 // The check that keeps profcpu's own lookups off FUSE and network mounts fails closed: a mount crossed is looked up
