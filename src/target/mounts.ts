@@ -1,7 +1,9 @@
 // Which file system a path of the target lies on, from the target's /proc/PID/mountinfo alone (no system call reaches
 // the file system itself). profcpu refuses to read files on a FUSE or network file system the target can see: their
 // server (possibly the target) can leave a read, an open or even a close waiting for ever, in a thread profcpu cannot
-// take back. mountinfo: `id parent major:minor root mountpoint options [optional...] - fstype source superoptions`,
+// take back. The mount at the target's root is the exception: the container runtime made it (fuse-overlayfs for
+// rootless podman, virtiofs or 9p for VM sandboxes and Docker Desktop), not the target, and refusing it would refuse
+// the whole target; FUSE and network mounts below it stay refused. mountinfo: `id parent major:minor root mountpoint options [optional...] - fstype source superoptions`,
 // mount points relative to the process's root, with space, tab, newline and backslash written as octal escapes.
 import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
@@ -39,6 +41,14 @@ function unescape(field: string): string {
   return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
 }
 
+/**
+ * The mount the target's root lies on, as the container runtime made it: the first at `/` (a mount stacked on it
+ * later is the target's own).
+ */
+export function rootMountOf(mounts: readonly Mount[]): Mount | undefined {
+  return mounts.find((mount) => mount.mountPoint === '/');
+}
+
 /** The mount a path lies on: the last one mounted at its longest mount-point prefix. */
 export function mountOf(mounts: readonly Mount[], path: string): Mount | undefined {
   const normal = posix.normalize(`/${path}`);
@@ -53,7 +63,8 @@ export function mountOf(mounts: readonly Mount[], path: string): Mount | undefin
 
 /**
  * The type of the FUSE or network file system `path` lies on in the target's view, or undefined when it is on a
- * local one (or the target's mounts cannot be read: the reads that follow have their own limits).
+ * local one or on the target's root mount (or the target's mounts cannot be read: the lookups that follow refuse
+ * what mountCheckOfFd cannot check).
  */
 export async function stallingFileSystemAt(
   pid: number,
@@ -70,9 +81,10 @@ export async function stallingFileSystems(
 ): Promise<(path: string) => string | undefined> {
   const text = await readProcText(pid, 'mountinfo', options).catch(() => undefined);
   const mounts = parseMountInfo(text ?? '');
+  const root = rootMountOf(mounts);
   return (path) => {
     const mount = mountOf(mounts, path);
-    return mount && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
+    return mount && mount !== root && stallingTypes.test(mount.fsType) ? mount.fsType : undefined;
   };
 }
 
@@ -86,16 +98,26 @@ export async function stallingFileSystems(
  * opened: the fd pins its mount, so its id names that mount and no other while the check runs (ids are reused once
  * a mount is gone), and a mount made since an earlier read is seen. An fd on its parent's mount is on a mount already
  * allowed (the parent's fd pins it).
+ *
+ * The mount the target's root lies on (`parent` undefined: the tree's root, opened through /proc/PID/root) is
+ * allowed whatever its type: the container runtime made it, not the target (see the top of this file). FUSE and
+ * network mounts below it stay refused.
  */
 export function mountCheckOfFd(
   pid: number,
   options: ProcfsOptions = {},
 ): (fd: number, parent: number | undefined) => Promise<string | undefined> {
   const unsure = '(refused: it could be a FUSE or network file system, whose server may never answer)';
+  let rootMount: string | undefined;
   return async (fd, parent) => {
     const id = await mountIdOf(fd);
     if (id === undefined) return `on a mount that cannot be told (no mount id in its fdinfo) ${unsure}`;
-    if (parent !== undefined && id === (await mountIdOf(parent))) return undefined;
+    if (parent === undefined) {
+      // The tree's root fd pins this mount for as long as the tree is open.
+      rootMount = id;
+      return undefined;
+    }
+    if (id === rootMount || id === (await mountIdOf(parent))) return undefined;
     const read = await readProcCapped(pid, 'mountinfo', options).catch(() => undefined);
     if (!read) return `on a mount that cannot be checked (the target’s mountinfo cannot be read) ${unsure}`;
     // A text cut at its cap ends in part of a line, whose file system type may be cut too (`fu` of `fuse`).
@@ -128,14 +150,17 @@ export interface StallingMapping {
  * The files a process maps from a FUSE or network file system, each once, found by the device number /proc/PID/maps
  * gives (hex) in mountinfo (decimal): no path is resolved, so a file mapped from another mount namespace or under a
  * name that lies is still placed. perf record reads these when it starts (their build-ids); a file whose server stops
- * answering then holds perf in the kernel for good. Undefined when the mountinfo lists no mount (it always lists the
+ * answering then holds perf in the kernel for good. Files on the target's root mount are not counted (the runtime's,
+ * see the top of this file). Undefined when the mountinfo lists no mount (it always lists the
  * root): the caller cannot tell.
  */
 export function stallingMappings(mapsText: string, mountInfoText: string): StallingMapping[] | undefined {
   const mounts = parseMountInfo(mountInfoText);
   if (mounts.length === 0) return undefined;
+  const root = rootMountOf(mounts);
   const stalling = new Map<string, string>();
-  for (const mount of mounts) if (stallingTypes.test(mount.fsType)) stalling.set(mount.device, mount.fsType);
+  for (const mount of mounts)
+    if (stallingTypes.test(mount.fsType) && mount.device !== root?.device) stalling.set(mount.device, mount.fsType);
   const found = new Map<string, StallingMapping>();
   for (const mapping of parseProcMaps(mapsText).mappings) {
     const [major, minor] = mapping.dev.split(':').map((part) => parseInt(part, 16));

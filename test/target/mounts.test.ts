@@ -56,8 +56,16 @@ test('a FUSE or network file system is named; a local one, or no mountinfo at al
     join(proc.root, '42', 'mountinfo'),
     '30 1 0:50 / / rw - nfs server:/ rw\n31 30 0:51 / /srv rw - 9p x rw\n',
   );
-  assert.equal(await stallingFileSystemAt(42, '/tmp', { procRoot: proc.root }), 'nfs');
+  // Its root mount is the container runtime's (a VM sandbox's 9p, rootless podman's fuse-overlayfs): not refused.
+  assert.equal(await stallingFileSystemAt(42, '/tmp', { procRoot: proc.root }), undefined);
   assert.equal(await stallingFileSystemAt(42, '/srv/a', { procRoot: proc.root }), '9p');
+  // A FUSE mount stacked on / afterwards is the target's own.
+  await proc.add({ pid: 43, nspid: 1, comm: 'app', cmdline: ['app'] });
+  await writeFile(
+    join(proc.root, '43', 'mountinfo'),
+    '30 1 0:50 / / rw - fuse.fuse-overlayfs fuse-overlayfs rw\n32 30 0:52 / / rw - fuse x rw\n',
+  );
+  assert.equal(await stallingFileSystemAt(43, '/tmp', { procRoot: proc.root }), 'fuse');
 });
 
 test('the files a process maps from a FUSE or network file system are found by device number, each once', () => {
@@ -73,6 +81,13 @@ test('the files a process maps from a FUSE or network file system are found by d
     '7f0000006000-7f0000007000 r-xp 00000000 00:00 0 [vdso]',
   ].join('\n');
   assert.deepEqual(stallingMappings(maps, mountinfo), [
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
+    { path: '/elsewhere/app.dll', fsType: 'nfs4' },
+  ]);
+  // Its root on rootless podman's fuse-overlayfs (0:21): the runtime's, not counted; the others still are.
+  const fuseRoot = mountinfo.replace(' - overlay overlay ', ' - fuse.fuse-overlayfs fuse-overlayfs ');
+  const onRoot = '7f0000008000-7f0000009000 r-xp 00000000 00:15 16 /usr/lib/libc.so.6';
+  assert.deepEqual(stallingMappings(`${maps}\n${onRoot}`, fuseRoot), [
     { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
     { path: '/elsewhere/app.dll', fsType: 'nfs4' },
   ]);
@@ -160,4 +175,21 @@ test('a lookup crosses into a mount only when the target’s mountinfo, read at 
   await setMountInfo(real);
   await lookup();
   await files.close();
+
+  // The mount the target's root lies on, even a FUSE one (rootless podman's fuse-overlayfs), is the container
+  // runtime's: looked up; the FUSE or network mounts below it are not.
+  await mkdir(join(proc.root, '50', 'root', 'etc'));
+  const rootMount = mountOf(parseMountInfo(real), join(proc.root, '50', 'root'))!;
+  const rootLine = real.split('\n').find((l) => l.startsWith(`${rootMount.id} `))!;
+  const fuseRoot = rootLine.replace(/ - \S+ /, ' - fuse.fuse-overlayfs ');
+  await setMountInfo(real.replace(rootLine, fuseRoot));
+  const onFuseRoot = await TargetFiles.open(50, { procRoot: proc.root });
+  try {
+    await (await onFuseRoot.lookup('/etc', 'directory')).close();
+    await (await onFuseRoot.lookup('/tmp/inside', 'directory')).close();
+    await setMountInfo(real.replace(rootLine, fuseRoot).replace(line, fuseLine));
+    await assert.rejects(onFuseRoot.lookup('/tmp/inside', 'directory'), refused(/^on a fuse\.sshfs file system/));
+  } finally {
+    await onFuseRoot.close();
+  }
 });
