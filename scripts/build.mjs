@@ -32,18 +32,22 @@ const fastStringWidth = {
       if (args.pluginData === 'real') return undefined;
       const real = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: 'real' });
       if (real.errors.length) return { errors: real.errors };
-      return { path: real.path, namespace: 'fast-string-width' };
+      // Relative to the repository: the bundle's comments name this path, and must not name the builder's folders.
+      return { path: relative(root, real.path), namespace: 'fast-string-width' };
     });
-    b.onLoad({ filter: /.*/, namespace: 'fast-string-width' }, (args) => ({
-      contents: [
-        `import { printableAsciiWidth } from ${JSON.stringify(join(root, 'src/cli/string-width.ts'))};`,
-        `export default function stringWidth(text, options) {`,
-        `  return printableAsciiWidth(text) ?? require(${JSON.stringify(args.path)}).default(text, options);`,
-        `}`,
-      ].join('\n'),
-      resolveDir: dirname(args.path),
-      loader: 'js',
-    }));
+    b.onLoad({ filter: /.*/, namespace: 'fast-string-width' }, (args) => {
+      const real = join(root, args.path);
+      return {
+        contents: [
+          `import { printableAsciiWidth } from ${JSON.stringify(join(root, 'src/cli/string-width.ts'))};`,
+          `export default function stringWidth(text, options) {`,
+          `  return printableAsciiWidth(text) ?? require(${JSON.stringify(real)}).default(text, options);`,
+          `}`,
+        ].join('\n'),
+        resolveDir: dirname(real),
+        loader: 'js',
+      };
+    });
   },
 };
 

@@ -1,10 +1,10 @@
 // Engines benchmark: records the whole machine under a CPU and kernel load into bench-out/engines-<N>k/perf.data (as
 // many samples as asked, about: 10 000 samples a second at -F 5000 on 2 CPUs), then times, three runs each, `perf
 // script` alone (what the perf engine waits for), `profcpu postprocess --engine perf` and `--engine native` (built CLI,
-// no tarball), and prints wall seconds (median, min-max), CPU seconds and peak RSS, and the ratio the issue asks for:
-// postprocess wall time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the
-// default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say).
-// Never asserted: read the figures.
+// no tarball), and `--engine native` with prof.tar.gz, and prints wall seconds (median, min-max), CPU seconds and peak
+// RSS, and the ratio the issue asks for: postprocess wall time over perf script's. Needs root and perf.
+// `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js`
+// times another build (a copy of main's dist, say). Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -71,7 +71,7 @@ for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);
   console.log(`${dir.slice(root.length)}: ${String(samples.stdout).trim()} samples, ${runs} runs each`);
-  const results = { script: [] as Run[], perf: [] as Run[], native: [] as Run[] };
+  const results = { script: [] as Run[], perf: [] as Run[], native: [] as Run[], tarball: [] as Run[] };
   for (let i = 0; i < runs; i++) {
     results.script.push(timed('perf', ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline']));
     for (const engine of ['perf', 'native'] as const) {
@@ -82,11 +82,18 @@ for (const thousands of sizes) {
         timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', engine, '--no-tarball', '-q']),
       );
     }
+    // The whole run, prof.tar.gz included (compressed while the outputs are made).
+    const copy = `${dir}-native`;
+    rmSync(copy, { recursive: true, force: true });
+    cpSync(dir, copy, { recursive: true });
+    results.tarball.push(timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '-q']));
   }
   const script = summary('perf script alone', results.script);
   const perf = summary('postprocess --engine perf', results.perf);
   const native = summary('postprocess --engine native', results.native);
+  const tarball = summary('  with prof.tar.gz', results.tarball);
   console.log(
-    `  postprocess / perf script: perf engine ${(perf / script).toFixed(2)}, native engine ${(native / script).toFixed(2)}`,
+    `  postprocess / perf script: perf engine ${(perf / script).toFixed(2)}, native engine ${(native / script).toFixed(2)}` +
+      ` (${(tarball / script).toFixed(2)} with prof.tar.gz)`,
   );
 }

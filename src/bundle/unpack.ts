@@ -61,6 +61,8 @@ export interface UnpackResult {
 const diskReserve = 256 * 1024 ** 2;
 /** Bytes after the archive's end (its zero blocks, gzip padding): tar pads to 10 KiB records; more is not a tarball. */
 const maxTrailingBytes = 1024 ** 2;
+/** The declared sizes of entries left out (names no output folder has), together: profcpu never writes them. */
+const maxLeftOutBytes = 16 * 1024 ** 2;
 /** A pax header longer than this is no name an output folder has. */
 const maxMetaEntrySize = 64 * 1024;
 /** The first names of an output folder: every layout path's first component (the archive itself is rebuilt). */
@@ -245,6 +247,7 @@ class EntryWriter {
   private entries = 0;
   private files = 0;
   private bytes = 0;
+  private leftOutBytes = 0;
   private top: string | undefined;
   private readonly seen = new Set<string>();
   private readonly skipped: string[] = [];
@@ -282,7 +285,12 @@ class EntryWriter {
    * Every cap is checked at each header; this one bounds whatever they miss.
    */
   get maxArchiveBytes(): number {
-    return this.limits.budget + (this.limits.maxEntries + 1) * (2 * 512 + maxMetaEntrySize) + maxTrailingBytes;
+    return (
+      this.limits.budget +
+      maxLeftOutBytes +
+      (this.limits.maxEntries + 1) * (2 * 512 + maxMetaEntrySize) +
+      maxTrailingBytes
+    );
   }
 
   /** Stops the entry being written (its read fails) and any to come. */
@@ -327,6 +335,13 @@ class EntryWriter {
       throw refuse(`is more than ${this.limits.maxDepth} folders deep: not an output folder profcpu wrote`);
     const relative = inside.join('/');
     if (!knownNames.has(inside[0]!)) {
+      // Drained rather than written, but gunzipped all the same: their sizes are checked at the header too.
+      this.leftOutBytes += entry.size;
+      if (this.leftOutBytes > maxLeftOutBytes)
+        throw refuse(
+          `takes the entries left out (names no output folder has) past ${maxLeftOutBytes} bytes: ` +
+            'not unpacked (a decompression bomb, or not a recording)',
+        );
       if (this.skipped.length < this.limits.maxEntries) this.skipped.push(relative);
       return undefined;
     }

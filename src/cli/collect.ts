@@ -14,6 +14,7 @@ import { symbolsModes, symbolsStep, symbolsStepDefaults, type SymbolsMode } from
 import { choosePerf } from '../perf/select.js';
 import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
+import { exitNow } from './signals.js';
 
 export interface CollectArgs {
   pid?: number;
@@ -129,17 +130,6 @@ export function trapSignals(reporter: Reporter, phase: () => CollectPhase | unde
       process.off('SIGTERM', onSignal);
     },
   };
-}
-
-/**
- * Ends profcpu now, whatever is under way. Not process.exit(): it waits for libuv's threads, and one blocked in a
- * read that never returns (a hung FUSE file) would hold it for good. SIGKILL cannot be held; the exit code is lost
- * (137), so the reason is said first.
- */
-export function exitNow(reporter: Reporter, name: NodeJS.Signals): never {
-  reporter.warn(`${name} again: ending profcpu now`);
-  process.kill(process.pid, 'SIGKILL');
-  throw new Error('unreachable: SIGKILL sent to self');
 }
 
 /** Progress while recording: one redrawn line on a terminal, a plain line every 5 s otherwise. */

@@ -3,11 +3,11 @@
 // it is unpacked into a new folder first (src/bundle/unpack.ts: untrusted, checked entry by entry), next to it or
 // at --out DIR, and that folder is post-processed. Flags map onto PostprocessOptions in `toOptions`; progress and
 // warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops perf script (or the unpacking)
-// and removes half-written outputs; perf.data is always kept. With no perf installed and no --engine given, the native
-// engine (profcpu's own perf.data reader) is used, and said so.
-import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
-import { delimiter, dirname, join, relative } from 'node:path';
+// and removes half-written outputs; perf.data is always kept. The native engine (profcpu's own perf.data reader) is the
+// default; `--engine perf` with no perf installed stops with the remedy.
+import { stat } from 'node:fs/promises';
+import { dirname, relative } from 'node:path';
+import { isInstalled } from '../perf/select.js';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { layout } from '../bundle/layout.js';
 import { defaultUnpackLimits as unpackLimits, unpackTarball } from '../bundle/unpack.js';
@@ -200,7 +200,7 @@ async function folderOf(
  */
 async function chooseEngine(asked: Engine | undefined, perfPath: string, reporter: Reporter): Promise<Engine> {
   const engine = asked ?? defaultPostprocessOptions.engine;
-  if (engine !== 'perf' || (await isOnPath(perfPath))) return engine;
+  if (engine !== 'perf' || (await isInstalled(perfPath))) return engine;
   if (asked === 'perf')
     throw new ProfcpuError('NO_PERF', `--engine perf was asked, but perf was not found (${perfPath})`, {
       remedy:
@@ -209,28 +209,6 @@ async function chooseEngine(asked: Engine | undefined, perfPath: string, reporte
     });
   reporter.warn(`perf was not found (${perfPath}): using the native engine (profcpu reads perf.data itself)`);
   return 'native';
-}
-
-/** Whether `command` (a path, or a name looked up on PATH) is an executable file. */
-async function isOnPath(command: string): Promise<boolean> {
-  const candidates = command.includes('/')
-    ? [command]
-    : (process.env['PATH'] ?? '')
-        .split(delimiter)
-        .filter((folder) => folder !== '')
-        .map((folder) => join(folder, command));
-  for (const candidate of candidates) {
-    const info = await stat(candidate).catch(() => undefined);
-    if (
-      info?.isFile() &&
-      (await access(candidate, constants.X_OK).then(
-        () => true,
-        () => false,
-      ))
-    )
-      return true;
-  }
-  return false;
 }
 
 async function giveFolder(dir: string, owner: { uid: number; gid: number }, reporter: Reporter): Promise<void> {

@@ -27,11 +27,12 @@ export interface RootedOptions {
   /** Symlinks followed in one lookup at most (the kernel's own limit is 40). */
   maxLinks: number;
   /**
-   * Names the file system of a freshly opened O_PATH fd when nothing may be looked up on it (a FUSE or network one,
-   * whose server may never answer: src/target/mounts.ts), checked before the fd is even stat'ed; undefined lets it
-   * be. Default: none refused.
+   * Says why nothing may be looked up through a freshly opened O_PATH fd (on a FUSE or network file system, whose
+   * server may never answer, or on one that cannot be checked: src/target/mounts.ts), checked before the fd is even
+   * stat'ed; undefined lets it be. `parent` is the fd of the folder it was opened in, undefined for the tree's root.
+   * A check that throws refuses. Default: none refused.
    */
-  refuseFileSystem?: (fd: number) => Promise<string | undefined>;
+  refuseFileSystem?: (fd: number, parent: number | undefined) => Promise<string | undefined>;
 }
 
 export const rootedDefaults: Readonly<RootedOptions> = Object.freeze({ links: 'in-root', maxLinks: 40 });
@@ -119,7 +120,7 @@ export class RootedTree {
       throw new RootedPathError(rootPath, describeErrno(error), errnoOf(error));
     }
     const all = { ...rootedDefaults, ...options };
-    await refuseOrKeep(handle, rootPath, all);
+    await refuseOrKeep(handle, undefined, rootPath, all);
     return new RootedTree(new PathHandle(handle, await statOrClose(handle), '/'), all);
   }
 
@@ -172,7 +173,7 @@ export class RootedTree {
         } catch (error) {
           throw new RootedPathError(path, describeErrno(error), errnoOf(error));
         }
-        await refuseOrKeep(file, path, this.options);
+        await refuseOrKeep(file, top(), path, this.options);
         const stat = await statOrClose(file);
         if (stat.isSymbolicLink()) {
           await file.close();
@@ -208,12 +209,19 @@ export class RootedTree {
   }
 }
 
-/** Closes a fresh handle and throws when it lies on a file system the options refuse. */
-async function refuseOrKeep(handle: FileHandle, path: string, options: RootedOptions): Promise<void> {
-  const refused = await options.refuseFileSystem?.(handle.fd).catch(() => undefined);
+/** Closes a fresh handle and throws when it lies on a file system the options refuse (or the check fails). */
+async function refuseOrKeep(
+  handle: FileHandle,
+  parent: number | undefined,
+  path: string,
+  options: RootedOptions,
+): Promise<void> {
+  const refused = await options
+    .refuseFileSystem?.(handle.fd, parent)
+    .catch((error: unknown) => `on a file system that cannot be checked (${describeErrno(error)}; refused)`);
   if (refused === undefined) return;
   await handle.close().catch(() => undefined);
-  throw new RootedPathError(path, `on a ${refused} file system (refused: its server may never answer)`);
+  throw new RootedPathError(path, refused);
 }
 
 /** fstat of a fresh handle, closing it when even that fails (so no fd is left behind). */

@@ -3,8 +3,8 @@
 // candidates; gives the one closest to the kernel and a sentence saying why, for the user and the manifest.
 // `findPerfCandidates` is the thin shell that lists what is installed.
 import { constants } from 'node:fs';
-import { access, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, readdir, stat } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import { defaultPerfPath, type PerfExecOptions } from './exec.js';
 import { kernelRelease, perfVersion } from './version.js';
@@ -93,6 +93,21 @@ export function selectPerf({ kernelRelease, candidates }: SelectPerfOptions): Pe
     ...best.candidate,
     reason: `perf ${best.candidate.version} at ${best.candidate.path} ${how} the running kernel ${kernelRelease} (installed: ${listed})`,
   };
+}
+
+/** Whether `command` (a path, or a name looked up on PATH, as execa would run it) is an executable file. */
+export async function isInstalled(command: string): Promise<boolean> {
+  const candidates = command.includes('/')
+    ? [command]
+    : (process.env['PATH'] ?? '')
+        .split(delimiter)
+        .filter((folder) => folder !== '')
+        .map((folder) => join(folder, command));
+  for (const candidate of candidates) {
+    const info = await stat(candidate).catch(() => undefined);
+    if (info?.isFile() && (await isExecutable(candidate))) return true;
+  }
+  return false;
 }
 
 async function isExecutable(path: string): Promise<boolean> {

@@ -3,9 +3,10 @@
 // that text (tee.ts: lines past 16 KiB cut, the names the resolver finds written over `[unknown]`) and folds the same
 // samples into a StackFolder, without parsing the text back. Each distinct frame line is prepared once (its bytes in
 // the file, the fold's parse of it through StackFolder.frameText), then copied and looked up for every sample holding
-// it. A sample whose text holds anything the per-line way could read otherwise (a line break inside a name, a line past
-// the cut, a header line the fold or the namer might not read as a header) goes the tee's way instead, as text
-// through the cutter, the namer and StackFolder.write: either way gives the same bytes and the same folds.
+// it; a frame line past the cut is cut then, once. A sample whose text holds anything the per-line way could read
+// otherwise (a line break inside a name, a header line the fold or the namer might not read as a header) goes the
+// tee's way instead, as text through the cutter, the namer and StackFolder.write: either way gives the same bytes and
+// the same folds. Only the byte count differs for a cut line: the native engine never makes what the cut drops.
 import { once } from 'node:events';
 import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -22,6 +23,8 @@ interface FrameBytes extends FrameTextMemo {
   bytes: Buffer;
   /** Bytes of the line as written by perf script's rules, newline included (the manifest counts those). */
   raw: number;
+  /** A line over the cut: the text the fold reads, cut as the tee would have cut it. */
+  cut?: string;
 }
 
 const outputBytes = 1 << 20;
@@ -39,6 +42,8 @@ export class NativeScriptOutput implements ScriptSink {
   /** The text way's namer last saw a header other than the per-line way's since (which gives it no pid). */
   private namerPidStale = false;
   private readonly entries: FrameBytes[] = [];
+  /** Frame lines over the cut written the per-line way (each cut once, when first made). */
+  private framesCut = 0;
   private headerKept: string[] = [];
   private out = Buffer.allocUnsafe(outputBytes);
   private used = 0;
@@ -90,7 +95,11 @@ export class NativeScriptOutput implements ScriptSink {
     this.folder.write(out.subarray(start, at));
     for (let i = 0; i < count; i++) {
       const entry = this.entries[i]!;
-      this.folder.frameText(frames[i]!.line, entry);
+      if (entry.cut === undefined) this.folder.frameText(frames[i]!.line, entry);
+      else {
+        this.folder.frameText(entry.cut, entry);
+        this.framesCut++;
+      }
       at += entry.bytes.copy(out, at);
       this.bytes += entry.raw;
     }
@@ -108,7 +117,7 @@ export class NativeScriptOutput implements ScriptSink {
 
   /** Lines cut for being too long. */
   get linesCut(): number {
-    return this.cutter.linesCut;
+    return this.cutter.linesCut + this.framesCut;
   }
 
   /** Writes what is left and closes the file. */
@@ -133,11 +142,22 @@ export class NativeScriptOutput implements ScriptSink {
   private frameBytes(frame: ScriptFrame): FrameBytes | null {
     if (frame.memo !== undefined) return frame.memo as FrameBytes | null;
     const { line } = frame;
-    const raw = Buffer.from(`${line}\n`);
-    const entry =
-      raw.length - 1 <= lineCutDefaults.maxLineBytes && !/[\n\r]/.test(line)
-        ? { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length }
-        : null;
+    let entry: FrameBytes | null = null;
+    if (!/[\n\r]/.test(line)) {
+      const raw = Buffer.from(`${line}\n`);
+      if (raw.length - 1 <= lineCutDefaults.maxLineBytes)
+        entry = { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length };
+      else {
+        // A name the target chose (an 8 MB method in its perf map) is cut once here, not made again for every
+        // sample: the per-line way then writes and folds the cut line, as the text way would have, and the
+        // manifest counts the cut bytes, the only ones made. A cut inside a character goes the text way.
+        const cutter = new LongLineCutter();
+        const cut = Buffer.concat([cutter.cut(raw), cutter.end()]);
+        const text = cut.toString('utf8', 0, cut.length - 1);
+        if (Buffer.byteLength(text) === cut.length - 1)
+          entry = { bytes: this.lineNamer ? this.lineNamer.transform(cut) : cut, raw: cut.length, cut: text };
+      }
+    }
     frame.memo = entry;
     return entry;
   }

@@ -5,10 +5,12 @@
 // when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
 // build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
 // PID perf recorded; [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
-// a file that cannot be read names nothing.
+// a file that cannot be read names nothing. perf.data may come from anybody (a prof.tar.gz sent): a path it names is
+// opened only when it is a regular file (a device's open has effects: /dev/watchdog), and this machine's files (at
+// recorded paths, in its build-id cache) are read only when perf.data was recorded on this machine (its hostname).
 import { constants } from 'node:fs';
-import { open, readFile, type FileHandle } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
@@ -52,6 +54,9 @@ export async function nativeSymbols(
   // named from whatever file has that path here. A path kept under two build-ids says nothing.
   const keptByPath = new Map<string, string | undefined>();
   for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
+  // Files of another machine at the same paths are other files; and a sent perf.data must not make this machine's
+  // files (their symbol names) part of the outputs.
+  const hostFiles = header.features.hostname === hostname();
   // PLT entries as the perf that recorded would name them.
   const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
   const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
@@ -69,8 +74,8 @@ export async function nativeSymbols(
     const key = `${buildId ?? ''}\0${mapping.path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), { demangle, plt }).catch(() =>
-        tableOf([]),
+      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(
+        () => tableOf([]),
       );
       tables.set(key, table);
     }
@@ -97,12 +102,16 @@ async function loadFileTable(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
+  hostFiles: boolean,
   naming: { demangle: boolean; plt: PltRules },
 ): Promise<FunctionTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
-    return (kept && (await tableFromFile(kept, path, buildId, true, naming))) || tableOf([]);
+    // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
+    const debug = hostFiles ? naming : { ...naming, byBuildIdOnly: true };
+    return (kept && (await tableFromFile(kept, path, buildId, true, debug))) || tableOf([]);
   }
+  if (!hostFiles) return tableOf([]);
   const local = await openLocal(path);
   const table = local ? await tableFromFile(local, path, buildId, false, naming) : undefined;
   if (table || !buildId) return table ?? tableOf([]);
@@ -122,7 +131,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  naming: { demangle: boolean; plt: PltRules },
+  naming: { demangle: boolean; plt: PltRules; byBuildIdOnly?: boolean },
 ): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
@@ -131,13 +140,15 @@ async function tableFromFile(
     if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
-    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId)) {
+    const byLink = !naming.byBuildIdOnly;
+    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId, byLink)) {
       const debug = await openLocal(candidate);
       if (!debug) continue;
       try {
         const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
-        if (buildId && debugId && debugId !== buildId) continue;
+        // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
+        if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
         const table = await readFunctionTable(debugSource, runtimeSource, naming);
         if (table.size > 0) return table;
       } finally {
@@ -151,9 +162,14 @@ async function tableFromFile(
 }
 
 /** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
-async function debugCandidates(runtime: ByteSource, path: string, buildId: string | undefined): Promise<string[]> {
+async function debugCandidates(
+  runtime: ByteSource,
+  path: string,
+  buildId: string | undefined,
+  byLink: boolean,
+): Promise<string[]> {
   const candidates: string[] = [];
-  const link = (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file;
+  const link = byLink ? (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file : undefined;
   if (link && !link.includes('/') && path.startsWith('/')) {
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
@@ -166,14 +182,20 @@ async function debugCandidates(runtime: ByteSource, path: string, buildId: strin
   return candidates;
 }
 
-/** A regular file of this machine opened for reading, or undefined. */
+/**
+ * A regular file of this machine opened for reading, or undefined. stat comes first: opening anything else may act
+ * (a watchdog arms, a tape rewinds, a FIFO's writer wakes); the fstat after checks the file opened is the one seen.
+ */
 async function openLocal(path: string): Promise<FileHandle | undefined> {
   if (!path.startsWith('/') || path.startsWith('/memfd:') || path.endsWith(' (deleted)')) return undefined;
+  const seen = await stat(path).catch(() => undefined);
+  if (!seen?.isFile()) return undefined;
   const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(
     () => undefined,
   );
   if (!handle) return undefined;
-  if ((await handle.stat()).isFile()) return handle;
+  const opened = await handle.stat().catch(() => undefined);
+  if (opened?.isFile() && opened.dev === seen.dev && opened.ino === seen.ino) return handle;
   await handle.close();
   return undefined;
 }

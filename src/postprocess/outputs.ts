@@ -33,6 +33,11 @@ export class PartialOutputs {
     }
   }
 
+  /** The name `name` is written under until commit; undefined when it was not opened. */
+  partialOf(name: string): string | undefined {
+    return this.pending.get(name);
+  }
+
   /** Renames every partial file to its final name; gives final paths by layout name. */
   async commit(): Promise<Record<string, string>> {
     const files: Record<string, string> = {};

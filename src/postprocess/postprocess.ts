@@ -6,13 +6,15 @@
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches target/. perf.data is changed once, when perf was killed before
-// finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record.
+// finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record. prof.tar.gz is
+// started once perf.data is final and takes each output the moment it is (src/bundle/tarball.ts), so its compression,
+// on zlib's thread pool, runs beside the fold and the renders instead of after them.
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Manifest } from '../bundle/manifest.js';
 import { readTargetIds } from '../bundle/target-info.js';
-import { writeTarball } from '../bundle/tarball.js';
+import { startTarball, type TarballWriter } from '../bundle/tarball.js';
 import type { StepReport } from '../collect/steps.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
@@ -23,7 +25,7 @@ import { isolationAvailable, perfScript, perfScriptArgs } from '../perf/script.j
 import { parseRecordingHeader, perfVersion } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
-import { formatFolded } from '../stacks/folded.js';
+import { formatFolded, inSortedOrder } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
 import { loadBundleResolver } from '../symbols/bundle-resolver.js';
 import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
@@ -184,7 +186,10 @@ async function postprocessFolder(
   const rawHashes = hashRawData(dir, signal);
   rawHashes.catch(() => {});
   const outputs = new PartialOutputs(folder);
+  let tarball: TarballWriter | undefined;
   try {
+    // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.
+    if (opts.tarball) tarball = await startTarballOf(run);
     // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
     const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
     const script = await timed('perfScript', () =>
@@ -200,7 +205,13 @@ async function postprocessFolder(
       runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
     });
     if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
-    await timed('render', () => writeRenders(outputs, fold, opts, signal));
+    // Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered.
+    const archive = async (name: string) => {
+      const partial = outputs.partialOf(name);
+      if (tarball && partial) await tarball.addFile(name, partial);
+    };
+    await archive(layout.perfScript);
+    await timed('render', () => writeRenders(outputs, fold, opts, signal, archive));
     const files = await outputs.commit();
 
     // Phases after this point cannot time themselves into the manifest they write.
@@ -235,9 +246,10 @@ async function postprocessFolder(
       { rawHashes, extra: context.manifestExtra, warn, signal },
     );
     Object.assign(files, await outputs.commit());
-    if (opts.tarball) files[layout.tarball] = await writeTarballOf(run, { signal, warn, progress });
+    if (tarball) files[layout.tarball] = await finishTarball(tarball, { signal, warn, progress });
     return { dir, files, fold, manifest };
   } finally {
+    await tarball?.abandon();
     await outputs.discard();
   }
 }
@@ -249,15 +261,23 @@ async function withTargetFilter(folder: OutputFolder, opts: PostprocessOptions):
   return { ...opts, perfScriptArgs: [...opts.perfScriptArgs, `--pid=${ids.pid}`] };
 }
 
-/** prof.tar.gz of the folder, dated like perf.data so the same folder gives the same tarball. */
-async function writeTarballOf(
-  run: Run,
+/**
+ * prof.tar.gz of the folder, dated like perf.data so the same folder gives the same tarball: perf.data and target/ go
+ * in first, the outputs when finishTarball adds them.
+ */
+function startTarballOf(run: Run): Promise<TarballWriter> {
+  const mtime = new Date(Math.floor(run.perfDataMtimeMs / 1000) * 1000);
+  const first = [layout.perfData, layout.targetDir];
+  return startTarball(run.folder.path, { folder: run.folder, name: layout.tarball }, first, { mtime });
+}
+
+async function finishTarball(
+  writer: TarballWriter,
   context: Pick<PostprocessContext, 'signal'> & Required<Pick<PostprocessContext, 'warn' | 'progress'>>,
 ): Promise<string> {
   context.signal?.throwIfAborted();
   context.progress(`writing ${layout.tarball}`);
-  const mtime = new Date(Math.floor(run.perfDataMtimeMs / 1000) * 1000);
-  const tarball = await writeTarball(run.folder.path, { folder: run.folder, name: layout.tarball }, { mtime });
+  const tarball = await writer.finish();
   for (const path of tarball.skipped)
     context.warn(`${layout.tarball}: left out ${path} (not a regular file or folder)`);
   return tarball.path;
@@ -406,16 +426,23 @@ async function writeRenders(
   fold: FoldResult,
   opts: PostprocessOptions,
   signal: AbortSignal | undefined,
+  written: (name: string) => Promise<void>,
 ): Promise<void> {
   const title = opts.title === undefined ? {} : { title: opts.title };
-  await outputs.write(layout.foldedStacks, [...formatFolded(fold.stacks)].join(''));
+  // Sorted once here rather than by each of the four outputs (same bytes: each still sorts).
+  const stacks = inSortedOrder(fold.stacks);
+  const write = async (name: string, content: string) => {
+    await outputs.write(name, content);
+    await written(name);
+  };
+  await write(layout.foldedStacks, [...formatFolded(stacks)].join(''));
   signal?.throwIfAborted();
-  await outputs.write(layout.flamegraphSvg, renderSvg(fold.stacks, { ...opts.svg, ...title }));
+  await write(layout.flamegraphSvg, renderSvg(stacks, { ...opts.svg, ...title }));
   signal?.throwIfAborted();
-  await outputs.write(layout.flamegraphHtml, renderHtml(fold.stacks, { ...opts.html, ...title }));
+  await write(layout.flamegraphHtml, renderHtml(stacks, { ...opts.html, ...title }));
   signal?.throwIfAborted();
   const name = opts.title === undefined ? {} : { name: opts.title };
-  await outputs.write(layout.speedscope, renderSpeedscope(fold.stacks, { ...opts.speedscope, ...name }));
+  await write(layout.speedscope, renderSpeedscope(stacks, { ...opts.speedscope, ...name }));
 }
 
 function formatMegabytes(bytes: number): string {

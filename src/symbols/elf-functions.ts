@@ -48,6 +48,22 @@ export interface FunctionSymbol {
   binding: number;
   /** Its size was 0: its end was set to the next symbol's start. */
   label?: boolean;
+  /**
+   * Set while `name` is still the C++ mangled name: demangled (and this suffix appended) by nameOf when first needed,
+   * as most symbols of a library are never looked up.
+   */
+  mangledSuffix?: string;
+}
+
+/**
+ * The name perf shows for `sym`: a mangled C++ name is demangled the first time it is asked for (perf demangles as it
+ * loads, but only a frame or a tie between symbols at one address ever reads the name).
+ */
+export function nameOf(sym: FunctionSymbol): string {
+  if (sym.mangledSuffix === undefined) return sym.name;
+  sym.name = (demangle(sym.name) ?? sym.name) + sym.mangledSuffix;
+  sym.mangledSuffix = undefined;
+  return sym.name;
 }
 
 interface Segment {
@@ -169,8 +185,10 @@ export async function readFunctionTable(
     if (nameAt >= strBytes.length) continue;
     const nul = strBytes.indexOf(0, nameAt);
     const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
-    // perf demangles C++ names as it loads them, before it chooses among symbols at one address.
-    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
+    // perf demangles C++ names as it loads them, before it chooses among symbols at one address: the choice (prefer)
+    // demangles those it compares, lookups the rest. A demangled name holds a `$` only where the mangled one does.
+    const mangled = demangling && raw.startsWith('_Z');
+    const name = mangled && raw.includes('$') ? (demangle(raw) ?? raw) : raw;
     // ARM mapping symbols ($a, $d, $x) are not functions.
     if (name.startsWith('$')) continue;
     const value = symBytes.readBigUInt64LE(at + 8);
@@ -179,7 +197,14 @@ export async function readFunctionTable(
     const segment = segments.find((seg) => value >= seg.vaddr && value < seg.vaddr + seg.memsz);
     if (!segment) continue;
     const start = value - segment.vaddr + segment.offset;
-    syms.push({ start, end: start + size, name, binding: info >> 4 });
+    // One shape for every symbol (no spread): the fixes and lookups stay monomorphic.
+    syms.push({
+      start,
+      end: start + size,
+      name,
+      binding: info >> 4,
+      mangledSuffix: mangled && name === raw ? '' : undefined,
+    });
   }
   const functions = fixup(syms);
   // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
@@ -240,8 +265,11 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
     const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
     const end = strings.indexOf(0, nameAt);
     const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
-    const name = demangling && raw.startsWith('_Z') ? (demangle(raw) ?? raw) : raw;
-    out.push({ start, end: start + entry, name: `${name}@plt`, binding: STB_GLOBAL });
+    const symbol: FunctionSymbol =
+      demangling && raw.startsWith('_Z')
+        ? { start, end: start + entry, name: raw, binding: STB_GLOBAL, mangledSuffix: '@plt' }
+        : { start, end: start + entry, name: `${raw}@plt`, binding: STB_GLOBAL };
+    out.push(symbol);
     start += entry;
   }
   return out;
@@ -292,10 +320,12 @@ function prefer(a: FunctionSymbol, b: FunctionSymbol): boolean {
   if (globalA && !globalB) return true;
   if (globalB && !globalA) return false;
   const underscores = (s: string) => /^_*/.exec(s)![0].length;
-  if (underscores(b.name) > underscores(a.name)) return true;
-  if (underscores(a.name) > underscores(b.name)) return false;
-  if (a.name.length > b.name.length) return true;
-  if (a.name.length < b.name.length) return false;
+  const nameA = nameOf(a);
+  const nameB = nameOf(b);
+  if (underscores(nameB) > underscores(nameA)) return true;
+  if (underscores(nameA) > underscores(nameB)) return false;
+  if (nameA.length > nameB.length) return true;
+  if (nameA.length < nameB.length) return false;
   // perf keeps the first it met (arch__choose_best_symbol on x86).
   return false;
 }
@@ -322,9 +352,9 @@ export function tableOf(syms: FunctionSymbol[]): FunctionTable {
         for (let i = found - 1; i >= 0 && i >= found - 16; i--) {
           const outer = syms[i]!;
           if (!outer.label && outer.start <= offset && offset < outer.end)
-            return { name: outer.name, offset: offset - outer.start };
+            return { name: nameOf(outer), offset: offset - outer.start };
         }
-      return { name: sym.name, offset: offset - sym.start };
+      return { name: nameOf(sym), offset: offset - sym.start };
     },
   };
 }

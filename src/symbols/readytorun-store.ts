@@ -2,8 +2,9 @@
 // postprocess names precompiled code after the target is gone, here or elsewhere.
 //   target/readytorun.json            { images: [{ path, assembly, mvid, file, methods, sections }] }
 //   target/readytorun/<mvid>.map.gz   gzip of perf-map lines `<rva hex> <size hex> <name>`, one per code block
-// A received folder is untrusted: the index and tables are read capped, decompression is capped, entries that are
-// not sane are dropped, and names cannot add lines (control characters were made `?` when written).
+// A received folder is untrusted: the index and tables are read capped, decompression is capped per table and over
+// all tables, entries that are not sane or repeat a path are dropped, a table listed twice is loaded once, and names
+// cannot add lines (control characters were made `?` when written).
 
 import { promisify } from 'node:util';
 import { gunzip as gunzipCallback, gzip as gzipCallback } from 'node:zlib';
@@ -39,6 +40,8 @@ export const readyToRunStoreLimits = Object.freeze({
   tableBytes: 64 << 20,
   /** One table decompressed (CoreLib's is about 7 MB). */
   tableTextBytes: 256 << 20,
+  /** All tables decompressed together: a sent index may list thousands of distinct tables. */
+  totalTextBytes: 1 << 30,
   images: 4096,
   timeoutMs: 60_000,
 });
@@ -97,7 +100,7 @@ export async function readReadyToRunIndex(folder: OutputFolder): Promise<ReadyTo
   }
   const list = (parsed as { images?: unknown } | null)?.images;
   if (!Array.isArray(list)) return [];
-  return (list.slice(0, readyToRunStoreLimits.images) as Partial<ReadyToRunImageEntry>[]).filter(
+  const sane = (list.slice(0, readyToRunStoreLimits.images) as Partial<ReadyToRunImageEntry>[]).filter(
     (e): e is ReadyToRunImageEntry =>
       typeof e?.path === 'string' &&
       e.path.length < 4096 &&
@@ -110,6 +113,10 @@ export async function readReadyToRunIndex(folder: OutputFolder): Promise<ReadyTo
       e.sections.length <= 96 &&
       e.sections.every((s) => Array.isArray(s) && s.length === 4 && s.every((n) => Number.isSafeInteger(n) && n >= 0)),
   );
+  // The step writes one entry per mapped path: a repeat is the same image again, or a hostile copy.
+  const byPath = new Map<string, ReadyToRunImageEntry>();
+  for (const e of sane) if (!byPath.has(e.path)) byPath.set(e.path, e);
+  return [...byPath.values()];
 }
 
 /** An image's names, looked up by the file offset perf prints for a frame in its mapping. */
@@ -136,19 +143,36 @@ export class ImageNames {
   }
 }
 
-/** Loads every table the index lists; a table that cannot be read is a warning and is left out. */
+/**
+ * Loads every table the index lists, each file once however many images share it (one assembly mapped at two paths),
+ * and all of them within totalTextBytes decompressed; a table that cannot be read, or past that total, is a warning
+ * and is left out.
+ */
 export async function loadImageNames(folder: OutputFolder, warn: Warn): Promise<ImageNames[]> {
   const loaded: ImageNames[] = [];
+  const tables = new Map<string, CodeMap | undefined>();
+  let textLeft = readyToRunStoreLimits.totalTextBytes;
   for (const entry of await readReadyToRunIndex(folder)) {
+    if (!tables.has(entry.file)) tables.set(entry.file, undefined);
+    else {
+      const code = tables.get(entry.file);
+      if (code) loaded.push(new ImageNames(entry, code));
+      continue;
+    }
     try {
+      if (textLeft <= 0) throw new Error(`all tables together past ${readyToRunStoreLimits.totalTextBytes} bytes`);
       const read = await folder.read(entry.file, {
         maxBytes: readyToRunStoreLimits.tableBytes,
         timeoutMs: readyToRunStoreLimits.timeoutMs,
       });
       if (read.truncated) throw new Error(`larger than ${readyToRunStoreLimits.tableBytes} bytes`);
-      const text = await gunzip(read.bytes, { maxOutputLength: readyToRunStoreLimits.tableTextBytes });
-      const parsed = readPerfMap(text);
-      loaded.push(new ImageNames(entry, new CodeMap(parsed.symbols)));
+      const text = await gunzip(read.bytes, {
+        maxOutputLength: Math.min(readyToRunStoreLimits.tableTextBytes, textLeft),
+      });
+      textLeft -= text.length;
+      const code = new CodeMap(readPerfMap(text).symbols);
+      tables.set(entry.file, code);
+      loaded.push(new ImageNames(entry, code));
     } catch (error) {
       warn(`could not read ${entry.file} (${(error as Error).message}): ${entry.assembly} frames stay unnamed`);
     }

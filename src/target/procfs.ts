@@ -126,6 +126,9 @@ export const procTextLimits: Readonly<Record<string, number>> = Object.freeze({
   // About 300 bytes (52 numbers and a comm of 15 at most); read every second per process by `profcpu watch`, where a
   // 1 MiB buffer a read cost it more in garbage collection than everything else it does while idle.
   stat: 4 << 10,
+  // A line per mount (about 100 bytes, up to a few KiB with long paths): 16 MiB holds far more mounts than a container
+  // has. Its readers refuse what they cannot check when it is cut (src/target/mounts.ts).
+  mountinfo: 16 << 20,
   default: 1 << 20,
 });
 
@@ -141,10 +144,22 @@ export async function readProcText(
   name: string,
   options: ProcfsOptions = {},
 ): Promise<string | undefined> {
+  return (await readProcCapped(pid, name, options))?.text;
+}
+
+/** readProcText, also saying whether the text was cut at its cap (for readers that must not act on part of it). */
+export async function readProcCapped(
+  pid: number,
+  name: string,
+  options: ProcfsOptions = {},
+): Promise<{ text: string; truncated: boolean } | undefined> {
   try {
     const maxBytes = procTextLimits[name] ?? procTextLimits['default']!;
-    const { bytes } = await readPathCapped(procPath(pid, name, options), { maxBytes, timeoutMs: procReadTimeoutMs });
-    return bytes.toString('utf8');
+    const { bytes, truncated } = await readPathCapped(procPath(pid, name, options), {
+      maxBytes,
+      timeoutMs: procReadTimeoutMs,
+    });
+    return { text: bytes.toString('utf8'), truncated };
   } catch (error) {
     if (isGone(error)) return undefined;
     throw error;

@@ -7,7 +7,7 @@
 import { opendir } from 'node:fs/promises';
 import { readCapped, withDeadline, type CappedBytes } from '../files/bounded-read.js';
 import { isMissing, RootedPathError, RootedTree, type ObjectKind, type PathHandle } from '../files/rooted.js';
-import { stallingMountOfFd } from './mounts.js';
+import { mountCheckOfFd } from './mounts.js';
 import { procPath, type ProcfsOptions } from './procfs.js';
 
 export interface TargetFileLimits {
@@ -31,7 +31,8 @@ export interface TargetFilesOptions extends ProcfsOptions {
   limits?: Partial<TargetFileLimits>;
   signal?: AbortSignal | undefined;
   /**
-   * refuse (default): nothing on a FUSE or network file system is looked up (src/target/mounts.ts), for a process
+   * refuse (default): nothing on a FUSE or network file system, or on a mount not known to be local, is looked up
+   * below the target's root (src/target/mounts.ts), for a process
    * that a lookup held for good could not leave; read: looked up like the rest, for collect's target reader, which
    * is killed instead.
    */
@@ -62,7 +63,7 @@ export class TargetFiles {
   static async open(pid: number, options: TargetFilesOptions = {}): Promise<TargetFiles> {
     const refuse = options.stallingMounts !== 'read';
     const tree = await RootedTree.open(procPath(pid, 'root', options), {
-      ...(refuse && { refuseFileSystem: await stallingMountOfFd(pid, options) }),
+      ...(refuse && { refuseFileSystem: mountCheckOfFd(pid, options) }),
     });
     return new TargetFiles(tree, options);
   }

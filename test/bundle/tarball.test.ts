@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -121,3 +122,78 @@ test('a folder with more entries or depth than an output folder has is refused, 
   await Promise.all(Array.from({ length: folderLimits.maxEntries + 1 }, (_, i) => writeFile(join(wide, `f${i}`), '')));
   await assert.rejects(listFolder(wide), /more than 10000 entries/);
 });
+
+test('started with the raw data first: those entries lead, the rest follows sorted; abandoned: no archive left', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  try {
+    const output = join(root, 'started.tar.gz');
+    const writer = await startTarball(dir, { folder, name: 'started.tar.gz' }, ['perf.data', 'target'], {
+      exclude: ['prof.tar.gz'],
+    });
+    // Written after the start, as postprocess writes its outputs: still archived.
+    await writeFile(join(dir, 'late.txt'), 'written while the raw data was being compressed\n');
+    // Added under its partial name, renamed before the archive reads it: archived under the final name all the same.
+    await mkdir(join(dir, 'made'));
+    await writeFile(join(dir, 'made', 'out.partial'), Buffer.alloc(3_000_000, 'x'));
+    await writer.addFile('made/out', 'made/out.partial');
+    await rename(join(dir, 'made', 'out.partial'), join(dir, 'made', 'out'));
+    const result = await writer.finish();
+    await writer.abandon();
+    const top = '15-02-11_2026-11-22';
+    const expected = [
+      `${top}/`,
+      `${top}/perf.data`,
+      `${top}/target/`,
+      `${top}/target/perf-1.map`,
+      `${top}/made/`,
+      `${top}/made/out`,
+      `${top}/a-b.txt`,
+      `${top}/flamescope/`,
+      `${top}/flamescope/perf_script.out`,
+      `${top}/late.txt`,
+    ];
+    assert.deepEqual(result.entries, expected);
+    assert.deepEqual(
+      (await entriesOf(output)).map((e) => e.path),
+      expected,
+    );
+    const into = join(root, 'started');
+    await mkdir(into);
+    await extract({ file: output, cwd: into });
+    for (const path of ['perf.data', 'target/perf-1.map', 'late.txt', 'made/out'])
+      assert.deepEqual(await readFile(join(into, top, path)), await readFile(join(dir, path)), path);
+
+    const abandoned = await startTarball(dir, { folder, name: 'abandoned.tar.gz' }, ['perf.data', 'target']);
+    await abandoned.abandon();
+    await assert.rejects(stat(join(root, 'abandoned.tar.gz.partial')), { code: 'ENOENT' });
+    await assert.rejects(stat(join(root, 'abandoned.tar.gz')), { code: 'ENOENT' });
+  } finally {
+    await rm(join(dir, 'late.txt'), { force: true });
+    await rm(join(dir, 'made'), { recursive: true, force: true });
+    await folder.close();
+  }
+});
+
+test(
+  'a FIFO where a file should be is refused at once, no archive left, rather than blocking',
+  { timeout: 10_000 },
+  async () => {
+    const { startTarball } = await import('../../src/bundle/tarball.js');
+    const fifo = join(dir, 'fifo.partial');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0, 'mkfifo');
+    const folder = await OutputFolder.open(root);
+    try {
+      const writer = await startTarball(dir, { folder, name: 'fifo.tar.gz' }, ['perf.data'], {
+        exclude: ['fifo.partial'],
+      });
+      await writer.addFile('fifo', 'fifo.partial');
+      await assert.rejects(writer.finish(), /no longer a regular file/);
+      await assert.rejects(stat(join(root, 'fifo.tar.gz.partial')), { code: 'ENOENT' });
+      await assert.rejects(stat(join(root, 'fifo.tar.gz')), { code: 'ENOENT' });
+    } finally {
+      await rm(fifo, { force: true });
+      await folder.close();
+    }
+  },
+);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { list } from 'tar';
 import { layout } from '../../src/bundle/layout.js';
-import { writeTarball } from '../../src/bundle/tarball.js';
+import { startTarball } from '../../src/bundle/tarball.js';
 import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
@@ -131,26 +131,38 @@ test('a real recording becomes every output, named, hashed and bundled', async (
     assert.equal(file.bytes, (await stat(join(dir, file.path))).size, file.path);
   }
 
-  // The tarball: every file under the folder's name, fixed modes, and the same bytes when built again.
+  // The tarball: every file under the folder's name, the raw data first (archived while the outputs were made), fixed
+  // modes, and the same bytes when built again.
   const top = dir.split('/').at(-1)!;
   const entries: { path: string; mode: number | undefined }[] = [];
   await list({ file: join(dir, layout.tarball), onReadEntry: (e) => entries.push({ path: e.path, mode: e.mode }) });
+  const isRaw = (path: string) => /^[^/]+\/(perf\.data|target(\/.*)?)$/.test(path.replace(/\/$/, ''));
+  // Then each output as it was made, the manifest last.
+  const made = [
+    layout.perfScript,
+    layout.foldedStacks,
+    layout.flamegraphSvg,
+    layout.flamegraphHtml,
+    layout.speedscope,
+    layout.manifest,
+  ];
+  const files = [...manifest.files.map((f) => f.path), layout.manifest].sort().map((p) => `${top}/${p}`);
   assert.deepEqual(
     entries.filter((e) => !e.path.endsWith('/')).map((e) => e.path),
-    [...manifest.files.map((f) => f.path), layout.manifest].sort().map((p) => `${top}/${p}`),
+    [...files.filter(isRaw), ...made.map((p) => `${top}/${p}`)],
   );
-  const isRaw = (path: string) => /^[^/]+\/(perf\.data|target(\/.*)?)$/.test(path.replace(/\/$/, ''));
+  assert.deepEqual(files.filter((f) => !isRaw(f)).sort(), made.map((p) => `${top}/${p}`).sort());
   for (const e of entries) {
     const [file, folder] = isRaw(e.path) ? [0o600, 0o700] : [0o644, 0o755];
     assert.equal(e.mode, e.path.endsWith('/') ? folder : file, e.path);
   }
   const before = await readFile(join(dir, layout.tarball));
   const output = await OutputFolder.open(dir);
-  await writeTarball(
-    dir,
-    { folder: output, name: layout.tarball },
-    { mtime: new Date(Math.floor((await stat(join(dir, 'perf.data'))).mtimeMs / 1000) * 1000) },
-  );
+  const again = await startTarball(dir, { folder: output, name: layout.tarball }, [layout.perfData, layout.targetDir], {
+    mtime: new Date(Math.floor((await stat(join(dir, 'perf.data'))).mtimeMs / 1000) * 1000),
+  });
+  for (const name of made.slice(0, -1)) await again.addFile(name, name);
+  await again.finish();
   await output.close();
   assert.deepEqual(await readFile(join(dir, layout.tarball)), before);
 });

@@ -156,6 +156,20 @@ test('a 10 GB perf.data (10 MB gzipped): refused at its header, nothing written'
   await assertRefused(await postprocess(archive, dir), dir, /decompression bomb/, before);
 });
 
+test('an entry left out (a name no output folder has) declaring 6 GB: refused at its header', deadline, async () => {
+  const before = await snapshot(outside);
+  const gigabytes = 6;
+  const { dir, archive } = await archiveCase((path) =>
+    writeParts(path, [
+      gzipSync(Buffer.concat([entryBlocks({ path: `${top}/`, type: 'Directory' }), entryBlocks(perfData)])),
+      gzipSync(headerBlock({ path: `${top}/junk.bin`, size: gigabytes * 1024 ** 3 })),
+      ...gzippedZeros(gigabytes * 1024),
+    ]),
+  );
+  // Before, it was drained: 8.5 s of gunzip until the whole-stream cap ("more than N bytes of tar").
+  await assertRefused(await postprocess(archive, dir), dir, /junk\.bin.*left out.*decompression bomb/, before);
+});
+
 test('a pax header declaring 10 GB (10 MB gzipped): refused at its header, not read through', deadline, async () => {
   const before = await snapshot(outside);
   const { dir, archive } = await archiveCase((path) =>

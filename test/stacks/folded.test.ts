@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatFolded, parseFoldedText } from '../../src/stacks/folded.js';
+import { formatFolded, inSortedOrder, parseFoldedText } from '../../src/stacks/folded.js';
+import { renderHtml, renderSpeedscope, renderSvg } from '../../src/render/index.js';
 
 test('folded lines come out in UTF-8 byte order, as `LC_ALL=C sort` gives', () => {
   const stacks = new Map([
@@ -29,4 +30,20 @@ test('parsing folded text keeps spaces inside frames and counts bad lines', () =
   const { stacks, skipped } = parseFoldedText('a b;c d 3\r\nnot-a-count x\n\na b;c d 2\n');
   assert.deepEqual([...stacks], [['a b;c d', 5]]);
   assert.equal(skipped, 1);
+});
+
+test('the stacks in sorted order: the same entries, iterated sorted, and the same folded text and renders', () => {
+  const stacks = new Map([
+    ['b;a', 1],
+    ['a;\u{1F600}', 2],
+    ['a;\uFF21', 3],
+    ['a;z;y', 4],
+    ['a;z', 6],
+    ['B', 5],
+  ]);
+  const sorted = inSortedOrder(stacks);
+  assert.deepEqual([...sorted.keys()], [...stacks.keys()].sort());
+  assert.deepEqual(new Map([...sorted].sort()), new Map([...stacks].sort()));
+  assert.equal([...formatFolded(sorted)].join(''), [...formatFolded(stacks)].join(''));
+  for (const render of [renderSvg, renderHtml, renderSpeedscope]) assert.equal(render(sorted), render(stacks));
 });

@@ -3,7 +3,7 @@
 // run against known processes, on layouts this machine does not have (namespaced pids, $TMPDIR, stale sockets).
 // `FakeProc` builds the tree; `fakeProcessView` is one process of it with helpers for files in its root.
 import { once } from 'node:events';
-import { lutimes, mkdir, mkdtemp, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { lutimes, mkdir, mkdtemp, readFile, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +55,8 @@ export class FakeProc {
         .join(''),
     );
     await writeFile(join(dir, 'maps'), p.maps ?? '');
+    // The mounts its root lies on are ours (the tree is a folder here): lookups are refused on a mount not listed.
+    await writeFile(join(dir, 'mountinfo'), await readFile('/proc/self/mountinfo'));
     for (const [path, content] of Object.entries(p.files ?? {})) await this.writeInRoot(p.pid, path, content);
   }
 

@@ -107,3 +107,50 @@ test('a table that decompresses past the cap is refused with a warning, not read
     assert.match(warnings.join('\n'), /frames stay unnamed/);
   });
 });
+
+test(
+  'a sent index listing one big table 4096 times loads it once, within a deadline and a memory bound',
+  { timeout: 60_000 },
+  async () => {
+    await withFolder(async (folder, dir) => {
+      // The reviewer's case: a 15 MiB table (1.5 MiB gzipped) took 0.3 s and 30 MiB per entry, 120 GiB for 4096.
+      const lines: string[] = [];
+      for (let i = 0; i < 300_000; i++)
+        lines.push(`${(0x1000 + i * 16).toString(16)} 10 [Hostile] Type::Method_${i}()`);
+      mkdirSync(join(dir, 'target/readytorun'));
+      writeFileSync(join(dir, `target/readytorun/${mvid}.map.gz`), gzipSync(`${lines.join('\n')}\n`));
+      const entry = {
+        path: '/app/x.dll',
+        mvid,
+        file: `target/readytorun/${mvid}.map.gz`,
+        assembly: 'x',
+        methods: 1,
+        sections: [[0, 1 << 30, 0, 1 << 30]],
+      };
+      // Repeated as is, and under 4096 paths (each a real mapping of the same table, say).
+      const images = [
+        ...Array.from({ length: 4096 }, () => entry),
+        ...Array.from({ length: 4096 }, (_, i) => ({ ...entry, path: `/app/${i}/x.dll` })),
+      ];
+      writeFileSync(join(dir, 'target/readytorun.json'), JSON.stringify({ images }));
+      const before = process.memoryUsage().rss;
+      const warnings: string[] = [];
+      const loaded = await loadImageNames(folder, (w) => warnings.push(w));
+      assert.deepEqual(warnings, []);
+      // The index keeps its first 4096 entries, of which one path is kept once.
+      assert.equal(loaded.length, 1);
+      assert.equal(loaded[0]!.lookupFileOffset(0x1000n + 16n * 299_999n), '[Hostile] Type::Method_299999()');
+      writeFileSync(join(dir, 'target/readytorun.json'), JSON.stringify({ images: images.slice(4096) }));
+      const sharedWarnings: string[] = [];
+      const shared = await loadImageNames(folder, (w) => sharedWarnings.push(w));
+      assert.deepEqual(sharedWarnings, []);
+      assert.equal(shared.length, 4096);
+      assert.equal(shared[4095]!.lookupFileOffset(0x1010n), '[Hostile] Type::Method_1()');
+      // One table kept (about 40 MiB once) rather than 4096 copies.
+      assert.ok(
+        process.memoryUsage().rss - before < 1 << 30,
+        `rss grew by ${process.memoryUsage().rss - before} bytes`,
+      );
+    });
+  },
+);

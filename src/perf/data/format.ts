@@ -102,6 +102,11 @@ export const limits = Object.freeze({
    * cap changes the order only of files no perf record wrote; it bounds memory at a few hundred MB.
    */
   maxQueued: 1 << 18,
+  /**
+   * Bytes the queued records hold (their callchains' slabs, 512 KiB each, shared by the samples copied into them)
+   * before half of them are delivered regardless: a record waiting past a round keeps its whole slab alive.
+   */
+  maxQueuedBytes: 1 << 30,
 });
 
 /** What the reader needs of one perf_event_attr. */

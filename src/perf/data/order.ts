@@ -2,7 +2,9 @@
 // at every FINISHED_ROUND record the queue delivers, sorted by time (ties in arrival order), the events no later than
 // the latest time seen when the previous round ended, since perf record wrote every CPU's buffer between the two; the
 // rest is delivered at the end. Records without a time (or time 0, as perf's synthesized mappings) bypass the queue.
-// The queue is bounded: past `maxQueued` events it delivers its earlier half, as perf does when its memory runs out.
+// The queue is bounded: past `maxQueued` events, or past `maxQueuedBytes` held by them (a buffer counted once however
+// many events share it: a sample's callchain is part of a slab), it delivers its earlier half, as perf does when its
+// memory runs out.
 import { limits } from './format.js';
 
 interface Queued<T> {
@@ -18,9 +20,16 @@ export class TimeOrder<T> {
   private maxTime = 0n;
   private nextFlush = 0n;
 
+  /** How many queued events hold each buffer, and the bytes of those buffers. */
+  private readonly held = new Map<ArrayBufferLike, number>();
+  private heldBytes = 0;
+
   constructor(
     private readonly deliver: (event: T) => void | Promise<void>,
     private readonly maxQueued = limits.maxQueued,
+    /** The buffer an event keeps alive while queued, if any. */
+    private readonly holds: (event: T) => ArrayBufferLike | undefined = () => undefined,
+    private readonly maxQueuedBytes = limits.maxQueuedBytes,
   ) {}
 
   /** Queues (or delivers) an event; a promise only when a delivery has to be waited for. */
@@ -29,8 +38,10 @@ export class TimeOrder<T> {
     const last = this.queue[this.queue.length - 1];
     if (last && time < last.time) this.sorted = false;
     this.queue.push({ time, seq: this.seq++, event });
+    this.hold(event, 1);
     if (time > this.maxTime) this.maxTime = time;
-    if (this.queue.length >= this.maxQueued) return this.flushUpTo(this.queue[this.queue.length >> 1]!.time, true);
+    if (this.queue.length >= this.maxQueued || this.heldBytes > this.maxQueuedBytes)
+      return this.flushUpTo(this.queue[this.queue.length >> 1]!.time, true);
   }
 
   /** A FINISHED_ROUND record. */
@@ -44,7 +55,10 @@ export class TimeOrder<T> {
     this.sort();
     const rest = this.queue;
     this.queue = [];
-    for (const queued of rest) await this.deliver(queued.event);
+    for (const queued of rest) {
+      this.hold(queued.event, -1);
+      await this.deliver(queued.event);
+    }
   }
 
   get length(): number {
@@ -66,8 +80,21 @@ export class TimeOrder<T> {
     const done = this.queue.slice(0, n);
     this.queue = this.queue.slice(n);
     for (const queued of done) {
+      this.hold(queued.event, -1);
       const delivered = this.deliver(queued.event);
       if (delivered) await delivered;
     }
+  }
+
+  /** Counts an event holding its buffer (+1) or letting it go (-1); a buffer's bytes count while anyone holds it. */
+  private hold(event: T, change: 1 | -1): void {
+    const buffer = this.holds(event);
+    if (!buffer) return;
+    const before = this.held.get(buffer) ?? 0;
+    const after = before + change;
+    if (after === 0) this.held.delete(buffer);
+    else this.held.set(buffer, after);
+    if (before === 0) this.heldBytes += buffer.byteLength;
+    if (after === 0) this.heldBytes -= buffer.byteLength;
   }
 }

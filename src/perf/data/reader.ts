@@ -228,7 +228,12 @@ async function deliverRecords(
     pipeBuildIds: 0,
   };
   let layout: RecordLayout | undefined;
-  const order = new TimeOrder<PerfEvent>((event) => handlers.event(event));
+  // A queued sample's callchain keeps its whole slab alive: the queue counts the slabs' bytes too.
+  const order = new TimeOrder<PerfEvent>(
+    (event) => handlers.event(event),
+    undefined,
+    (event) => (event.kind === 'sample' ? event.callchain?.buffer : undefined),
+  );
   const slab = new CallchainSlab();
   const started = async () => {
     if (layout) return layout;

@@ -69,12 +69,14 @@ export interface ScriptTextOptions {
   pids: ReadonlySet<number> | undefined;
   /** Frames kept per sample (perf script --max-stack). Default 127. */
   maxStack: number;
+  /** Frame lines cached, all mappings and the kernel together; past it the caches start afresh. Default 2^20. */
+  maxCachedLines: number;
 }
 
 const kernelStart = 0xffff800000000000n;
 const maxStackDefault = 127;
-/** Frame lines cached per mapping and for the kernel (about 150 bytes each). */
-const maxCachedLines = 1 << 20;
+/** Frame lines cached in all (each a line, and the sink's memo of it: a few hundred bytes). */
+const maxCachedLinesDefault = 1 << 20;
 
 interface Thread {
   pid: number;
@@ -97,7 +99,9 @@ export class ScriptTextWriter {
   private readonly kernelLines = new Map<bigint, ScriptFrame>();
   /** Frames in no mapping: their line depends on the address only. */
   private readonly unmappedLines = new Map<bigint, ScriptFrame>();
-  private readonly mappingLines = new WeakMap<Mapping, Map<bigint, ScriptFrame>>();
+  private mappingLines = new WeakMap<Mapping, Map<bigint, ScriptFrame>>();
+  /** Lines in the caches above: one bound over all of them, as a recording may map many files. */
+  private linesCached = 0;
   samples = 0;
 
   constructor(
@@ -105,7 +109,7 @@ export class ScriptTextWriter {
     private readonly sink: ScriptSink,
     options: Partial<ScriptTextOptions> = {},
   ) {
-    this.options = { pids: undefined, maxStack: maxStackDefault, ...options };
+    this.options = { pids: undefined, maxStack: maxStackDefault, maxCachedLines: maxCachedLinesDefault, ...options };
   }
 
   /** The `#` header perf script --header prints first (the parts profcpu reads back). */
@@ -303,8 +307,15 @@ export class ScriptTextWriter {
 
   /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
   private remember(cache: Map<bigint, ScriptFrame>, ip: bigint, line: ScriptFrame): void {
-    if (cache.size >= maxCachedLines) cache.clear();
+    if (this.linesCached >= this.options.maxCachedLines) {
+      // `cache` may be a mapping's dropped here: the line goes into it all the same, and it is dropped after.
+      this.kernelLines.clear();
+      this.unmappedLines.clear();
+      this.mappingLines = new WeakMap();
+      this.linesCached = 0;
+    }
     cache.set(ip, line);
+    this.linesCached++;
   }
 }
 

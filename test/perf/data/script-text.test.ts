@@ -1,0 +1,46 @@
+// The native engine's perf-script text writer keeps each distinct frame line made (per mapping and address, and for
+// the kernel) to give it again: those caches are bounded all together, not each, so a recording mapping many files
+// cannot grow them past the bound.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { PerfDataHeader } from '../../../src/perf/data/reader.js';
+import type { MmapEvent, SampleEvent } from '../../../src/perf/data/records.js';
+import { ScriptTextWriter, type ScriptFrame } from '../../../src/perf/data/script-text.js';
+
+const header = {
+  mode: 'file',
+  attrs: [{ name: 'cpu-clock' }],
+  features: { buildIds: [] },
+} as unknown as PerfDataHeader;
+
+function mmap(filename: string, start: bigint): MmapEvent {
+  const at = { offset: 0, pid: 7, tid: 7, pgoff: 0n, buildId: undefined, prot: undefined, cpumode: 2, time: undefined };
+  return { kind: 'mmap', ...at, start, length: 0x10000n, filename };
+}
+
+function sample(ip: bigint): SampleEvent {
+  const at = { offset: 0, attr: 0, pid: 7, tid: 7, time: undefined, cpu: undefined, period: 1n, callchain: undefined };
+  return { kind: 'sample', ...at, cpumode: 2, ip };
+}
+
+test('frame lines cached over many mappings are bounded together: past the bound, lines are made again', async () => {
+  const firstFrames: ScriptFrame[] = [];
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: (_mapping, offset) => ({ name: `f${offset}`, offset: 0n }) },
+    { header: () => {}, sample: (_header, frames) => void firstFrames.push(frames[0]!) },
+    { maxCachedLines: 4 },
+  );
+  await writer.header(header);
+  const files = ['/lib/a.so', '/lib/b.so', '/lib/c.so'];
+  for (const [i, file] of files.entries()) await writer.event(mmap(file, 0x10000n * BigInt(i + 1)));
+  // Two addresses in each of three files: six lines, no mapping holding more than two.
+  for (const [i] of files.entries())
+    for (const offset of [0x10n, 0x20n]) await writer.event(sample(0x10000n * BigInt(i + 1) + offset));
+  await writer.event(sample(0x10010n));
+  await writer.event(sample(0x30020n));
+  assert.match(firstFrames[0]!.line, /f16\+0x0 \(\/lib\/a\.so\)$/);
+  // The first line was dropped when the fifth was cached; the last is still cached.
+  assert.equal(firstFrames[6]!.line, firstFrames[0]!.line);
+  assert.notEqual(firstFrames[6], firstFrames[0]);
+  assert.equal(firstFrames[7], firstFrames[5]);
+});

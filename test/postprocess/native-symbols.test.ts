@@ -1,0 +1,120 @@
+// The native engine's names from this machine's files, for a perf.data that may come from anybody: a path it names
+// is opened only when it is a regular file (opening a device acts: a FIFO stands in, whose waiting writer wakes when
+// it is opened), and this machine's files name frames only when perf.data was recorded here (its hostname).
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { setTimeout } from 'node:timers/promises';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { OutputFolder } from '../../src/files/output-folder.js';
+import type { PerfDataHeader } from '../../src/perf/data/reader.js';
+import type { Mapping } from '../../src/perf/data/script-text.js';
+import { nativeSymbols } from '../../src/postprocess/native-symbols.js';
+import { buildNativeLib } from '../fixtures/native-lib/build.js';
+import { needCommand } from '../support/requirements.js';
+
+function header(host: string): PerfDataHeader {
+  return { mode: 'file', attrs: [], features: { hostname: host, perfVersion: '6.1.0', buildIds: [] } };
+}
+
+function mapping(path: string, buildId?: string): Mapping {
+  return {
+    start: 0x7f0000000000n,
+    end: 0x7f0000010000n,
+    pgoff: 0n,
+    dso: path,
+    path,
+    buildId,
+    identity: false,
+  };
+}
+
+async function lookup(
+  dir: string,
+  host: string,
+  path: string,
+  offset: bigint,
+  buildId?: string,
+): Promise<string | undefined> {
+  const folder = await OutputFolder.open(dir);
+  try {
+    const symbols = await nativeSymbols(folder, header(host), [], () => {});
+    return (await symbols.file(mapping(path, buildId), offset))?.name;
+  } finally {
+    await folder.close();
+  }
+}
+
+test(
+  'a recorded path naming a FIFO (a device stand-in) is not opened, and the lookup ends',
+  { timeout: 30_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+    const fifo = join(dir, 'watchdog');
+    execFileSync('mkfifo', [fifo]);
+    // The writer's open returns only once somebody opens the FIFO for reading: then it writes and exits.
+    const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
+    try {
+      // Once the writer waits in its open (wchan wait_for_partner), an open for reading wakes it.
+      while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
+      assert.equal(await lookup(dir, hostname(), fifo, 0x10n), undefined);
+      // A woken writer leaves its open at once (it ends, or waits to write): give it time to.
+      await setTimeout(200);
+      const waiting = await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended');
+      assert.equal(waiting, 'wait_for_partner', 'the FIFO was opened');
+    } finally {
+      writer.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test('this machine’s files name frames of a recording made here only', { timeout: 60_000 }, async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    const lib = buildNativeLib(join(dir, 'lib'));
+    const path = join(dir, 'libhotlib.so');
+    copyFileSync(lib.full, path);
+    const address = BigInt(
+      `0x${/^([0-9a-f]+) t profcpu_hot_inner$/m.exec(execFileSync('nm', [path], { encoding: 'utf8' }))![1]}`,
+    );
+    assert.equal(await lookup(dir, hostname(), path, address), 'profcpu_hot_inner');
+    assert.equal(await lookup(dir, `not-${hostname()}`, path, address), undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a kept binary of a recording made elsewhere: this machine’s debug files count by build-id only', async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    const lib = buildNativeLib(join(dir, 'lib'));
+    const address = BigInt(
+      `0x${/^([0-9a-f]+) t profcpu_hot_inner$/m.exec(execFileSync('nm', [lib.full], { encoding: 'utf8' }))![1]}`,
+    );
+    // The folder keeps the stripped library; perf.data names it at a path where this machine has a debug file of the
+    // same name with no build-id (any file the sender names, say).
+    mkdirSync(join(dir, 'target/binaries'), { recursive: true });
+    copyFileSync(lib.stripped, join(dir, 'target/binaries', lib.buildId));
+    const kept = { binaries: [{ path: '/app/libhotlib.so', buildId: lib.buildId, bytes: 1, storedBytes: 1 }] };
+    writeFileSync(join(dir, 'target/binaries.json'), JSON.stringify(kept));
+    const path = join(dir, 'host', 'libhotlib.so');
+    mkdirSync(join(dir, 'host'));
+    execFileSync('objcopy', [
+      '--remove-section',
+      '.note.gnu.build-id',
+      lib.debug,
+      join(dir, 'host/libhotlib.so.debug'),
+    ]);
+    // Recorded here, perf takes it by its link (so does this); recorded elsewhere, it is not read.
+    assert.equal(await lookup(dir, hostname(), path, address, lib.buildId), 'profcpu_hot_inner');
+    assert.notEqual(await lookup(dir, `not-${hostname()}`, path, address, lib.buildId), 'profcpu_hot_inner');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
