@@ -127,7 +127,9 @@ async function profileOnce({ env, layout, extraArgs, duration, label, perfVersio
   // The image's perf (7.2 or later) does not spin on exited threads: the process is recorded as such, cheaply.
   const manifest = JSON.parse(await fs.readFile(path.join(folder, layout.manifest), 'utf8'));
   const { record, cpuMs } = manifest.collect;
-  figures.perfVersion = manifest.host.perfVersion;
+  // The perf that recorded, from perf.data's header (postprocess may not run perf at all: its native engine is the
+  // default, and the manifest's host.perfVersion then says so).
+  figures.perfVersion = manifest.recording.perfVersion ?? manifest.host.perfVersion;
   figures.perfCpuShare = (cpuMs.perf ?? NaN) / (record.seconds * 1000);
   if (perfVersion !== undefined) {
     // A perf built from a kernel release's sources: the one asked for, chosen over the distribution's.
