@@ -137,15 +137,8 @@ test('a real recording becomes every output, named, hashed and bundled', async (
   const entries: { path: string; mode: number | undefined }[] = [];
   await list({ file: join(dir, layout.tarball), onReadEntry: (e) => entries.push({ path: e.path, mode: e.mode }) });
   const isRaw = (path: string) => /^[^/]+\/(perf\.data|target(\/.*)?)$/.test(path.replace(/\/$/, ''));
-  // Then each output as it was made, the manifest last.
-  const made = [
-    layout.perfScript,
-    layout.foldedStacks,
-    layout.flamegraphSvg,
-    layout.flamegraphHtml,
-    layout.speedscope,
-    layout.manifest,
-  ];
+  // Then each output as it was made (the order of `names`), the manifest last.
+  const made = names.filter((name) => name !== layout.tarball);
   const files = [...manifest.files.map((f) => f.path), layout.manifest].sort().map((p) => `${top}/${p}`);
   assert.deepEqual(
     entries.filter((e) => !e.path.endsWith('/')).map((e) => e.path),
