@@ -105,7 +105,7 @@ const command: CommandModule<object, PostprocessArgs> = {
         choices: ['perf', 'native'] as const,
         describe:
           `Who reads perf.data: perf script, or profcpu itself (no perf needed). Default: ` +
-          `${defaultPostprocessOptions.engine}, or native when no perf is installed`,
+          defaultPostprocessOptions.engine,
       })
       .option('force', {
         type: 'boolean',
@@ -149,7 +149,7 @@ const command: CommandModule<object, PostprocessArgs> = {
     process.once('SIGTERM', stop);
     let dir: string | undefined;
     try {
-      const engine = await chooseEngine(args.engine, args.perf, reporter);
+      const engine = await chooseEngine(args.engine, args.perf);
       dir = await folderOf(args.input ?? args.dir!, args.out, controller.signal, reporter);
       reporter.info(`post-processing ${dir}`);
       const result = await postprocess(
@@ -194,21 +194,16 @@ async function folderOf(
   return relative(process.cwd(), unpacked.dir) || '.';
 }
 
-/**
- * The engine asked for; with none asked, the default, or the native engine when the default is perf and no perf is
- * installed. `--engine perf` with no perf is an error that says what to do.
- */
-async function chooseEngine(asked: Engine | undefined, perfPath: string, reporter: Reporter): Promise<Engine> {
+/** The engine asked for, or the default. `--engine perf` with no perf installed is an error that says what to do. */
+async function chooseEngine(asked: Engine | undefined, perfPath: string): Promise<Engine> {
   const engine = asked ?? defaultPostprocessOptions.engine;
-  if (engine !== 'perf' || (await isInstalled(perfPath))) return engine;
-  if (asked === 'perf')
+  if (engine === 'perf' && !(await isInstalled(perfPath)))
     throw new ProfcpuError('NO_PERF', `--engine perf was asked, but perf was not found (${perfPath})`, {
       remedy:
         'Install perf (Debian: apt-get install linux-perf) or pass --perf PATH; or use --engine native, which reads ' +
         'perf.data itself.',
     });
-  reporter.warn(`perf was not found (${perfPath}): using the native engine (profcpu reads perf.data itself)`);
-  return 'native';
+  return engine;
 }
 
 async function giveFolder(dir: string, owner: { uid: number; gid: number }, reporter: Reporter): Promise<void> {
