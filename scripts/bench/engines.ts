@@ -4,7 +4,8 @@
 // no tarball), and `--engine native` with prof.tar.gz, and prints wall seconds (median, min-max), CPU seconds and peak
 // RSS, and the ratio the issue asks for: postprocess wall time over perf script's. Needs root and perf.
 // `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js`
-// times another build (a copy of main's dist, say). Never asserted: read the figures.
+// times another build (a copy of main's dist, say); `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes).
+// `PROFCPU_BENCH_ENGINES=native` leaves the perf engine out. Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -14,7 +15,8 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}bench-out/`;
 const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
 const sizes = (process.env['PROFCPU_BENCH_SAMPLES'] ?? '10,100,1000').split(',').map(Number);
-const runs = 3;
+const runs = Number(process.env['PROFCPU_BENCH_RUNS'] ?? 3);
+const engines = (process.env['PROFCPU_BENCH_ENGINES'] ?? 'perf,native').split(',') as ('perf' | 'native')[];
 
 interface Run {
   seconds: number;
@@ -74,7 +76,7 @@ for (const thousands of sizes) {
   const results = { script: [] as Run[], perf: [] as Run[], native: [] as Run[], tarball: [] as Run[] };
   for (let i = 0; i < runs; i++) {
     results.script.push(timed('perf', ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline']));
-    for (const engine of ['perf', 'native'] as const) {
+    for (const engine of engines) {
       const copy = `${dir}-${engine}`;
       rmSync(copy, { recursive: true, force: true });
       cpSync(dir, copy, { recursive: true });
@@ -89,11 +91,11 @@ for (const thousands of sizes) {
     results.tarball.push(timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '-q']));
   }
   const script = summary('perf script alone', results.script);
-  const perf = summary('postprocess --engine perf', results.perf);
+  const perf = results.perf.length > 0 ? summary('postprocess --engine perf', results.perf) : undefined;
   const native = summary('postprocess --engine native', results.native);
   const tarball = summary('  with prof.tar.gz', results.tarball);
   console.log(
-    `  postprocess / perf script: perf engine ${(perf / script).toFixed(2)}, native engine ${(native / script).toFixed(2)}` +
-      ` (${(tarball / script).toFixed(2)} with prof.tar.gz)`,
+    `  postprocess / perf script: ${perf === undefined ? '' : `perf engine ${(perf / script).toFixed(2)}, `}` +
+      `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz)`,
   );
 }
