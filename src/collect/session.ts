@@ -285,9 +285,10 @@ async function avoidStallingFiles<R>(
       'elsewhere names every native frame by its path alone',
   );
   if (shown)
-    reader.remedy =
+    reader.adviseOnTimeout(
       `the target maps ${shown.join(', ')}: a read of such a file never returned (its server stopped answering?); ` +
-      'if its reads are only slow, raise --target-timeout';
+        'if its reads are only slow, raise --target-timeout',
+    );
   return { ...plan, buildIdMmap: false, noBuildIds: true };
 }
 

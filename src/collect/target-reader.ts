@@ -206,8 +206,8 @@ export class TargetReader {
     child.unref();
   }
 
-  /** What the warning given when a pass outlives its deadline advises (the session knows more of the target). */
-  set remedy(text: string) {
+  /** Sets what the warning given when a pass outlives its deadline advises (the session knows more of the target). */
+  adviseOnTimeout(text: string): void {
     this.remedyText = text;
   }
 
