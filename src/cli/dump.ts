@@ -7,7 +7,7 @@ import { dumpTypeNames, type DumpTypeName } from '../dotnet/dump-protocol.js';
 import { mib } from '../dump/fetch-dump.js';
 import { dumpDefaults, takeDump } from '../dump/take-dump.js';
 import { defaultOutputDir } from '../collect/options.js';
-import { sidecarSettings } from './collect.js';
+import { sidecarSettings } from './sidecar-settings.js';
 import { exitNow } from './signals.js';
 import { createReporter, type Reporter } from './reporter.js';
 

@@ -22,7 +22,7 @@ import {
 import { paletteNames, type PaletteName } from '../render/index.js';
 import { foldFlagOptions, withFoldFlags, type FoldFlagArgs } from './fold-flags.js';
 import { OutputFolder } from '../files/output-folder.js';
-import { sidecarSettings } from './collect.js';
+import { sidecarSettings } from './sidecar-settings.js';
 import { createReporter, type Reporter } from './reporter.js';
 
 interface PostprocessArgs extends FoldFlagArgs {

@@ -23,7 +23,8 @@ import {
   type WatchRules,
 } from '../watch/rules.js';
 import { watchDefaults, Watcher } from '../watch/watcher.js';
-import { collectOptions, sidecarSettings, type CollectArgs } from './collect.js';
+import { collectOptions, type CollectArgs } from './collect.js';
+import { sidecarSettings } from './sidecar-settings.js';
 import { createReporter, reporterLine } from './reporter.js';
 
 /** watch's own flags, and collect's for the profile action. */

@@ -5,7 +5,7 @@ import { lstat, mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/pro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { sidecarSettings } from '../../src/cli/collect.js';
+import { sidecarSettings } from '../../src/cli/sidecar-settings.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { cliPath } from '../support/cli.js';
 import { needCommand, needRoot } from '../support/requirements.js';
