@@ -17,7 +17,7 @@ import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/
 import { runCli } from '../support/cli.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { burnFunctions, keepPerfMap, recordNode } from './recording.js';
+import { burnFunctions, keepPerfMap, recordCommand, recordNode } from './recording.js';
 
 interface EngineOutput {
   stacks: Map<string, number>;
@@ -77,20 +77,7 @@ test('a kernel-heavy native program: the same folded stacks from both engines', 
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const load = 'dd if=/dev/zero of=/dev/null bs=4k count=300000; dd if=/dev/urandom of=/dev/null bs=64k count=1500';
-  await execa('perf', [
-    'record',
-    '-F',
-    '499',
-    '-g',
-    '-e',
-    'cpu-clock',
-    '-o',
-    join(dir, 'perf.data'),
-    '--',
-    'sh',
-    '-c',
-    load,
-  ]);
+  await recordCommand(join(dir, 'perf.data'), ['sh', '-c', load]);
   await assertSameFold(t, dir);
 });
 
@@ -102,19 +89,7 @@ test('a native program whose stripped library has its debug file beside it: the 
   if (!lib) return;
   const out = join(dir, 'out');
   await execa('mkdir', ['-p', out]);
-  await execa('perf', [
-    'record',
-    '-F',
-    '499',
-    '-g',
-    '-e',
-    'cpu-clock',
-    '-o',
-    join(out, 'perf.data'),
-    '--',
-    lib.program,
-    '2',
-  ]);
+  await recordCommand(join(out, 'perf.data'), [lib.program, '2']);
   const native = await assertSameFold(t, out);
   const text = [...native.keys()].join('\n');
   // Named from the debug file only (the library is stripped).
@@ -154,14 +129,7 @@ for (const [how, flags, keepVdso] of [
     const program = join(dir, 'clockloop');
     // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (covered by a case of its own).
     await execa('gcc', ['-O1', '-fno-omit-frame-pointer', '-fno-plt', '-o', program, clockLoop]);
-    await execa(
-      'perf',
-      ['record', ...flags, '-F', '499', '-g', '-e', 'cpu-clock', '-o', join(dir, 'perf.data')].concat([
-        '--',
-        program,
-        '1',
-      ]),
-    );
+    await recordCommand(join(dir, 'perf.data'), [program, '1'], flags);
     if (keepVdso) {
       await mkdir(join(dir, 'target'));
       await vdsoStep().afterRecording!({ dir, procRoot: '/proc', signal: new AbortController().signal } as StepContext);

@@ -11,6 +11,7 @@ import { layout } from '../../src/bundle/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { readElfFile } from '../../src/symbols/elf.js';
 import { needCommand, needRoot } from '../support/requirements.js';
+import { recordCommand } from './recording.js';
 
 const program = (name: string) => `
 #include <stdlib.h>
@@ -31,20 +32,7 @@ test('a recording without build-ids names the kept binary’s frames from it, no
   await build('kept_function', app);
   const out = join(work, 'out');
   await mkdir(join(out, 'target', 'binaries'), { recursive: true });
-  await execa('perf', [
-    'record',
-    '-B',
-    '-N',
-    '-F',
-    '499',
-    '-g',
-    '-e',
-    'cpu-clock',
-    '-o',
-    join(out, 'perf.data'),
-    '--',
-    app,
-  ]);
+  await recordCommand(join(out, 'perf.data'), [app], ['-B', '-N']);
   // What collect kept: the file under its build-id, and the index.
   const buildId = (await readElfFile(app)).buildId!;
   await copyFile(app, join(out, 'target', 'binaries', buildId));

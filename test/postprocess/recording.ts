@@ -62,6 +62,14 @@ export async function keepPerfMap(dir: string, { pid, maps }: Pick<Recording, 'p
   await writeFile(join(dir, 'target', 'target.json'), JSON.stringify({ pid, nspid: pid, comm: 'node' }));
 }
 
+/**
+ * Records `command` into `perfData` as the engine tests do: `perf record <flags> -F 499 -g -e cpu-clock -o perfData --
+ * command...` (flags such as `-B -N` or `--buildid-mmap` go first).
+ */
+export async function recordCommand(perfData: string, command: readonly string[], flags: readonly string[] = []) {
+  await execa('perf', ['record', ...flags, '-F', '499', '-g', '-e', 'cpu-clock', '-o', perfData, '--', ...command]);
+}
+
 /** Records a perf.data holding no sample: a short command at one sample per 100 s of CPU. */
 export async function recordNothing(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
