@@ -6,6 +6,7 @@
 // `limits`: a forged header yields an error, never a huge allocation.
 import { demangle } from './demangle.js';
 import { sectionTypes, type ByteSource } from './elf.js';
+import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
 
 export interface FunctionTable {
   /** The symbol holding file offset `offset`, and how far into it. */
@@ -72,8 +73,14 @@ interface Segment {
   offset: bigint;
 }
 
+/** `length` bytes of `source` at `offset` as a Buffer (a view of what the source gave, not a copy). */
+async function bytesAt(source: ByteSource, offset: number, length: number): Promise<Buffer> {
+  const bytes = await source.read(offset, length);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 async function elfHeader(source: ByteSource): Promise<Buffer | undefined> {
-  const header = Buffer.from(await source.read(0, 64));
+  const header = await bytesAt(source, 0, 64);
   if (header.length < 64 || header.readUInt32BE(0) !== 0x7f454c46 || header[4] !== 2 || header[5] !== 1)
     return undefined;
   return header;
@@ -89,7 +96,7 @@ async function readSectionHeaders(source: ByteSource, header: Buffer): Promise<S
   const shnum = header.readUInt16LE(0x3c);
   if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size))
     return undefined;
-  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const table = await bytesAt(source, Number(shoff), shnum * shentsize);
   const sections: Section[] = [];
   for (let at = 0; at + shentsize <= table.length; at += shentsize)
     sections.push({
@@ -120,7 +127,7 @@ export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
   const phentsize = header.readUInt16LE(0x36);
   const phnum = header.readUInt16LE(0x38);
   if (phentsize < 56 || phoff > BigInt(source.size)) return [];
-  const table = Buffer.from(await source.read(Number(phoff), phnum * phentsize));
+  const table = await bytesAt(source, Number(phoff), phnum * phentsize);
   const segments: Segment[] = [];
   for (let at = 0; at + 56 <= table.length; at += phentsize)
     if (table.readUInt32LE(at) === 1)
@@ -164,51 +171,155 @@ export async function readFunctionTable(
   const names = sections[header.readUInt16LE(0x3e)];
   const sectionNames =
     names && present(names) && names.size <= BigInt(elfFunctionLimits.maxStringBytes)
-      ? Buffer.from(await source.read(Number(names.offset), Number(names.size)))
+      ? await bytesAt(source, Number(names.offset), Number(names.size))
       : Buffer.alloc(0);
-  const isText = (section: Section) => sectionName(sectionNames, section).includes('text');
-  const symBytes = Buffer.from(await source.read(Number(symbols.offset), Number(symbols.size)));
-  const strBytes = Buffer.from(await source.read(Number(strings.offset), Number(strings.size)));
-  const syms: FunctionSymbol[] = [];
+  // Which sections are named like `.text` (perf's labels live there), asked once per section.
+  const textSections = new Map<number, boolean>();
+  const isText = (index: number) => {
+    let text = textSections.get(index);
+    if (text === undefined)
+      textSections.set(index, (text = sectionName(sectionNames, sections[index]!).includes('text')));
+    return text;
+  };
+  const symBytes = await bytesAt(source, Number(symbols.offset), Number(symbols.size));
+  const strBytes = await bytesAt(source, Number(strings.offset), Number(strings.size));
+  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
+  const plt = await readPltSymbols(runtime, demangling, pltRules).catch(() => []);
+  const entries: SymbolEntries = { symBytes, strBytes, sections, isText, demangling };
+  return columnFunctions(entries, segments, plt) ?? objectFunctions(entries, segments, plt);
+}
+
+/** What readFunctionTable read of a file: its symbol table, string table and sections. */
+interface SymbolEntries {
+  symBytes: Buffer;
+  strBytes: Buffer;
+  sections: Section[];
+  isText: (section: number) => boolean;
+  demangling: boolean;
+}
+
+/**
+ * Calls `take` for each symbol of the table that perf keeps as a function (before moving it to its file offset):
+ * `nameAt` in the string table; `mangled` when its name is to be demangled; `named` its name when already demangled.
+ * Stops at the first `take` that returns false, and returns false then.
+ */
+function eachFunction(
+  { symBytes, strBytes, sections, isText, demangling }: SymbolEntries,
+  take: (at: number, nameAt: number, mangled: boolean, named: string | undefined) => boolean,
+): boolean {
+  // Whether any name holds a `$`: most string tables have none, and then no name needs looking at.
+  const dollars = strBytes.indexOf(0x24) >= 0;
   for (let at = 0; at + 24 <= symBytes.length; at += 24) {
     const nameAt = symBytes.readUInt32LE(at);
     const info = symBytes[at + 4]!;
     const shndx = symBytes.readUInt16LE(at + 6);
     const type = info & 0xf;
     if (nameAt === 0 || shndx === SHN_UNDEF || (shndx >= SHN_LORESERVE && shndx !== SHN_ABS)) continue;
-    const section = sections[shndx];
-    if (!section) continue;
+    if (!sections[shndx]) continue;
     // perf's labels: untyped symbols of default or protected visibility in a section named like `.text`.
     const visibility = symBytes[at + 5]! & 3;
-    const label = type === STT_NOTYPE && shndx !== SHN_ABS && visibility !== 1 && visibility !== 2 && isText(section);
+    const label = type === STT_NOTYPE && shndx !== SHN_ABS && visibility !== 1 && visibility !== 2 && isText(shndx);
     if (!(type === STT_FUNC || type === STT_GNU_IFUNC || label)) continue;
     if (nameAt >= strBytes.length) continue;
-    const nul = strBytes.indexOf(0, nameAt);
-    const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
     // perf demangles C++ names as it loads them, before it chooses among symbols at one address: the choice (prefer)
     // demangles those it compares, lookups the rest. A demangled name holds a `$` only where the mangled one does.
-    const mangled = demangling && raw.startsWith('_Z');
-    const name = mangled && raw.includes('$') ? (demangle(raw) ?? raw) : raw;
+    const mangled = demangling && strBytes[nameAt] === 0x5f && strBytes[nameAt + 1] === 0x5a;
+    let named: string | undefined;
+    if (mangled && dollars) {
+      const raw = cString(strBytes, nameAt);
+      if (raw.includes('$')) named = demangle(raw) ?? raw;
+    }
     // ARM mapping symbols ($a, $d, $x) are not functions.
-    if (name.startsWith('$')) continue;
+    if (named ? named.startsWith('$') : !mangled && strBytes[nameAt] === 0x24) continue;
+    if (!take(at, nameAt, mangled, named)) return false;
+  }
+  return true;
+}
+
+/** The NUL-terminated UTF-8 string at `at` of a string table. */
+function cString(strBytes: Buffer, at: number): string {
+  const nul = strBytes.indexOf(0, at);
+  return strBytes.toString('utf8', at, nul < 0 ? strBytes.length : nul);
+}
+
+const twoTo32 = 2 ** 32;
+/** A 64-bit little-endian value at `at` as a double, or -1 when it is maxColumnValue or more. */
+function columnValue(bytes: Buffer, at: number): number {
+  const hi = bytes.readUInt32LE(at + 4);
+  return hi >= maxColumnValue / twoTo32 ? -1 : hi * twoTo32 + bytes.readUInt32LE(at);
+}
+
+/**
+ * The table in columns (function-columns.ts), names read from the string table when a lookup or a tie asks; undefined
+ * when a value is too large for them (a forged file), for objectFunctions to build.
+ */
+function columnFunctions(
+  entries: SymbolEntries,
+  segments: Segment[],
+  plt: FunctionSymbol[],
+): FunctionTable | undefined {
+  const limit = BigInt(maxColumnValue);
+  if (segments.some((s) => s.vaddr >= limit || s.memsz >= limit || s.offset >= limit)) return undefined;
+  if (plt.some((s) => s.start >= limit || s.end >= limit)) return undefined;
+  const vaddrs = segments.map((s) => Number(s.vaddr));
+  const vends = segments.map((s) => Number(s.vaddr + s.memsz));
+  const offsets = segments.map((s) => Number(s.offset));
+  const candidates = Math.floor(entries.symBytes.length / 24);
+  const rows = new FunctionRows(candidates + plt.length);
+  const nameAts = new Uint32Array(candidates);
+  const mangled = new Uint8Array(candidates);
+  const named = new Map<number, string>();
+  const { symBytes, strBytes } = entries;
+  const complete = eachFunction(entries, (at, nameAt, isMangled, demangled) => {
+    const value = columnValue(symBytes, at + 8);
+    const size = columnValue(symBytes, at + 16);
+    if (value < 0 || size < 0) return false;
+    // perf's elf_read_program_header: a symbol in no load segment is dropped.
+    let segment = 0;
+    while (segment < vaddrs.length && !(value >= vaddrs[segment]! && value < vends[segment]!)) segment++;
+    if (segment === vaddrs.length) return true;
+    const start = value - vaddrs[segment]! + offsets[segment]!;
+    if (start >= maxColumnValue || start + size >= maxColumnValue) return false;
+    const row = rows.push(start, start + size, symBytes[at + 4]! >> 4);
+    nameAts[row] = nameAt;
+    mangled[row] = isMangled ? 1 : 0;
+    if (demangled !== undefined) named.set(row, demangled);
+    return true;
+  });
+  if (!complete) return undefined;
+  const functions = rows.count;
+  for (const sym of plt) rows.push(Number(sym.start), Number(sym.end), sym.binding);
+  const name = (row: number) => {
+    if (row >= functions) return nameOf(plt[row - functions]!);
+    const known = named.get(row);
+    if (known !== undefined) return known;
+    const raw = cString(strBytes, nameAts[row]!);
+    return mangled[row] ? (demangle(raw) ?? raw) : raw;
+  };
+  return columnTable(rows, name, { functions });
+}
+
+/** The table as objects with bigint addresses: for files whose values the columns cannot hold. */
+function objectFunctions(entries: SymbolEntries, segments: Segment[], plt: FunctionSymbol[]): FunctionTable {
+  const { symBytes, strBytes } = entries;
+  const syms: FunctionSymbol[] = [];
+  eachFunction(entries, (at, nameAt, mangled, named) => {
     const value = symBytes.readBigUInt64LE(at + 8);
     const size = symBytes.readBigUInt64LE(at + 16);
-    // perf's elf_read_program_header: a symbol in no load segment is dropped.
     const segment = segments.find((seg) => value >= seg.vaddr && value < seg.vaddr + seg.memsz);
-    if (!segment) continue;
+    if (!segment) return true;
     const start = value - segment.vaddr + segment.offset;
     // One shape for every symbol (no spread): the fixes and lookups stay monomorphic.
     syms.push({
       start,
       end: start + size,
-      name,
-      binding: info >> 4,
-      mangledSuffix: mangled && name === raw ? '' : undefined,
+      name: named ?? cString(strBytes, nameAt),
+      binding: symBytes[at + 4]! >> 4,
+      mangledSuffix: mangled && named === undefined ? '' : undefined,
     });
-  }
+    return true;
+  });
   const functions = fixup(syms);
-  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
-  const plt = await readPltSymbols(runtime, demangling, pltRules).catch(() => []);
   if (plt.length === 0) return tableOf(functions);
   return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
 }
@@ -231,7 +342,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   if (!sections) return [];
   const names = sections[header.readUInt16LE(0x3e)];
   if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
-  const nameBytes = Buffer.from(await source.read(Number(names.offset), Number(names.size)));
+  const nameBytes = await bytesAt(source, Number(names.offset), Number(names.size));
   const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
   const rela = named('.rela.plt');
   const plt = named('.plt');
@@ -241,9 +352,9 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   if (rules === '6.1' && plt.entsize === 0n) return [];
   const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
   if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
-  const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
-  const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
-  const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
+  const relocations = await bytesAt(source, Number(rela.offset), Number(rela.size));
+  const symbols = await bytesAt(source, Number(dynsym.offset), Number(dynsym.size));
+  const strings = await bytesAt(source, Number(dynstr.offset), Number(dynstr.size));
   const out: FunctionSymbol[] = [];
   let entry = plt.entsize;
   let start = plt.offset + entry;
