@@ -27,6 +27,7 @@ import {
   type FunctionSymbol,
   type PltRules,
 } from '../symbols/elf-functions.js';
+import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
 import { parsePerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
@@ -258,13 +259,112 @@ async function readVdsoImage(path: string): Promise<Buffer | undefined> {
   }
 }
 
-/** kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. */
-export function kallsymsTable(text: string): FunctionTable {
+/**
+ * kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. In
+ * columns, addresses relative to the lowest, names decoded when a lookup returns them; as objects when a line is not
+ * what the kernel writes (an address that is not 1 to 16 hex digits) or the addresses span 2^52 or more.
+ */
+export function kallsymsTable(text: string | Uint8Array): FunctionTable {
+  const bytes =
+    typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
+  const lines = kallsymsLines(bytes);
+  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'));
+  const { count, his, los, nameStarts, nameEnds, bindings } = lines;
+  let lowHi = 2 ** 32;
+  let lowLo = 0;
+  let highHi = 0;
+  for (let i = 0; i < count; i++) {
+    if (his[i]! < lowHi || (his[i] === lowHi && los[i]! < lowLo)) [lowHi, lowLo] = [his[i]!, los[i]!];
+    highHi = Math.max(highHi, his[i]!);
+  }
+  if (count === 0) return tableOf([]);
+  if (highHi - lowHi >= maxColumnValue / 2 ** 32) return kallsymsObjects(bytes.toString('utf8'));
+  const rows = new FunctionRows(count);
+  for (let i = 0; i < count; i++) {
+    const start = (his[i]! - lowHi) * 2 ** 32 + (los[i]! - lowLo);
+    rows.push(start, start, bindings[i]!);
+  }
+  const base = (BigInt(lowHi) << 32n) | BigInt(lowLo);
+  const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
+  return columnTable(rows, name, { functions: count, base, endsFirst: true });
+}
+
+/**
+ * The text symbols of kallsyms in columns (addresses in 32-bit halves, names as byte ranges), as kallsymsObjects
+ * reads them from the same text; undefined when an address is one kallsymsObjects would read otherwise.
+ */
+function kallsymsLines(bytes: Buffer) {
+  let capacity = (bytes.length >> 5) + 16;
+  let his = new Uint32Array(capacity);
+  let los = new Uint32Array(capacity);
+  let nameStarts = new Uint32Array(capacity);
+  let nameEnds = new Uint32Array(capacity);
+  let bindings = new Uint8Array(capacity);
+  let count = 0;
+  // The next space and tab at or after where the scan is: each found once, however long the lines without them.
+  let nextSpace = -1;
+  let nextTab = -1;
+  for (let from = 0; from < bytes.length;) {
+    const newline = bytes.indexOf(10, from);
+    const end = newline < 0 ? bytes.length : newline;
+    if (nextSpace < from) nextSpace = bytes.indexOf(32, from) >>> 0;
+    const space = Math.min(nextSpace, end);
+    const type = space > from && space + 2 < end ? bytes[space + 1] : 0;
+    // t, T, w, W
+    if ((type === 0x74 || type === 0x54 || type === 0x77 || type === 0x57) && bytes[space + 2] === 32) {
+      const hi = space - from > 16 ? -1 : hexValue(bytes, from, space - 8);
+      const lo = hexValue(bytes, Math.max(from, space - 8), space);
+      if (hi < 0 || lo < 0) return undefined;
+      if (nextTab < space + 3) nextTab = bytes.indexOf(9, space + 3) >>> 0;
+      const nameEnd = Math.min(nextTab, end);
+      if ((hi !== 0 || lo !== 0) && nameEnd > space + 3) {
+        if (count === capacity) {
+          capacity *= 2;
+          his = grown(his, capacity);
+          los = grown(los, capacity);
+          nameStarts = grown(nameStarts, capacity);
+          nameEnds = grown(nameEnds, capacity);
+          bindings = grown(bindings, capacity);
+        }
+        his[count] = hi;
+        los[count] = lo;
+        nameStarts[count] = space + 3;
+        nameEnds[count] = nameEnd;
+        bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
+      }
+    }
+    from = end + 1;
+  }
+  return { count, his, los, nameStarts, nameEnds, bindings };
+}
+
+/** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
+function hexValue(bytes: Buffer, from: number, to: number): number {
+  let value = 0;
+  for (let i = from; i < to; i++) {
+    const c = bytes[i]!;
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+function grown<T extends Uint32Array | Uint8Array>(array: T, capacity: number): T {
+  const larger = new (array.constructor as new (length: number) => T)(capacity);
+  larger.set(array);
+  return larger;
+}
+
+/** kallsymsTable as objects with bigint addresses, for text the columns cannot hold. */
+function kallsymsObjects(text: string): FunctionTable {
   const symbols: FunctionSymbol[] = [];
   for (let from = 0; from < text.length;) {
     const newline = text.indexOf('\n', from);
     const end = newline < 0 ? text.length : newline;
-    const space = text.indexOf(' ', from);
+    // The first space of the line: a line without one is no symbol (searching past it would go quadratic).
+    let space = from;
+    while (space < end && text.charCodeAt(space) !== 32) space++;
     const type = space > from && space + 2 < end ? text[space + 1]! : '';
     if ((type === 't' || type === 'T' || type === 'w' || type === 'W') && text[space + 2] === ' ') {
       const rest = text.slice(space + 3, end);
@@ -286,7 +386,7 @@ async function kernelTable(
 ): Promise<{ table: FunctionTable; source: string | undefined }> {
   const kept = await folder
     .read(layout.kallsyms, { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
-    .then(({ bytes }) => bytes.toString('utf8'))
+    .then(({ bytes }) => bytes)
     .catch(() => undefined);
   if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
   const running = await runningKernelBuildId();
@@ -294,7 +394,7 @@ async function kernelTable(
     warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
     return { table: tableOf([]), source: undefined };
   }
-  const text = await readFile('/proc/kallsyms', 'utf8').catch(() => '');
+  const text = await readFile('/proc/kallsyms').catch(() => '');
   const table = kallsymsTable(text);
   return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
 }
