@@ -8,7 +8,7 @@
 // a file that cannot be read names nothing. perf.data may come from anybody (a prof.tar.gz sent): a path it names is
 // opened only when it is a regular file (a device's open has effects: /dev/watchdog), and this machine's files (at
 // recorded paths, in its build-id cache) are read only when perf.data was recorded on this machine (its hostname).
-import { constants } from 'node:fs';
+import { constants, readFileSync } from 'node:fs';
 import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,7 +18,7 @@ import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
-import { bytesSource, fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
+import { bytesSource, fileByteSource, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
 import {
   fixup,
   readFunctionTable,
@@ -34,6 +34,12 @@ import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 const maxKallsymsBytes = 64 << 20;
 const maxPerfMapBytes = 1 << 30;
 
+/**
+ * The files whose tables load before a frame asks: the first `files` of perf.data's build-id table (a forged one may
+ * list a million), `parallel` at a time (each read is a few MB; more would only queue on the same disk and cores).
+ */
+export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
+
 export interface NativeSymbolSources {
   /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
   kernel: string | undefined;
@@ -48,7 +54,9 @@ export async function nativeSymbols(
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
-  const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  // The kernel's table loads while the kept index is read and the files' tables start loading (below).
+  const kernelLoad = kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  kernelLoad.catch(() => {});
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   // A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
   // names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
@@ -71,17 +79,39 @@ export async function nativeSymbols(
       return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
-    const buildId = mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path);
-    const key = `${buildId ?? ''}\0${mapping.path}`;
+    return pathTable(mapping.path, mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path));
+  };
+  const pathTable = (path: string, buildId: string | undefined): Promise<FunctionTable> => {
+    const key = `${buildId ?? ''}\0${path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(
-        () => tableOf([]),
+      table = loadFileTable(folder, path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(() =>
+        tableOf([]),
       );
       tables.set(key, table);
     }
     return table;
   };
+  // perf lists in its build-id table the files that samples hit: their tables load now, a few at a time, so that
+  // they are ready (or on their way) when the first frame in each asks. A file asked for first loads at once.
+  const listed = header.features.buildIds
+    .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
+    .slice(0, prefetchLimits.files);
+  let loading = 0;
+  const prefetch = () => {
+    while (loading < prefetchLimits.parallel && listed.length > 0) {
+      const { filename } = listed.shift()!;
+      const buildId = buildIds.get(filename) ?? keptByPath.get(filename);
+      if (tables.has(`${buildId ?? ''}\0${filename}`)) continue;
+      loading++;
+      void pathTable(filename, buildId).finally(() => {
+        loading--;
+        prefetch();
+      });
+    }
+  };
+  prefetch();
+  const kernel = await kernelLoad;
   const loaded = new Map<string, FunctionTable>();
   return {
     sources: { kernel: kernel.source },
@@ -135,18 +165,19 @@ async function tableFromFile(
   naming: { demangle: boolean; plt: PltRules; byBuildIdOnly?: boolean },
 ): Promise<FunctionTable | undefined> {
   try {
-    const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
-    const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
+    const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
+    const info = await readElf(runtimeSource, path).catch(() => undefined);
+    const fileId = info?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
     if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     const byLink = !naming.byBuildIdOnly;
-    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId, byLink)) {
+    for (const candidate of debugCandidates(info, path, buildId ?? fileId, byLink)) {
       const debug = await openLocal(candidate);
       if (!debug) continue;
       try {
-        const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
+        const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
         // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
         if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
@@ -162,15 +193,39 @@ async function tableFromFile(
   }
 }
 
+/**
+ * `source` with its small reads served from blocks of 64 KiB read once (at most 16 kept): readElf reads a file's
+ * section headers one at a time, and each read of a file is a round trip through the thread pool.
+ */
+function blockCached(source: ByteSource): ByteSource {
+  const blockSize = 1 << 16;
+  const blocks = new Map<number, Promise<Uint8Array>>();
+  return {
+    size: source.size,
+    read(offset, length) {
+      const block = Math.floor(offset / blockSize);
+      if (length > 4096 || Math.floor((offset + length - 1) / blockSize) !== block) return source.read(offset, length);
+      let bytes = blocks.get(block);
+      if (!bytes) {
+        if (blocks.size >= 16) blocks.delete(blocks.keys().next().value!);
+        bytes = source.read(block * blockSize, blockSize);
+        blocks.set(block, bytes);
+      }
+      const at = offset - block * blockSize;
+      return bytes.then((b) => b.subarray(at, Math.min(b.length, at + length)));
+    },
+  };
+}
+
 /** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
-async function debugCandidates(
-  runtime: ByteSource,
+function debugCandidates(
+  runtime: ElfInfo | undefined,
   path: string,
   buildId: string | undefined,
   byLink: boolean,
-): Promise<string[]> {
+): string[] {
   const candidates: string[] = [];
-  const link = byLink ? (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file : undefined;
+  const link = byLink ? runtime?.debugLink?.file : undefined;
   if (link && !link.includes('/') && path.startsWith('/')) {
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
@@ -394,7 +449,14 @@ async function kernelTable(
     warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
     return { table: tableOf([]), source: undefined };
   }
-  const text = await readFile('/proc/kallsyms').catch(() => '');
+  // Read whole in one blocking call: the kernel gives /proc/kallsyms a page per read(), and a thousand round trips
+  // through the thread pool (where the files' tables load meanwhile) took twice as long as the ~50 ms this takes.
+  let text: Buffer | string = '';
+  try {
+    text = readFileSync('/proc/kallsyms');
+  } catch {
+    // No kernel symbols then, as when addresses are hidden.
+  }
   const table = kallsymsTable(text);
   return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
 }
