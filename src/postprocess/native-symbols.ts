@@ -28,7 +28,7 @@ import {
   type PltRules,
 } from '../symbols/elf-functions.js';
 import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
-import { parsePerfMap } from '../symbols/perfmap.js';
+import { readPerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
 const maxKallsymsBytes = 64 << 20;
@@ -259,16 +259,34 @@ async function openLocal(path: string): Promise<FileHandle | undefined> {
 async function perfMapTable(folder: OutputFolder, from: string): Promise<FunctionTable> {
   try {
     const { bytes } = await folder.read(from, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 });
-    const symbols: FunctionSymbol[] = parsePerfMap(bytes).symbols.map((s) => ({
-      start: s.start,
-      end: s.start + s.size,
-      name: s.name,
-      binding: 1,
-    }));
-    return tableOf(fixup(symbols));
+    return perfMapFunctions(bytes);
   } catch {
     return tableOf([]);
   }
+}
+
+/**
+ * A perf map's ranges as a function table: in columns (starts relative to the lowest, names read from the map's bytes
+ * when a lookup returns them), as objects when the ranges span 2^52 or more.
+ */
+export function perfMapFunctions(bytes: Uint8Array): FunctionTable {
+  const { symbols } = readPerfMap(bytes);
+  const lowest = symbols.lowest();
+  if (lowest < 0) return tableOf([]);
+  const rows = new FunctionRows(symbols.length);
+  for (let i = 0; i < symbols.length; i++) {
+    const start = symbols.offsetOf(i, lowest);
+    const end = start + symbols.sizeOf(i);
+    if (end >= maxColumnValue) {
+      const objects = symbols
+        .toArray()
+        .map((s) => ({ start: s.start, end: s.start + s.size, name: s.name, binding: 1 }));
+      return tableOf(fixup(objects));
+    }
+    rows.push(start, end, 1);
+  }
+  const base = symbols.symbol(lowest).start;
+  return columnTable(rows, (row) => symbols.name(row), { functions: rows.count, base });
 }
 
 /**

@@ -1,12 +1,12 @@
 // The function tables the native engine names frames with, in their two forms: columns of doubles (every real file)
 // and bigint objects (a forged file whose addresses reach 2^52 or more). The same symbols moved past 2^52 must name
-// every address as the columns do; kallsyms likewise, with addresses spanning more than 2^52.
+// every address as the columns do; kallsyms and perf maps likewise, with addresses spanning more than 2^52.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { kallsymsTable } from '../../src/postprocess/native-symbols.js';
+import { kallsymsTable, perfMapFunctions } from '../../src/postprocess/native-symbols.js';
 import { bytesSource } from '../../src/symbols/elf.js';
 import { readFunctionTable } from '../../src/symbols/elf-functions.js';
 import { buildNativeLib } from '../fixtures/native-lib/build.js';
@@ -79,5 +79,17 @@ test('kallsyms: of symbols at one address the last listed wins, ends are the nex
       table.lookup(0xffffffff80ffffffn),
       extra ? { name: 'low', offset: 0xffffffff80ffefffn } : undefined,
     );
+  }
+});
+
+test('perf map ranges: of two at one address the one with fewer leading underscores wins, in both forms', () => {
+  const map = '7f0000001000 100 A::Run()\n7f0000001000 80 __B\n7f0000002000 10 [stub] C\n';
+  // A range at 0x10 makes the starts span more than 2^52: the table is built as objects then.
+  for (const extra of ['', '10 20 low\n']) {
+    const table = perfMapFunctions(Buffer.from(map + extra));
+    assert.deepEqual(table.lookup(0x7f0000001090n), { name: 'A::Run()', offset: 0x90n });
+    assert.equal(table.lookup(0x7f0000001100n), undefined);
+    assert.deepEqual(table.lookup(0x7f000000200fn), { name: '[stub] C', offset: 0xfn });
+    assert.deepEqual(table.lookup(0x2fn), extra ? { name: 'low', offset: 0x1fn } : undefined);
   }
 });
