@@ -8,6 +8,7 @@
 // a file that cannot be read names nothing. perf.data may come from anybody (a prof.tar.gz sent): a path it names is
 // opened only when it is a regular file (a device's open has effects: /dev/watchdog), and this machine's files (at
 // recorded paths, in its build-id cache) are read only when perf.data was recorded on this machine (its hostname).
+// The tables of the files perf.data lists start loading with the kernel's, before the first frame asks for them.
 import { constants, readFileSync } from 'node:fs';
 import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';

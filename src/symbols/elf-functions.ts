@@ -2,8 +2,9 @@
 // symbol-elf.c, symbol.c): `.symtab` when the file has one, else `.dynsym`; functions, GNU ifuncs and named labels in
 // code sections; each symbol moved from its virtual address to its file offset (perf names a user frame by its offset
 // in the mapped file); symbols at one address reduced to the one perf prefers; a symbol of size 0 ending where the
-// next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in. Reads are bounded by
-// `limits`: a forged header yields an error, never a huge allocation.
+// next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in, in columns
+// (function-columns.ts: names decoded and demangled when a lookup returns them), or as bigint objects for a file whose
+// values reach 2^52. Reads are bounded by `limits`: a forged header yields an error, never a huge allocation.
 import { demangle } from './demangle.js';
 import { sectionTypes, type ByteSource } from './elf.js';
 import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
@@ -366,8 +367,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
   if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
   const relocations = await bytesAt(source, Number(rela.offset), Number(rela.size));
-  const symbols = await bytesAt(source, Number(dynsym.offset), Number(dynsym.size));
-  const strings = await bytesAt(source, Number(dynstr.offset), Number(dynstr.size));
+  const pltNames = await relocationNames(source, relocations, dynsym, dynstr);
   const out: FunctionSymbol[] = [];
   let entry = plt.entsize;
   let start = plt.offset + entry;
@@ -384,11 +384,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
       start = plt.offset + entry;
     }
   }
-  for (let at = 0; at + 24 <= relocations.length; at += 24) {
-    const index = Number(relocations.readBigUInt64LE(at + 8) >> 32n);
-    const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
-    const end = strings.indexOf(0, nameAt);
-    const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
+  for (const raw of pltNames) {
     const symbol: FunctionSymbol =
       demangling && raw.startsWith('_Z')
         ? { start, end: start + entry, name: raw, binding: STB_GLOBAL, mangledSuffix: '@plt' }
@@ -397,6 +393,64 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
     start += entry;
   }
   return out;
+}
+
+/** How many bytes of `section` a read of all of it gives (the file may end inside it). */
+function readableLength(source: ByteSource, section: Section): number {
+  return Math.max(0, Math.min(Number(section.size), source.size - Number(section.offset)));
+}
+
+/**
+ * The name of the dynamic symbol of each relocation (`''` for an index past the table), reading only the part of the
+ * tables that holds them: /usr/bin/node's are 7 MB for 500 names.
+ */
+async function relocationNames(
+  source: ByteSource,
+  relocations: Buffer,
+  dynsym: Section,
+  dynstr: Section,
+): Promise<string[]> {
+  const indices: number[] = [];
+  for (let at = 0; at + 24 <= relocations.length; at += 24)
+    indices.push(Number(relocations.readBigUInt64LE(at + 8) >> 32n));
+  const symbolBytes = readableLength(source, dynsym);
+  const [first, last] = extent(indices.filter((index) => index * 24 + 24 <= symbolBytes));
+  const symbols =
+    first <= last
+      ? await bytesAt(source, Number(dynsym.offset) + first * 24, (last - first + 1) * 24)
+      : Buffer.alloc(0);
+  const nameAts = indices.map((index) =>
+    index * 24 + 24 <= symbolBytes ? symbols.readUInt32LE((index - first) * 24) : 0,
+  );
+  // The names from the lowest to a page past the highest; all of the table when one runs on past that.
+  const stringBytes = readableLength(source, dynstr);
+  const inTable = nameAts.filter((at) => at < stringBytes);
+  const [lowest, highest] = extent(inTable);
+  let base = lowest;
+  let strings =
+    base <= highest
+      ? await bytesAt(source, Number(dynstr.offset) + base, Math.min(stringBytes, highest + 4096) - base)
+      : Buffer.alloc(0);
+  if (base + strings.length < stringBytes && inTable.some((at) => strings.indexOf(0, at - base) < 0)) {
+    base = 0;
+    strings = await bytesAt(source, Number(dynstr.offset), Number(dynstr.size));
+  }
+  return nameAts.map((at) => {
+    if (at >= stringBytes) return '';
+    const end = strings.indexOf(0, at - base);
+    return strings.toString('utf8', at - base, end < 0 ? strings.length : end);
+  });
+}
+
+/** The lowest and highest of `values` (Infinity and -Infinity when there are none). */
+function extent(values: number[]): [number, number] {
+  let low = Infinity;
+  let high = -Infinity;
+  for (const value of values) {
+    if (value < low) low = value;
+    if (value > high) high = value;
+  }
+  return [low, high];
 }
 
 /**
