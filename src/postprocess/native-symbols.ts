@@ -51,7 +51,7 @@ export async function nativeSymbols(
   header: PerfDataHeader,
   perfMaps: readonly { from: string; pid: number }[],
   warn: Warn,
-  { demangle = true }: { demangle?: boolean } = {},
+  { demangle = true, signal }: { demangle?: boolean; signal?: AbortSignal } = {},
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
@@ -99,8 +99,9 @@ export async function nativeSymbols(
     .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
     .slice(0, prefetchLimits.files);
   let loading = 0;
+  // An aborted run loads no more ahead (the loads under way end by themselves: every read is bounded).
   const prefetch = () => {
-    while (loading < prefetchLimits.parallel && listed.length > 0) {
+    while (loading < prefetchLimits.parallel && listed.length > 0 && !signal?.aborted) {
       const { filename } = listed.shift()!;
       const buildId = buildIds.get(filename) ?? keptByPath.get(filename);
       if (tables.has(`${buildId ?? ''}\0${filename}`)) continue;
