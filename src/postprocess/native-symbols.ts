@@ -344,38 +344,34 @@ export function kallsymsTable(text: string | Uint8Array): FunctionTable {
     typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
   const lines = kallsymsLines(bytes);
   if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'));
-  const { count, his, los, nameStarts, nameEnds, bindings } = lines;
-  let lowHi = 2 ** 32;
-  let lowLo = 0;
-  let highHi = 0;
-  for (let i = 0; i < count; i++) {
-    if (his[i]! < lowHi || (his[i] === lowHi && los[i]! < lowLo)) [lowHi, lowLo] = [his[i]!, los[i]!];
-    highHi = Math.max(highHi, his[i]!);
-  }
+  const { count, base, starts, nameStarts, nameEnds, bindings } = lines;
   if (count === 0) return tableOf([]);
-  if (highHi - lowHi >= maxColumnValue / 2 ** 32) return kallsymsObjects(bytes.toString('utf8'));
   const rows = new FunctionRows(count);
-  for (let i = 0; i < count; i++) {
-    const start = (his[i]! - lowHi) * 2 ** 32 + (los[i]! - lowLo);
-    rows.push(start, start, bindings[i]!);
-  }
-  const base = (BigInt(lowHi) << 32n) | BigInt(lowLo);
+  rows.starts.set(starts.subarray(0, count));
+  rows.ends.set(starts.subarray(0, count));
+  rows.bindings.set(bindings.subarray(0, count));
+  rows.count = count;
   const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
   return columnTable(rows, name, { functions: count, base, endsFirst: true });
 }
 
 /**
- * The text symbols of kallsyms in columns (addresses in 32-bit halves, names as byte ranges), as kallsymsObjects
- * reads them from the same text; undefined when an address is one kallsymsObjects would read otherwise.
+ * The text symbols of kallsyms in columns (addresses relative to the lowest, `base`; names as byte ranges), as
+ * kallsymsObjects reads them from the same text; undefined when an address is one kallsymsObjects would read
+ * otherwise, or the addresses span maxColumnValue or more.
  */
 function kallsymsLines(bytes: Buffer) {
   let capacity = (bytes.length >> 5) + 16;
-  let his = new Uint32Array(capacity);
-  let los = new Uint32Array(capacity);
+  let starts = new Float64Array(capacity);
   let nameStarts = new Uint32Array(capacity);
   let nameEnds = new Uint32Array(capacity);
   let bindings = new Uint8Array(capacity);
   let count = 0;
+  // Addresses relative to the first one's (hi0, lo0) while reading, then to the lowest.
+  let hi0 = -1;
+  let lo0 = 0;
+  let low = 0;
+  let high = 0;
   // The next space and tab at or after where the scan is: each found once, however long the lines without them.
   let nextSpace = -1;
   let nextTab = -1;
@@ -395,14 +391,18 @@ function kallsymsLines(bytes: Buffer) {
       if ((hi !== 0 || lo !== 0) && nameEnd > space + 3) {
         if (count === capacity) {
           capacity *= 2;
-          his = grown(his, capacity);
-          los = grown(los, capacity);
+          starts = grown(starts, capacity);
           nameStarts = grown(nameStarts, capacity);
           nameEnds = grown(nameEnds, capacity);
           bindings = grown(bindings, capacity);
         }
-        his[count] = hi;
-        los[count] = lo;
+        if (hi0 < 0) [hi0, lo0] = [hi, lo];
+        // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
+        if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0);
+        if (start < low) low = start;
+        if (start > high) high = start;
+        starts[count] = start;
         nameStarts[count] = space + 3;
         nameEnds[count] = nameEnd;
         bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
@@ -410,7 +410,10 @@ function kallsymsLines(bytes: Buffer) {
     }
     from = end + 1;
   }
-  return { count, his, los, nameStarts, nameEnds, bindings };
+  if (high - low >= maxColumnValue) return undefined;
+  if (low < 0) for (let i = 0; i < count; i++) starts[i] = starts[i]! - low;
+  const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
+  return { count, base, starts, nameStarts, nameEnds, bindings };
 }
 
 /** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
@@ -425,7 +428,7 @@ function hexValue(bytes: Buffer, from: number, to: number): number {
   return value;
 }
 
-function grown<T extends Uint32Array | Uint8Array>(array: T, capacity: number): T {
+function grown<T extends Float64Array | Uint32Array | Uint8Array>(array: T, capacity: number): T {
   const larger = new (array.constructor as new (length: number) => T)(capacity);
   larger.set(array);
   return larger;

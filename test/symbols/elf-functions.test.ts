@@ -70,8 +70,14 @@ test('kallsyms: of symbols at one address the last listed wins, ends are the nex
     '0000000000000000 T hidden',
   ].join('\n');
   // A symbol at 0x1000 makes the addresses span more than 2^52: the table is built as objects then.
+  // Listed backwards too: the lowest address is not the first one read then.
+  const backwards = text.split('\n').slice(0, 5).reverse().concat(text.split('\n').slice(5)).join('\n');
   for (const extra of ['', '\n0000000000001000 T low']) {
     const table = kallsymsTable(Buffer.from(text + extra));
+    assert.deepEqual(
+      kallsymsTable(Buffer.from(backwards + extra)).lookup(0xffffffff81000304n),
+      table.lookup(0xffffffff81000304n),
+    );
     assert.deepEqual(table.lookup(0xffffffff81000004n), { name: 'startup_64', offset: 4n });
     assert.deepEqual(table.lookup(0xffffffff81000104n), { name: 'strong_one', offset: 4n });
     assert.deepEqual(table.lookup(0xffffffff81000204n), { name: 'strong_one', offset: 0x104n });
