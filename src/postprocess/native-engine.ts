@@ -59,6 +59,7 @@ export async function runNativeAndFold(
         async header(header) {
           const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
             demangle: !opts.perfScriptArgs.includes('--no-demangle'),
+            signal,
           });
           writer = new ScriptTextWriter(symbols, output, { pids });
           await writer.header(header);

@@ -8,7 +8,8 @@
 // a file that cannot be read names nothing. perf.data may come from anybody (a prof.tar.gz sent): a path it names is
 // opened only when it is a regular file (a device's open has effects: /dev/watchdog), and this machine's files (at
 // recorded paths, in its build-id cache) are read only when perf.data was recorded on this machine (its hostname).
-import { constants } from 'node:fs';
+// The tables of the files perf.data lists start loading with the kernel's, before the first frame asks for them.
+import { constants, readFileSync } from 'node:fs';
 import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,7 +19,7 @@ import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
-import { bytesSource, fileByteSource, readElf, type ByteSource } from '../symbols/elf.js';
+import { bytesSource, fileByteSource, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
 import {
   fixup,
   readFunctionTable,
@@ -27,11 +28,18 @@ import {
   type FunctionSymbol,
   type PltRules,
 } from '../symbols/elf-functions.js';
-import { parsePerfMap } from '../symbols/perfmap.js';
+import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
+import { readPerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
 const maxKallsymsBytes = 64 << 20;
 const maxPerfMapBytes = 1 << 30;
+
+/**
+ * The files whose tables load before a frame asks: the first `files` of perf.data's build-id table (a forged one may
+ * list a million), `parallel` at a time (each read is a few MB; more would only queue on the same disk and cores).
+ */
+export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
 
 export interface NativeSymbolSources {
   /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
@@ -43,11 +51,13 @@ export async function nativeSymbols(
   header: PerfDataHeader,
   perfMaps: readonly { from: string; pid: number }[],
   warn: Warn,
-  { demangle = true }: { demangle?: boolean } = {},
+  { demangle = true, signal }: { demangle?: boolean; signal?: AbortSignal } = {},
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
-  const kernel = await kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  // The kernel's table loads while the kept index is read and the files' tables start loading (below).
+  const kernelLoad = kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  kernelLoad.catch(() => {});
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   // A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
   // names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
@@ -70,17 +80,40 @@ export async function nativeSymbols(
       return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
-    const buildId = mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path);
-    const key = `${buildId ?? ''}\0${mapping.path}`;
+    return pathTable(mapping.path, mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path));
+  };
+  const pathTable = (path: string, buildId: string | undefined): Promise<FunctionTable> => {
+    const key = `${buildId ?? ''}\0${path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, mapping.path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(
-        () => tableOf([]),
+      table = loadFileTable(folder, path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(() =>
+        tableOf([]),
       );
       tables.set(key, table);
     }
     return table;
   };
+  // perf lists in its build-id table the files that samples hit: their tables load now, a few at a time, so that
+  // they are ready (or on their way) when the first frame in each asks. A file asked for first loads at once.
+  const listed = header.features.buildIds
+    .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
+    .slice(0, prefetchLimits.files);
+  let loading = 0;
+  // An aborted run loads no more ahead (the loads under way end by themselves: every read is bounded).
+  const prefetch = () => {
+    while (loading < prefetchLimits.parallel && listed.length > 0 && !signal?.aborted) {
+      const { filename } = listed.shift()!;
+      const buildId = buildIds.get(filename) ?? keptByPath.get(filename);
+      if (tables.has(`${buildId ?? ''}\0${filename}`)) continue;
+      loading++;
+      void pathTable(filename, buildId).finally(() => {
+        loading--;
+        prefetch();
+      });
+    }
+  };
+  prefetch();
+  const kernel = await kernelLoad;
   const loaded = new Map<string, FunctionTable>();
   return {
     sources: { kernel: kernel.source },
@@ -134,18 +167,19 @@ async function tableFromFile(
   naming: { demangle: boolean; plt: PltRules; byBuildIdOnly?: boolean },
 ): Promise<FunctionTable | undefined> {
   try {
-    const runtimeSource = fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error);
-    const fileId = (await readElf(runtimeSource, path).catch(() => undefined))?.buildId;
+    const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
+    const info = await readElf(runtimeSource, path).catch(() => undefined);
+    const fileId = info?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
     if (!isKept && buildId && fileId !== buildId) return undefined;
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     const byLink = !naming.byBuildIdOnly;
-    for (const candidate of await debugCandidates(runtimeSource, path, buildId ?? fileId, byLink)) {
+    for (const candidate of debugCandidates(info, path, buildId ?? fileId, byLink)) {
       const debug = await openLocal(candidate);
       if (!debug) continue;
       try {
-        const debugSource = fileByteSource(debug, (await debug.stat()).size, (e) => e as Error);
+        const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
         const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
         // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
         if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
@@ -161,15 +195,39 @@ async function tableFromFile(
   }
 }
 
+/**
+ * `source` with its small reads served from blocks of 64 KiB read once (at most 16 kept): readElf reads a file's
+ * section headers one at a time, and each read of a file is a round trip through the thread pool.
+ */
+function blockCached(source: ByteSource): ByteSource {
+  const blockSize = 1 << 16;
+  const blocks = new Map<number, Promise<Uint8Array>>();
+  return {
+    size: source.size,
+    read(offset, length) {
+      const block = Math.floor(offset / blockSize);
+      if (length > 4096 || Math.floor((offset + length - 1) / blockSize) !== block) return source.read(offset, length);
+      let bytes = blocks.get(block);
+      if (!bytes) {
+        if (blocks.size >= 16) blocks.delete(blocks.keys().next().value!);
+        bytes = source.read(block * blockSize, blockSize);
+        blocks.set(block, bytes);
+      }
+      const at = offset - block * blockSize;
+      return bytes.then((b) => b.subarray(at, Math.min(b.length, at + length)));
+    },
+  };
+}
+
 /** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
-async function debugCandidates(
-  runtime: ByteSource,
+function debugCandidates(
+  runtime: ElfInfo | undefined,
   path: string,
   buildId: string | undefined,
   byLink: boolean,
-): Promise<string[]> {
+): string[] {
   const candidates: string[] = [];
-  const link = byLink ? (await readElf(runtime, path).catch(() => undefined))?.debugLink?.file : undefined;
+  const link = byLink ? runtime?.debugLink?.file : undefined;
   if (link && !link.includes('/') && path.startsWith('/')) {
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
@@ -203,16 +261,34 @@ async function openLocal(path: string): Promise<FileHandle | undefined> {
 async function perfMapTable(folder: OutputFolder, from: string): Promise<FunctionTable> {
   try {
     const { bytes } = await folder.read(from, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 });
-    const symbols: FunctionSymbol[] = parsePerfMap(bytes).symbols.map((s) => ({
-      start: s.start,
-      end: s.start + s.size,
-      name: s.name,
-      binding: 1,
-    }));
-    return tableOf(fixup(symbols));
+    return perfMapFunctions(bytes);
   } catch {
     return tableOf([]);
   }
+}
+
+/**
+ * A perf map's ranges as a function table: in columns (starts relative to the lowest, names read from the map's bytes
+ * when a lookup returns them), as objects when the ranges span 2^52 or more.
+ */
+export function perfMapFunctions(bytes: Uint8Array): FunctionTable {
+  const { symbols } = readPerfMap(bytes);
+  const lowest = symbols.lowest();
+  if (lowest < 0) return tableOf([]);
+  const rows = new FunctionRows(symbols.length);
+  for (let i = 0; i < symbols.length; i++) {
+    const start = symbols.offsetOf(i, lowest);
+    const end = start + symbols.sizeOf(i);
+    if (end >= maxColumnValue) {
+      const objects = symbols
+        .toArray()
+        .map((s) => ({ start: s.start, end: s.start + s.size, name: s.name, binding: 1 }));
+      return tableOf(fixup(objects));
+    }
+    rows.push(start, end, 1);
+  }
+  const base = symbols.symbol(lowest).start;
+  return columnTable(rows, (row) => symbols.name(row), { functions: rows.count, base });
 }
 
 /**
@@ -258,13 +334,115 @@ async function readVdsoImage(path: string): Promise<Buffer | undefined> {
   }
 }
 
-/** kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. */
-export function kallsymsTable(text: string): FunctionTable {
+/**
+ * kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. In
+ * columns, addresses relative to the lowest, names decoded when a lookup returns them; as objects when a line is not
+ * what the kernel writes (an address that is not 1 to 16 hex digits) or the addresses span 2^52 or more.
+ */
+export function kallsymsTable(text: string | Uint8Array): FunctionTable {
+  const bytes =
+    typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
+  const lines = kallsymsLines(bytes);
+  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'));
+  const { count, base, starts, nameStarts, nameEnds, bindings } = lines;
+  if (count === 0) return tableOf([]);
+  const rows = new FunctionRows(count);
+  rows.starts.set(starts.subarray(0, count));
+  rows.ends.set(starts.subarray(0, count));
+  rows.bindings.set(bindings.subarray(0, count));
+  rows.count = count;
+  const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
+  return columnTable(rows, name, { functions: count, base, endsFirst: true });
+}
+
+/**
+ * The text symbols of kallsyms in columns (addresses relative to the lowest, `base`; names as byte ranges), as
+ * kallsymsObjects reads them from the same text; undefined when an address is one kallsymsObjects would read
+ * otherwise, or the addresses span maxColumnValue or more.
+ */
+function kallsymsLines(bytes: Buffer) {
+  let capacity = (bytes.length >> 5) + 16;
+  let starts = new Float64Array(capacity);
+  let nameStarts = new Uint32Array(capacity);
+  let nameEnds = new Uint32Array(capacity);
+  let bindings = new Uint8Array(capacity);
+  let count = 0;
+  // Addresses relative to the first one's (hi0, lo0) while reading, then to the lowest.
+  let hi0 = -1;
+  let lo0 = 0;
+  let low = 0;
+  let high = 0;
+  // The next space and tab at or after where the scan is: each found once, however long the lines without them.
+  let nextSpace = -1;
+  let nextTab = -1;
+  for (let from = 0; from < bytes.length;) {
+    const newline = bytes.indexOf(10, from);
+    const end = newline < 0 ? bytes.length : newline;
+    if (nextSpace < from) nextSpace = bytes.indexOf(32, from) >>> 0;
+    const space = Math.min(nextSpace, end);
+    const type = space > from && space + 2 < end ? bytes[space + 1] : 0;
+    // t, T, w, W
+    if ((type === 0x74 || type === 0x54 || type === 0x77 || type === 0x57) && bytes[space + 2] === 32) {
+      const hi = space - from > 16 ? -1 : hexValue(bytes, from, space - 8);
+      const lo = hexValue(bytes, Math.max(from, space - 8), space);
+      if (hi < 0 || lo < 0) return undefined;
+      if (nextTab < space + 3) nextTab = bytes.indexOf(9, space + 3) >>> 0;
+      const nameEnd = Math.min(nextTab, end);
+      if ((hi !== 0 || lo !== 0) && nameEnd > space + 3) {
+        if (count === capacity) {
+          capacity *= 2;
+          starts = grown(starts, capacity);
+          nameStarts = grown(nameStarts, capacity);
+          nameEnds = grown(nameEnds, capacity);
+          bindings = grown(bindings, capacity);
+        }
+        if (hi0 < 0) [hi0, lo0] = [hi, lo];
+        // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
+        if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0);
+        if (start < low) low = start;
+        if (start > high) high = start;
+        starts[count] = start;
+        nameStarts[count] = space + 3;
+        nameEnds[count] = nameEnd;
+        bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
+      }
+    }
+    from = end + 1;
+  }
+  if (high - low >= maxColumnValue) return undefined;
+  if (low < 0) for (let i = 0; i < count; i++) starts[i] = starts[i]! - low;
+  const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
+  return { count, base, starts, nameStarts, nameEnds, bindings };
+}
+
+/** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
+function hexValue(bytes: Buffer, from: number, to: number): number {
+  let value = 0;
+  for (let i = from; i < to; i++) {
+    const c = bytes[i]!;
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+function grown<T extends Float64Array | Uint32Array | Uint8Array>(array: T, capacity: number): T {
+  const larger = new (array.constructor as new (length: number) => T)(capacity);
+  larger.set(array);
+  return larger;
+}
+
+/** kallsymsTable as objects with bigint addresses, for text the columns cannot hold. */
+function kallsymsObjects(text: string): FunctionTable {
   const symbols: FunctionSymbol[] = [];
   for (let from = 0; from < text.length;) {
     const newline = text.indexOf('\n', from);
     const end = newline < 0 ? text.length : newline;
-    const space = text.indexOf(' ', from);
+    // The first space of the line: a line without one is no symbol (searching past it would go quadratic).
+    let space = from;
+    while (space < end && text.charCodeAt(space) !== 32) space++;
     const type = space > from && space + 2 < end ? text[space + 1]! : '';
     if ((type === 't' || type === 'T' || type === 'w' || type === 'W') && text[space + 2] === ' ') {
       const rest = text.slice(space + 3, end);
@@ -286,7 +464,7 @@ async function kernelTable(
 ): Promise<{ table: FunctionTable; source: string | undefined }> {
   const kept = await folder
     .read(layout.kallsyms, { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
-    .then(({ bytes }) => bytes.toString('utf8'))
+    .then(({ bytes }) => bytes)
     .catch(() => undefined);
   if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
   const running = await runningKernelBuildId();
@@ -294,7 +472,14 @@ async function kernelTable(
     warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
     return { table: tableOf([]), source: undefined };
   }
-  const text = await readFile('/proc/kallsyms', 'utf8').catch(() => '');
+  // Read whole in one blocking call: the kernel gives /proc/kallsyms a page per read(), and a thousand round trips
+  // through the thread pool (where the files' tables load meanwhile) took twice as long as the ~50 ms this takes.
+  let text: Buffer | string = '';
+  try {
+    text = readFileSync('/proc/kallsyms');
+  } catch {
+    // No kernel symbols then, as when addresses are hidden.
+  }
   const table = kallsymsTable(text);
   return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
 }

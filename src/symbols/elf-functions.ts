@@ -2,10 +2,12 @@
 // symbol-elf.c, symbol.c): `.symtab` when the file has one, else `.dynsym`; functions, GNU ifuncs and named labels in
 // code sections; each symbol moved from its virtual address to its file offset (perf names a user frame by its offset
 // in the mapped file); symbols at one address reduced to the one perf prefers; a symbol of size 0 ending where the
-// next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in. Reads are bounded by
-// `limits`: a forged header yields an error, never a huge allocation.
+// next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in, in columns
+// (function-columns.ts: names decoded and demangled when a lookup returns them), or as bigint objects for a file whose
+// values reach 2^52. Reads are bounded by `limits`: a forged header yields an error, never a huge allocation.
 import { demangle } from './demangle.js';
 import { sectionTypes, type ByteSource } from './elf.js';
+import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
 
 export interface FunctionTable {
   /** The symbol holding file offset `offset`, and how far into it. */
@@ -72,8 +74,14 @@ interface Segment {
   offset: bigint;
 }
 
+/** `length` bytes of `source` at `offset` as a Buffer (a view of what the source gave, not a copy). */
+async function bytesAt(source: ByteSource, offset: number, length: number): Promise<Buffer> {
+  const bytes = await source.read(offset, length);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 async function elfHeader(source: ByteSource): Promise<Buffer | undefined> {
-  const header = Buffer.from(await source.read(0, 64));
+  const header = await bytesAt(source, 0, 64);
   if (header.length < 64 || header.readUInt32BE(0) !== 0x7f454c46 || header[4] !== 2 || header[5] !== 1)
     return undefined;
   return header;
@@ -89,7 +97,7 @@ async function readSectionHeaders(source: ByteSource, header: Buffer): Promise<S
   const shnum = header.readUInt16LE(0x3c);
   if (shentsize < 64 || shnum === 0 || shnum > elfFunctionLimits.maxSections || shoff > BigInt(source.size))
     return undefined;
-  const table = Buffer.from(await source.read(Number(shoff), shnum * shentsize));
+  const table = await bytesAt(source, Number(shoff), shnum * shentsize);
   const sections: Section[] = [];
   for (let at = 0; at + shentsize <= table.length; at += shentsize)
     sections.push({
@@ -120,7 +128,7 @@ export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
   const phentsize = header.readUInt16LE(0x36);
   const phnum = header.readUInt16LE(0x38);
   if (phentsize < 56 || phoff > BigInt(source.size)) return [];
-  const table = Buffer.from(await source.read(Number(phoff), phnum * phentsize));
+  const table = await bytesAt(source, Number(phoff), phnum * phentsize);
   const segments: Segment[] = [];
   for (let at = 0; at + 56 <= table.length; at += phentsize)
     if (table.readUInt32LE(at) === 1)
@@ -164,51 +172,168 @@ export async function readFunctionTable(
   const names = sections[header.readUInt16LE(0x3e)];
   const sectionNames =
     names && present(names) && names.size <= BigInt(elfFunctionLimits.maxStringBytes)
-      ? Buffer.from(await source.read(Number(names.offset), Number(names.size)))
+      ? await bytesAt(source, Number(names.offset), Number(names.size))
       : Buffer.alloc(0);
-  const isText = (section: Section) => sectionName(sectionNames, section).includes('text');
-  const symBytes = Buffer.from(await source.read(Number(symbols.offset), Number(symbols.size)));
-  const strBytes = Buffer.from(await source.read(Number(strings.offset), Number(strings.size)));
-  const syms: FunctionSymbol[] = [];
+  // Which sections are named like `.text` (perf's labels live there), asked once per section.
+  const textSections = new Map<number, boolean>();
+  const isText = (index: number) => {
+    let text = textSections.get(index);
+    if (text === undefined)
+      textSections.set(index, (text = sectionName(sectionNames, sections[index]!).includes('text')));
+    return text;
+  };
+  const symBytes = await bytesAt(source, Number(symbols.offset), Number(symbols.size));
+  const strBytes = await bytesAt(source, Number(strings.offset), Number(strings.size));
+  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
+  const plt = await readPltSymbols(runtime, demangling, pltRules).catch(() => []);
+  const entries: SymbolEntries = { symBytes, words: entryWords(symBytes), strBytes, sections, isText, demangling };
+  return columnFunctions(entries, segments, plt) ?? objectFunctions(entries, segments, plt);
+}
+
+/** What readFunctionTable read of a file: its symbol table, string table and sections. */
+interface SymbolEntries {
+  symBytes: Buffer;
+  /** symBytes as little-endian 32-bit words. */
+  words: Uint32Array;
+  strBytes: Buffer;
+  sections: Section[];
+  isText: (section: number) => boolean;
+  demangling: boolean;
+}
+
+/**
+ * Calls `take` for each symbol of the table that perf keeps as a function (before moving it to its file offset):
+ * `nameAt` in the string table; `mangled` when its name is to be demangled; `named` its name when already demangled.
+ * Stops at the first `take` that returns false, and returns false then.
+ */
+function eachFunction(
+  { symBytes, words, strBytes, sections, isText, demangling }: SymbolEntries,
+  take: (at: number, nameAt: number, mangled: boolean, named: string | undefined) => boolean,
+): boolean {
+  // Whether any name holds a `$`: most string tables have none, and then no name needs looking at.
+  const dollars = strBytes.indexOf(0x24) >= 0;
   for (let at = 0; at + 24 <= symBytes.length; at += 24) {
-    const nameAt = symBytes.readUInt32LE(at);
+    const nameAt = words[at >> 2]!;
     const info = symBytes[at + 4]!;
-    const shndx = symBytes.readUInt16LE(at + 6);
+    const shndx = words[(at >> 2) + 1]! >>> 16;
     const type = info & 0xf;
     if (nameAt === 0 || shndx === SHN_UNDEF || (shndx >= SHN_LORESERVE && shndx !== SHN_ABS)) continue;
-    const section = sections[shndx];
-    if (!section) continue;
+    if (!sections[shndx]) continue;
     // perf's labels: untyped symbols of default or protected visibility in a section named like `.text`.
     const visibility = symBytes[at + 5]! & 3;
-    const label = type === STT_NOTYPE && shndx !== SHN_ABS && visibility !== 1 && visibility !== 2 && isText(section);
+    const label = type === STT_NOTYPE && shndx !== SHN_ABS && visibility !== 1 && visibility !== 2 && isText(shndx);
     if (!(type === STT_FUNC || type === STT_GNU_IFUNC || label)) continue;
     if (nameAt >= strBytes.length) continue;
-    const nul = strBytes.indexOf(0, nameAt);
-    const raw = strBytes.toString('utf8', nameAt, nul < 0 ? strBytes.length : nul);
     // perf demangles C++ names as it loads them, before it chooses among symbols at one address: the choice (prefer)
     // demangles those it compares, lookups the rest. A demangled name holds a `$` only where the mangled one does.
-    const mangled = demangling && raw.startsWith('_Z');
-    const name = mangled && raw.includes('$') ? (demangle(raw) ?? raw) : raw;
+    const mangled = demangling && strBytes[nameAt] === 0x5f && strBytes[nameAt + 1] === 0x5a;
+    let named: string | undefined;
+    if (mangled && dollars) {
+      const raw = cString(strBytes, nameAt);
+      if (raw.includes('$')) named = demangle(raw) ?? raw;
+    }
     // ARM mapping symbols ($a, $d, $x) are not functions.
-    if (name.startsWith('$')) continue;
+    if (named ? named.startsWith('$') : !mangled && strBytes[nameAt] === 0x24) continue;
+    if (!take(at, nameAt, mangled, named)) return false;
+  }
+  return true;
+}
+
+/** The NUL-terminated UTF-8 string at `at` of a string table. */
+function cString(strBytes: Buffer, at: number): string {
+  const nul = strBytes.indexOf(0, at);
+  return strBytes.toString('utf8', at, nul < 0 ? strBytes.length : nul);
+}
+
+const littleEndianHost = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** The little-endian 32-bit words of `bytes` (a symbol table: whole 24-byte entries), read with one load each. */
+function entryWords(bytes: Buffer): Uint32Array {
+  const count = bytes.length >> 2;
+  if (littleEndianHost && bytes.byteOffset % 4 === 0) return new Uint32Array(bytes.buffer, bytes.byteOffset, count);
+  const words = new Uint32Array(count);
+  for (let i = 0; i < count; i++) words[i] = bytes.readUInt32LE(i * 4);
+  return words;
+}
+
+const twoTo32 = 2 ** 32;
+/** The 64-bit value in words `i` (low half) and `i + 1` as a double, or -1 when it is maxColumnValue or more. */
+function columnValue(words: Uint32Array, i: number): number {
+  const hi = words[i + 1]!;
+  return hi >= maxColumnValue / twoTo32 ? -1 : hi * twoTo32 + words[i]!;
+}
+
+/**
+ * The table in columns (function-columns.ts), names read from the string table when a lookup or a tie asks; undefined
+ * when a value is too large for them (a forged file), for objectFunctions to build.
+ */
+function columnFunctions(
+  entries: SymbolEntries,
+  segments: Segment[],
+  plt: FunctionSymbol[],
+): FunctionTable | undefined {
+  const limit = BigInt(maxColumnValue);
+  if (segments.some((s) => s.vaddr >= limit || s.memsz >= limit || s.offset >= limit)) return undefined;
+  if (plt.some((s) => s.start >= limit || s.end >= limit)) return undefined;
+  const vaddrs = segments.map((s) => Number(s.vaddr));
+  const vends = segments.map((s) => Number(s.vaddr + s.memsz));
+  const offsets = segments.map((s) => Number(s.offset));
+  const candidates = Math.floor(entries.symBytes.length / 24);
+  const rows = new FunctionRows(candidates + plt.length);
+  const nameAts = new Uint32Array(candidates);
+  const mangled = new Uint8Array(candidates);
+  const named = new Map<number, string>();
+  const { symBytes, words, strBytes } = entries;
+  const complete = eachFunction(entries, (at, nameAt, isMangled, demangled) => {
+    const value = columnValue(words, (at >> 2) + 2);
+    const size = columnValue(words, (at >> 2) + 4);
+    if (value < 0 || size < 0) return false;
+    // perf's elf_read_program_header: a symbol in no load segment is dropped.
+    let segment = 0;
+    while (segment < vaddrs.length && !(value >= vaddrs[segment]! && value < vends[segment]!)) segment++;
+    if (segment === vaddrs.length) return true;
+    const start = value - vaddrs[segment]! + offsets[segment]!;
+    if (start >= maxColumnValue || start + size >= maxColumnValue) return false;
+    const row = rows.push(start, start + size, symBytes[at + 4]! >> 4);
+    nameAts[row] = nameAt;
+    mangled[row] = isMangled ? 1 : 0;
+    if (demangled !== undefined) named.set(row, demangled);
+    return true;
+  });
+  if (!complete) return undefined;
+  const functions = rows.count;
+  for (const sym of plt) rows.push(Number(sym.start), Number(sym.end), sym.binding);
+  const name = (row: number) => {
+    if (row >= functions) return nameOf(plt[row - functions]!);
+    const known = named.get(row);
+    if (known !== undefined) return known;
+    const raw = cString(strBytes, nameAts[row]!);
+    return mangled[row] ? (demangle(raw) ?? raw) : raw;
+  };
+  return columnTable(rows, name, { functions });
+}
+
+/** The table as objects with bigint addresses: for files whose values the columns cannot hold. */
+function objectFunctions(entries: SymbolEntries, segments: Segment[], plt: FunctionSymbol[]): FunctionTable {
+  const { symBytes, strBytes } = entries;
+  const syms: FunctionSymbol[] = [];
+  eachFunction(entries, (at, nameAt, mangled, named) => {
     const value = symBytes.readBigUInt64LE(at + 8);
     const size = symBytes.readBigUInt64LE(at + 16);
-    // perf's elf_read_program_header: a symbol in no load segment is dropped.
     const segment = segments.find((seg) => value >= seg.vaddr && value < seg.vaddr + seg.memsz);
-    if (!segment) continue;
+    if (!segment) return true;
     const start = value - segment.vaddr + segment.offset;
     // One shape for every symbol (no spread): the fixes and lookups stay monomorphic.
     syms.push({
       start,
       end: start + size,
-      name,
-      binding: info >> 4,
-      mangledSuffix: mangled && name === raw ? '' : undefined,
+      name: named ?? cString(strBytes, nameAt),
+      binding: symBytes[at + 4]! >> 4,
+      mangledSuffix: mangled && named === undefined ? '' : undefined,
     });
-  }
+    return true;
+  });
   const functions = fixup(syms);
-  // perf adds the PLT's entries after the symbol tables' fixes, from the mapped file.
-  const plt = await readPltSymbols(runtime, demangling, pltRules).catch(() => []);
   if (plt.length === 0) return tableOf(functions);
   return tableOf([...functions, ...plt].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0)));
 }
@@ -231,7 +356,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   if (!sections) return [];
   const names = sections[header.readUInt16LE(0x3e)];
   if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
-  const nameBytes = Buffer.from(await source.read(Number(names.offset), Number(names.size)));
+  const nameBytes = await bytesAt(source, Number(names.offset), Number(names.size));
   const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
   const rela = named('.rela.plt');
   const plt = named('.plt');
@@ -241,9 +366,8 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   if (rules === '6.1' && plt.entsize === 0n) return [];
   const limit = BigInt(elfFunctionLimits.maxSymbolBytes);
   if (rela.size > limit || dynsym.size > limit || dynstr.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
-  const relocations = Buffer.from(await source.read(Number(rela.offset), Number(rela.size)));
-  const symbols = Buffer.from(await source.read(Number(dynsym.offset), Number(dynsym.size)));
-  const strings = Buffer.from(await source.read(Number(dynstr.offset), Number(dynstr.size)));
+  const relocations = await bytesAt(source, Number(rela.offset), Number(rela.size));
+  const pltNames = await relocationNames(source, relocations, dynsym, dynstr);
   const out: FunctionSymbol[] = [];
   let entry = plt.entsize;
   let start = plt.offset + entry;
@@ -260,11 +384,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
       start = plt.offset + entry;
     }
   }
-  for (let at = 0; at + 24 <= relocations.length; at += 24) {
-    const index = Number(relocations.readBigUInt64LE(at + 8) >> 32n);
-    const nameAt = index * 24 + 24 <= symbols.length ? symbols.readUInt32LE(index * 24) : 0;
-    const end = strings.indexOf(0, nameAt);
-    const raw = nameAt < strings.length ? strings.toString('utf8', nameAt, end < 0 ? strings.length : end) : '';
+  for (const raw of pltNames) {
     const symbol: FunctionSymbol =
       demangling && raw.startsWith('_Z')
         ? { start, end: start + entry, name: raw, binding: STB_GLOBAL, mangledSuffix: '@plt' }
@@ -273,6 +393,64 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
     start += entry;
   }
   return out;
+}
+
+/** How many bytes of `section` a read of all of it gives (the file may end inside it). */
+function readableLength(source: ByteSource, section: Section): number {
+  return Math.max(0, Math.min(Number(section.size), source.size - Number(section.offset)));
+}
+
+/**
+ * The name of the dynamic symbol of each relocation (`''` for an index past the table), reading only the part of the
+ * tables that holds them: /usr/bin/node's are 7 MB for 500 names.
+ */
+async function relocationNames(
+  source: ByteSource,
+  relocations: Buffer,
+  dynsym: Section,
+  dynstr: Section,
+): Promise<string[]> {
+  const indices: number[] = [];
+  for (let at = 0; at + 24 <= relocations.length; at += 24)
+    indices.push(Number(relocations.readBigUInt64LE(at + 8) >> 32n));
+  const symbolBytes = readableLength(source, dynsym);
+  const [first, last] = extent(indices.filter((index) => index * 24 + 24 <= symbolBytes));
+  const symbols =
+    first <= last
+      ? await bytesAt(source, Number(dynsym.offset) + first * 24, (last - first + 1) * 24)
+      : Buffer.alloc(0);
+  const nameAts = indices.map((index) =>
+    index * 24 + 24 <= symbolBytes ? symbols.readUInt32LE((index - first) * 24) : 0,
+  );
+  // The names from the lowest to a page past the highest; all of the table when one runs on past that.
+  const stringBytes = readableLength(source, dynstr);
+  const inTable = nameAts.filter((at) => at < stringBytes);
+  const [lowest, highest] = extent(inTable);
+  let base = lowest;
+  let strings =
+    base <= highest
+      ? await bytesAt(source, Number(dynstr.offset) + base, Math.min(stringBytes, highest + 4096) - base)
+      : Buffer.alloc(0);
+  if (base + strings.length < stringBytes && inTable.some((at) => strings.indexOf(0, at - base) < 0)) {
+    base = 0;
+    strings = await bytesAt(source, Number(dynstr.offset), Number(dynstr.size));
+  }
+  return nameAts.map((at) => {
+    if (at >= stringBytes) return '';
+    const end = strings.indexOf(0, at - base);
+    return strings.toString('utf8', at - base, end < 0 ? strings.length : end);
+  });
+}
+
+/** The lowest and highest of `values` (Infinity and -Infinity when there are none). */
+function extent(values: number[]): [number, number] {
+  let low = Infinity;
+  let high = -Infinity;
+  for (const value of values) {
+    if (value < low) low = value;
+    if (value > high) high = value;
+  }
+  return [low, high];
 }
 
 /**

@@ -118,3 +118,31 @@ test('a kept binary of a recording made elsewhere: this machine’s debug files 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test(
+  'the files perf.data lists load ahead under the same rules: a FIFO listed is not opened, 200 000 entries are no burden',
+  { timeout: 30_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+    const fifo = join(dir, 'watchdog');
+    execFileSync('mkfifo', [fifo]);
+    const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
+    const folder = await OutputFolder.open(dir);
+    try {
+      while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
+      const entry = (filename: string) => ({ buildId: 'ab'.repeat(20), filename, pid: -1, cpumode: 2 });
+      const buildIds = [fifo, ...Array.from({ length: 200_000 }, (_, i) => `${dir}/missing-${i}.so`)].map(entry);
+      const listed: PerfDataHeader = { ...header(hostname()), features: { ...header(hostname()).features, buildIds } };
+      const symbols = await nativeSymbols(folder, listed, [], () => {});
+      assert.equal(await symbols.file(mapping(`${dir}/missing-3.so`, 'ab'.repeat(20)), 0x10n), undefined);
+      assert.equal(await symbols.file(mapping(fifo, 'ab'.repeat(20)), 0x10n), undefined);
+      await setTimeout(200);
+      const waiting = await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended');
+      assert.equal(waiting, 'wait_for_partner', 'the FIFO was opened');
+    } finally {
+      writer.kill('SIGKILL');
+      await folder.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
