@@ -117,9 +117,16 @@ interface Mapped {
 interface Maps {
   /** Sorted by start, none overlapping. */
   list: Mapped[];
+  /** Names these mappings in the frame table: a new number whenever they change. */
+  space: number;
 }
 
-const noMaps: Maps = Object.freeze({ list: [] }) as Maps;
+/** Spaces of the frame table: 0 marks an empty slot, 1 the kernel's lines, 2 a process with no mappings. */
+const kernelSpace = 1;
+const noMaps: Maps = Object.freeze({ list: [], space: 2 }) as Maps;
+const firstSpace = 3;
+/** Slots of the frame table (a power of two). */
+const frameSlots = 1 << 16;
 const maxExact = 1n << 53n;
 
 export class ScriptTextWriter {
@@ -150,6 +157,15 @@ export class ScriptTextWriter {
   private secondsText = '';
   private lastPeriod: number | bigint = -1;
   private periodText = '';
+  /**
+   * A direct-mapped table in front of the caches above, which most frames hit: its slot's keys (space, high word, low
+   * word of the address) and its line. Cleared with the caches, so it keeps no line they dropped.
+   */
+  private readonly slotKeys = new Uint32Array(frameSlots * 3);
+  private readonly slotLines: (ScriptFrame | undefined)[] = new Array<ScriptFrame | undefined>(frameSlots).fill(
+    undefined,
+  );
+  private nextSpace = firstSpace;
   /** A 32-bit view of the callchain slab being read: the entries as two words each, without a bigint each. */
   private words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   private wordsBuffer: ArrayBufferLike | undefined;
@@ -222,8 +238,23 @@ export class ScriptTextWriter {
 
   private mapsOf(pid: number): Maps {
     let maps = this.maps.get(pid);
-    if (!maps) this.maps.set(pid, (maps = { list: [] }));
+    if (!maps) this.maps.set(pid, (maps = { list: [], space: this.space() }));
     return maps;
+  }
+
+  /** A number for mappings new or changed. Past 2^32 - 1 the table starts afresh and every process is renumbered. */
+  private space(): number {
+    if (this.nextSpace === 0xffffffff) {
+      this.clearTable();
+      this.nextSpace = firstSpace;
+      for (const maps of this.maps.values()) maps.space = this.nextSpace++;
+    }
+    return this.nextSpace++;
+  }
+
+  private clearTable(): void {
+    this.slotKeys.fill(0);
+    this.slotLines.fill(undefined);
   }
 
   private mapped(mapping: Mapping): Mapped {
@@ -241,9 +272,7 @@ export class ScriptTextWriter {
     // A tid reused: the old thread goes.
     this.threads.set(tid, { pid, comm: parent.comm, prefix: '', prefixComm: undefined });
     // A process that ran before the recording gets its own mappings from the records that follow, not its parent's.
-    if (pid !== ppid) {
-      this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list] });
-    }
+    if (pid !== ppid) this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list], space: this.space() });
   }
 
   private mmap(event: MmapEvent): void {
@@ -282,6 +311,7 @@ export class ScriptTextWriter {
     kept.push(this.mapped(mapping));
     kept.sort((a, b) => (a.mapping.start < b.mapping.start ? -1 : a.mapping.start > b.mapping.start ? 1 : 0));
     maps.list = kept;
+    maps.space = this.space();
   }
 
   private sample(sample: SampleEvent): void | Promise<void> {
@@ -325,7 +355,10 @@ export class ScriptTextWriter {
       this.lastSeconds = seconds;
       this.secondsText = `${String(seconds).padStart(5)}.`;
     }
-    return `${this.secondsText}${String(Math.floor((time % 1e9) / 1000)).padStart(6, '0')}: `;
+    // time - seconds * 1e9 is time % 1e9, exactly (every term is an integer below 2^53), without a float remainder.
+    const micros = Math.floor((time - seconds * 1e9) / 1000);
+    const thousands = Math.floor(micros / 1000);
+    return `${this.secondsText}${threeDigits[thousands]}${threeDigits[micros - thousands * 1000]}: `;
   }
 
   /** The frame lines of `chain` from entry `from` (`made` lines made so far), then the sample to the sink. */
@@ -358,7 +391,26 @@ export class ScriptTextWriter {
         cpumode = low === marker.kernel ? misc.kernel : low === marker.user ? misc.user : misc.hypervisor;
         continue;
       }
+      // The line depends on the address and the process's mappings, or on the address alone for the kernel's.
+      const space =
+        cpumode === misc.kernel || (cpumode === 0 && high >= kernelStartHigh)
+          ? kernelSpace
+          : cpumode === misc.hypervisor
+            ? 0
+            : maps.space;
+      const slot = ((Math.imul(low, 0x9e3779b1) ^ Math.imul(high ^ space, 0x85ebca6b)) >>> 16) & (frameSlots - 1);
+      const keys = this.slotKeys;
+      if (space !== 0 && keys[slot * 3] === space && keys[slot * 3 + 1] === high && keys[slot * 3 + 2] === low) {
+        this.frames[frames++] = this.slotLines[slot]!;
+        continue;
+      }
       const frame = this.frame(high, low, cpumode, maps);
+      if (space !== 0 && !(frame instanceof Promise)) {
+        keys[slot * 3] = space;
+        keys[slot * 3 + 1] = high;
+        keys[slot * 3 + 2] = low;
+        this.slotLines[slot] = frame;
+      }
       // A symbol table still loading: the rest waits for it.
       if (frame instanceof Promise)
         return frame.then((line) => {
@@ -432,6 +484,7 @@ export class ScriptTextWriter {
       this.kernelTopLines.clear();
       this.kernelLines.clear();
       this.unmappedLines.clear();
+      this.clearTable();
       this.generation++;
       this.linesCached = 0;
     }
@@ -470,6 +523,9 @@ function timestamp(time: bigint): string {
 }
 
 const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** `000` to `999`: the microseconds of a timestamp are two of them. */
+const threeDigits = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
 
 /**
  * What changed in perf script's text between the versions checked (6.1.187 and 6.12.117): 6.12 pads the tid to 7
