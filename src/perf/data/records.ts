@@ -192,7 +192,8 @@ const bit = Object.freeze({
 const slabEntries = 1 << 16;
 
 /**
- * Where one reading copies its callchains: into slabs of 64K entries rather than each into an array of its own (an
+ * Where one reading copies the callchains it cannot view where they lie (a record whose callchain is not 8-byte
+ * aligned in its buffer, as a pipe's may be): into slabs of 64K entries rather than each into an array of its own (an
  * array buffer each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds
  * part of it.
  */
@@ -201,6 +202,13 @@ export class CallchainSlab {
   /** The slab's bytes, copied into without a view per callchain. */
   private bytes = new Uint8Array(this.slab.buffer);
   private used = 0;
+
+  /** `entries` u64s of `record` from `at` on: a view of them where they lie when aligned, else a copy. */
+  view(record: Buffer, at: number, entries: number): BigUint64Array {
+    const offset = record.byteOffset + at;
+    // The record is a view of the chunk read (or a buffer of its own), which nothing writes to again.
+    return offset % 8 === 0 ? new BigUint64Array(record.buffer, offset, entries) : this.copy(record, at, entries);
+  }
 
   /** A copy of `entries` u64s of `record` from `at` on. */
   copy(record: Buffer, at: number, entries: number): BigUint64Array {
@@ -216,7 +224,10 @@ export class CallchainSlab {
   }
 }
 
-/** Decodes a SAMPLE record of attribute `attrIndex`, its callchain copied into `slab`. */
+/**
+ * Decodes a SAMPLE record of attribute `attrIndex`: its callchain is a view into the record's buffer, or copied
+ * into `slab` (see CallchainSlab.view).
+ */
 export function decodeSample(
   record: Buffer,
   attrIndex: number,
@@ -272,7 +283,7 @@ export function decodeSample(
     const nr = record.readUInt32LE(at + 4) === 0 ? record.readUInt32LE(at) : Number.POSITIVE_INFINITY;
     at += 8;
     if (nr > Math.floor((end - at) / 8)) throw new RecordError('a callchain longer than its sample');
-    callchain = slab.copy(record, at, Math.min(nr, limits.maxCallchain));
+    callchain = slab.view(record, at, Math.min(nr, limits.maxCallchain));
   }
   return {
     kind: 'sample',
