@@ -123,7 +123,8 @@ interface Maps {
 
 /** Spaces of the frame table: 0 marks an empty slot, 1 the kernel's lines, 2 a process with no mappings. */
 const kernelSpace = 1;
-const noMaps: Maps = Object.freeze({ list: [], space: 2 }) as Maps;
+/** The mappings of a process none were recorded for (not frozen: one object shape for all the Maps). */
+const noMaps: Maps = { list: [], space: 2 };
 const firstSpace = 3;
 /** Slots of the frame table (a power of two). */
 const frameSlots = 1 << 16;
