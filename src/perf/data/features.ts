@@ -1,6 +1,7 @@
 // The feature sections of a perf.data that profcpu uses, decoded from their bytes (file mode: the sections after the
 // data; pipe mode: the body of a HEADER_FEATURE record after its feature id): host, OS release, perf version, arch,
-// CPUs, CPU description, command line, event names and build-ids. Every count and length is checked against the
+// CPUs, CPU description and id, memory, command line, event names, PMU names, first and last sample times, clock
+// resolution and build-ids. Every count and length is checked against the
 // section's bytes; a bad section throws (the caller says which file).
 import { attrMinBytes, feature, limits, misc } from './format.js';
 
@@ -19,11 +20,20 @@ export interface Features {
   perfVersion?: string;
   arch?: string;
   cpuDesc?: string;
+  cpuid?: string;
+  /** kB, as perf prints it. */
+  totalMemKb?: bigint;
   nrCpusAvailable?: number;
   nrCpusOnline?: number;
   cmdline?: string[];
   /** Event names in attribute order, with the ids of each, from EVENT_DESC. */
   eventDesc?: { name: string; ids: bigint[] }[];
+  /** The PMUs perf knew, by type number and name (PMU_MAPPINGS), in the file's order. */
+  pmuMappings?: { type: number; name: string }[];
+  /** The first and last sample times, ns (SAMPLE_TIME). */
+  sampleTime?: { first: bigint; last: bigint };
+  /** The resolution of the clock perf recorded with (-k), ns (CLOCKID). */
+  clockidResNs?: bigint;
   buildIds: BuildIdEntry[];
 }
 
@@ -79,6 +89,23 @@ export function decodeFeature(bit: number, bytes: Buffer, into: Features): void 
       return;
     case feature.cpuDesc:
       into.cpuDesc = c.string();
+      return;
+    case feature.cpuid:
+      into.cpuid = c.string();
+      return;
+    case feature.totalMem:
+      into.totalMemKb = c.u64();
+      return;
+    case feature.pmuMappings: {
+      const n = count(c.u32(), limits.maxStrings, 'PMU mappings');
+      into.pmuMappings = Array.from({ length: n }, () => ({ type: c.u32(), name: c.string() }));
+      return;
+    }
+    case feature.sampleTime:
+      into.sampleTime = { first: c.u64(), last: c.u64() };
+      return;
+    case feature.clockid:
+      into.clockidResNs = c.u64();
       return;
     case feature.nrCpus:
       into.nrCpusAvailable = c.u32();

@@ -31,6 +31,17 @@ export interface PerfDataHeader {
   mode: 'file' | 'pipe';
   attrs: EventAttr[];
   features: Features;
+  /** What a file-mode perf.data's header says of the file (perf script --header prints it first). */
+  file?: FileFacts;
+}
+
+export interface FileFacts {
+  /** The file's mtime, ms since the epoch (perf's `captured on`). */
+  mtimeMs: number;
+  dataOffset: number;
+  dataSize: number;
+  /** The feature bits set in the header, in order. */
+  featureBits: number[];
 }
 
 export interface ReadSummary {
@@ -92,6 +103,7 @@ export async function readPerfDataFile(
       return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options.signal);
     }
     const header = await readFileHeader(file, start, size, name);
+    header.parsed.file = { ...header.parsed.file!, mtimeMs: stats.mtimeMs };
     if (header.dataSize === 0)
       return await deliverRecords(new ByteStream(empty()), header.parsed, handlers, name, options, 0);
     const chunks = file.createReadStream({
@@ -185,7 +197,12 @@ async function readFileHeader(file: FileHandle, bytes: Buffer, fileSize: number,
       }
     }
   }
-  const parsed: PerfDataHeader = { mode: 'file', attrs, features };
+  const parsed: PerfDataHeader = {
+    mode: 'file',
+    attrs,
+    features,
+    file: { mtimeMs: 0, dataOffset, dataSize, featureBits: bits },
+  };
   nameEvents(parsed);
   return { dataOffset, dataSize, parsed };
 }
