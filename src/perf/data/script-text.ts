@@ -11,7 +11,8 @@
 // from kallsyms, file mappings by their offset in the file (the address printed is that offset), anonymous executable
 // memory as `/tmp/perf-<pid>.map` with the address as is. Frames past perf script's default --max-stack (127) are
 // dropped, as perf drops them.
-import { context, contextMax, feature, infoOnlyFeatures, misc } from './format.js';
+import { eventLine } from './event-line.js';
+import { context, contextMax, feature, featureNames61, infoOnlyFeatures, misc } from './format.js';
 import type { PerfDataHeader, PerfEvent } from './reader.js';
 import type { MmapEvent, PerfTime, SampleEvent } from './records.js';
 
@@ -182,8 +183,9 @@ export class ScriptTextWriter {
 
   /**
    * The `#` header perf script --header prints first, with the facts the reader decodes, each line as perf prints it
-   * and in its order (the feature sections' order, by bit); those of features it does not decode are left out, and
-   * an event's line stops after its name.
+   * and in its order (the feature sections' order, by bit); those of features it does not decode are left out. An
+   * event's line lists its attribute as perf 6.1 does when the recording is perf 6.1's (event-line.ts), else it stops
+   * after the event's name.
    */
   async header(header: PerfDataHeader): Promise<void> {
     const f = header.features;
@@ -215,7 +217,10 @@ export class ScriptTextWriter {
     fact('cpuid', f.cpuid);
     if (f.totalMemKb !== undefined) lines.push(`# total memory : ${f.totalMemKb} kB`);
     if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
-    for (const name of this.names) lines.push(`# event : name = ${name}, `);
+    if (f.eventDesc && this.style.attrLines)
+      for (const event of f.eventDesc)
+        lines.push(eventLine(event.name, event.ids, event.attr) ?? `# event : name = ${event.name}, `);
+    else for (const name of this.names) lines.push(`# event : name = ${name}, `);
     // The later features, by bit; those perf names only are known in file mode (its bitmap).
     const bits = new Set(file?.featureBits);
     for (let bit = feature.eventDesc + 1; bit < 64; bit++) {
@@ -225,6 +230,12 @@ export class ScriptTextWriter {
       else if (bit === feature.sampleTime && f.sampleTime) lines.push(...sampleTimeLines(f.sampleTime));
       else if (bit === feature.clockid && f.clockidResNs !== undefined)
         lines.push(`# clockid frequency: ${BigInt.asUintN(64, f.clockidResNs * 1000n)} MHz`);
+      else if (bit === feature.clockData && f.clockData) lines.push(...clockDataLines(f.clockData));
+    }
+    // The features perf 6.1 knows that the file lacks (file mode only, as perf).
+    if (file && this.style.attrLines) {
+      const missing = featureNames61.filter((_, bit) => bit > 0 && !bits.has(bit));
+      lines.push(`# missing features: ${missing.map((name) => `${name} `).join('')}`);
     }
     lines.push('# ========', '#', '');
     await this.sink.header(lines.join('\n'));
@@ -549,6 +560,33 @@ function pmuMappingsLine(mappings: readonly { type: number; name: string }[]): s
   return `# pmu mappings: ${mappings.map((m) => `${m.name} = ${m.type}`).join(', ')}`;
 }
 
+/** Names of the clocks perf records with (-k), by clockid, as its clockid_name gives them. */
+const clockNames = new Map([
+  [1, 'monotonic'],
+  [4, 'monotonic_raw'],
+  [0, 'realtime'],
+  [7, 'boottime'],
+  [11, 'tai'],
+]);
+
+/** perf's CLOCK_DATA lines: the clock, and its reading beside the time of day (local time). None for other clocks. */
+function clockDataLines(data: { clockid: number; todNs: bigint; clockidNs: bigint }): string[] {
+  const name = clockNames.get(data.clockid);
+  // perf prints the seconds as signed longs: times past 2^63 ns are left to it.
+  if (!name || data.todNs >= 1n << 63n || data.clockidNs >= 1n << 63n) return [];
+  const todSeconds = data.todNs / 1_000_000_000n;
+  const todMicros = String((data.todNs % 1_000_000_000n) / 1000n).padStart(6, '0');
+  const d = new Date(Number(todSeconds) * 1000);
+  const two = (n: number) => String(n).padStart(2, '0');
+  const date = `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+  const clock = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  const clockidTime = `${data.clockidNs / 1_000_000_000n}.${String(data.clockidNs % 1_000_000_000n).padStart(9, '0')}`;
+  return [
+    `# clockid: ${name} (${data.clockid})`,
+    `# reference time: ${date} ${clock}.${todMicros} = ${todSeconds}.${todMicros} (TOD) = ${clockidTime} (${name})`,
+  ];
+}
+
 /** perf's SAMPLE_TIME lines: the times as seconds.micros, the duration in ms as printf's `%10.3f`. */
 function sampleTimeLines({ first, last }: { first: bigint; last: bigint }): string[] {
   const micros = (time: bigint) =>
@@ -606,14 +644,16 @@ interface ScriptStyle {
   fileOffsets: boolean;
   /** An exited thread keeps its comm (6.1); 6.12 removes it from its machine. */
   keepsExited: boolean;
+  /** The header's event lines list the attribute as 6.1 prints it (event-line.ts); 6.12 names types and configs. */
+  attrLines: boolean;
 }
 
 function styleOf(perfVersion: string | undefined): ScriptStyle {
   const m = /^(\d+)\.(\d+)/.exec(perfVersion ?? '');
   const older = !m || Number(m[1]) < 6 || (Number(m[1]) === 6 && Number(m[2]) <= 1);
   return older
-    ? { tidWidth: 5, fileOffsets: true, keepsExited: true }
-    : { tidWidth: 7, fileOffsets: false, keepsExited: false };
+    ? { tidWidth: 5, fileOffsets: true, keepsExited: true, attrLines: true }
+    : { tidWidth: 7, fileOffsets: false, keepsExited: false, attrLines: false };
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
