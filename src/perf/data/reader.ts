@@ -265,6 +265,8 @@ async function deliverRecords(
     return layout;
   };
   if (header.mode === 'file') await started();
+  // Counted in an array (types beyond perf's together at 128: a hostile stream cannot grow it), a map at the end.
+  const counts = new Array<number>(129).fill(0);
   let count = 0;
   try {
     while (stream.position < end) {
@@ -288,9 +290,7 @@ async function deliverRecords(
         if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
       }
       const type = record.readUInt32LE(0);
-      // Types beyond perf's are counted together: a hostile stream cannot grow the map.
-      const counted = type < 128 ? type : 128;
-      summary.recordCounts.set(counted, (summary.recordCounts.get(counted) ?? 0) + 1);
+      counts[type < 128 ? type : 128]!++;
       try {
         const handled = handleRecord(record, type, offset);
         if (handled) await handled;
@@ -301,6 +301,7 @@ async function deliverRecords(
     }
     if (layout) await order.finish();
     else await started();
+    counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
     return summary;
   } finally {
     await stream.close();
