@@ -127,8 +127,9 @@ const kernelSpace = 1;
 /** The mappings of a process none were recorded for (not frozen: one object shape for all the Maps). */
 const noMaps: Maps = { list: [], space: 2 };
 const firstSpace = 3;
-/** Slots of the frame table (a power of two). */
-const frameSlots = 1 << 16;
+/** Slots of the frame table: 2^bits. */
+const frameSlotBits = 16;
+const frameSlots = 1 << frameSlotBits;
 const maxExact = 1n << 53n;
 
 export class ScriptTextWriter {
@@ -436,7 +437,7 @@ export class ScriptTextWriter {
           : cpumode === misc.hypervisor
             ? 0
             : maps.space;
-      const slot = ((Math.imul(low, 0x9e3779b1) ^ Math.imul(high ^ space, 0x85ebca6b)) >>> 16) & (frameSlots - 1);
+      const slot = (Math.imul(low, 0x9e3779b1) ^ Math.imul(high ^ space, 0x85ebca6b)) >>> (32 - frameSlotBits);
       const keys = this.slotKeys;
       if (space !== 0 && keys[slot * 3] === space && keys[slot * 3 + 1] === high && keys[slot * 3 + 2] === low) {
         this.frames[frames++] = this.slotLines[slot]!;
