@@ -11,10 +11,10 @@
 // from kallsyms, file mappings by their offset in the file (the address printed is that offset), anonymous executable
 // memory as `/tmp/perf-<pid>.map` with the address as is. Frames past perf script's default --max-stack (127) are
 // dropped, as perf drops them.
-import { eventLine } from './event-line.js';
-import { context, contextMax, feature, featureNames61, infoOnlyFeatures, misc } from './format.js';
+import { context, contextMax, misc } from './format.js';
 import type { PerfDataHeader, PerfEvent } from './reader.js';
 import type { MmapEvent, PerfTime, SampleEvent } from './records.js';
+import { scriptHeader } from './script-header.js';
 
 /** A symbol and the distance of an address into it. */
 export interface SymbolHit {
@@ -182,64 +182,13 @@ export class ScriptTextWriter {
     this.options = { pids: undefined, maxStack: maxStackDefault, maxCachedLines: maxCachedLinesDefault, ...options };
   }
 
-  /**
-   * The `#` header perf script --header prints first, with the facts the reader decodes, each line as perf prints it
-   * and in its order (the feature sections' order, by bit); those of features it does not decode are left out. An
-   * event's line lists its attribute as perf 6.1 does when the recording is perf 6.1's (event-line.ts), else it stops
-   * after the event's name.
-   */
+  /** The `#` header perf script --header prints first (script-header.ts). */
   async header(header: PerfDataHeader): Promise<void> {
-    const f = header.features;
-    this.style = styleOf(f.perfVersion);
+    this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     this.eventTails = this.names.map((name) => `${name.padStart(this.nameWidth)}: `);
-    const lines = ['# ========'];
-    const fact = (name: string, value: string | number | bigint | undefined) => {
-      if (value !== undefined) lines.push(`# ${name} : ${value}`);
-    };
-    const file = header.file;
-    if (file) {
-      lines.push(
-        `# captured on    : ${ctime(file.mtimeMs)}`,
-        '# header version : 1',
-        `# data offset    : ${file.dataOffset}`,
-        `# data size      : ${file.dataSize}`,
-        `# feat offset    : ${file.dataOffset + file.dataSize}`,
-      );
-    }
-    fact('hostname', f.hostname);
-    fact('os release', f.osRelease);
-    fact('perf version', f.perfVersion);
-    fact('arch', f.arch);
-    fact('nrcpus online', f.nrCpusOnline);
-    fact('nrcpus avail', f.nrCpusAvailable);
-    fact('cpudesc', f.cpuDesc);
-    fact('cpuid', f.cpuid);
-    if (f.totalMemKb !== undefined) lines.push(`# total memory : ${f.totalMemKb} kB`);
-    if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
-    if (f.eventDesc && this.style.attrLines)
-      for (const event of f.eventDesc)
-        lines.push(eventLine(event.name, event.ids, event.attr) ?? `# event : name = ${event.name}, `);
-    else for (const name of this.names) lines.push(`# event : name = ${name}, `);
-    // The later features, by bit; those perf names only are known in file mode (its bitmap).
-    const bits = new Set(file?.featureBits);
-    for (let bit = feature.eventDesc + 1; bit < 64; bit++) {
-      const infoOnly = infoOnlyFeatures.get(bit);
-      if (infoOnly && bits.has(bit)) lines.push(`# ${infoOnly} info available, use -I to display`);
-      else if (bit === feature.pmuMappings && f.pmuMappings) lines.push(pmuMappingsLine(f.pmuMappings));
-      else if (bit === feature.sampleTime && f.sampleTime) lines.push(...sampleTimeLines(f.sampleTime));
-      else if (bit === feature.clockid && f.clockidResNs !== undefined)
-        lines.push(`# clockid frequency: ${BigInt.asUintN(64, f.clockidResNs * 1000n)} MHz`);
-      else if (bit === feature.clockData && f.clockData) lines.push(...clockDataLines(f.clockData));
-    }
-    // The features perf 6.1 knows that the file lacks (file mode only, as perf).
-    if (file && this.style.attrLines) {
-      const missing = featureNames61.filter((_, bit) => bit > 0 && !bits.has(bit));
-      lines.push(`# missing features: ${missing.map((name) => `${name} `).join('')}`);
-    }
-    lines.push('# ========', '#', '');
-    await this.sink.header(lines.join('\n'));
+    await this.sink.header(scriptHeader(header, this.names, this.style.attrLines));
   }
 
   /** Takes the next event; a promise only when it has to be waited for (a symbol table loading, the sink). */
@@ -544,74 +493,6 @@ function u64(high: number, low: number): bigint {
  */
 function lineKey(high: number, low: number): number {
   return high < exactHigh ? high * twoTo32 + low : -1 - ((high - topHigh) * twoTo32 + low);
-}
-
-/** ctime(3) of a file's mtime, local time, without its newline: `Wed Nov 25 03:18:59 2026`. */
-function ctime(mtimeMs: number): string {
-  const d = new Date(Math.floor(mtimeMs / 1000) * 1000);
-  const day = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][d.getDay()];
-  const month = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'][d.getMonth()];
-  const two = (n: number) => String(n).padStart(2, '0');
-  const clock = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
-  return `${day} ${month} ${String(d.getDate()).padStart(2)} ${clock} ${d.getFullYear()}`;
-}
-
-function pmuMappingsLine(mappings: readonly { type: number; name: string }[]): string {
-  if (mappings.length === 0) return '# pmu mappings: not available';
-  return `# pmu mappings: ${mappings.map((m) => `${m.name} = ${m.type}`).join(', ')}`;
-}
-
-/** Names of the clocks perf records with (-k), by clockid, as its clockid_name gives them. */
-const clockNames = new Map([
-  [1, 'monotonic'],
-  [4, 'monotonic_raw'],
-  [0, 'realtime'],
-  [7, 'boottime'],
-  [11, 'tai'],
-]);
-
-/** perf's CLOCK_DATA lines: the clock, and its reading beside the time of day (local time). None for other clocks. */
-function clockDataLines(data: { clockid: number; todNs: bigint; clockidNs: bigint }): string[] {
-  const name = clockNames.get(data.clockid);
-  // perf prints the seconds as signed longs: times past 2^63 ns are left to it.
-  if (!name || data.todNs >= 1n << 63n || data.clockidNs >= 1n << 63n) return [];
-  const todSeconds = data.todNs / 1_000_000_000n;
-  const todMicros = String((data.todNs % 1_000_000_000n) / 1000n).padStart(6, '0');
-  const d = new Date(Number(todSeconds) * 1000);
-  const two = (n: number) => String(n).padStart(2, '0');
-  const date = `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
-  const clock = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
-  const clockidTime = `${data.clockidNs / 1_000_000_000n}.${String(data.clockidNs % 1_000_000_000n).padStart(9, '0')}`;
-  return [
-    `# clockid: ${name} (${data.clockid})`,
-    `# reference time: ${date} ${clock}.${todMicros} = ${todSeconds}.${todMicros} (TOD) = ${clockidTime} (${name})`,
-  ];
-}
-
-/** perf's SAMPLE_TIME lines: the times as seconds.micros, the duration in ms as printf's `%10.3f`. */
-function sampleTimeLines({ first, last }: { first: bigint; last: bigint }): string[] {
-  const micros = (time: bigint) =>
-    `${time / 1_000_000_000n}.${String((time % 1_000_000_000n) / 1000n).padStart(6, '0')}`;
-  // perf subtracts u64s (a last time before the first wraps) and divides as a double.
-  const ms = Number(BigInt.asUintN(64, last - first)) / 1e6;
-  return [
-    `# time of first sample : ${micros(first)}`,
-    `# time of last sample : ${micros(last)}`,
-    `# sample duration : ${fixed3(ms).padStart(10)} ms`,
-  ];
-}
-
-/**
- * printf's `%.3f` of a non-negative double: toFixed rounds an exact tie up, glibc to even (a tie needs the double
- * to be a multiple of 1/2000 exactly, as 0.0625).
- */
-function fixed3(value: number): string {
-  const doubled = value * 2000;
-  if (Number.isInteger(doubled) && doubled % 2 === 1) {
-    const below = (doubled - 1) / 2;
-    return ((below % 2 === 0 ? below : below + 1) / 1000).toFixed(3);
-  }
-  return value.toFixed(3);
 }
 
 /** `seconds.micros` of a time in nanoseconds, as perf prints it. */
