@@ -3,8 +3,8 @@
 // the latest time seen when the previous round ended, since perf record wrote every CPU's buffer between the two; the
 // rest is delivered at the end. Records without a time (or time 0, as perf's synthesized mappings) bypass the queue.
 // The queue is bounded: past `maxQueued` events, or past `maxQueuedBytes` held by them (a buffer counted once however
-// many events share it: a sample's callchain is part of a slab), it delivers its earlier half, as perf does when its
-// memory runs out.
+// many events share it: a sample's callchain is a view of the chunk read, or part of a slab), it delivers its earlier
+// half, as perf does when its memory runs out.
 import { limits } from './format.js';
 import type { PerfTime } from './records.js';
 

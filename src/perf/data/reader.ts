@@ -245,7 +245,8 @@ async function deliverRecords(
     pipeBuildIds: 0,
   };
   let layout: RecordLayout | undefined;
-  // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their bytes too.
+  // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
+  // bytes too.
   const order = new TimeOrder<PerfEvent>(
     (event) => handlers.event(event),
     undefined,
