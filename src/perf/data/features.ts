@@ -1,6 +1,7 @@
 // The feature sections of a perf.data that profcpu uses, decoded from their bytes (file mode: the sections after the
 // data; pipe mode: the body of a HEADER_FEATURE record after its feature id): host, OS release, perf version, arch,
-// CPUs, CPU description, command line, event names and build-ids. Every count and length is checked against the
+// CPUs, CPU description and id, memory, command line, event names, PMU names, first and last sample times, clock
+// resolution and build-ids. Every count and length is checked against the
 // section's bytes; a bad section throws (the caller says which file).
 import { attrMinBytes, feature, limits, misc } from './format.js';
 
@@ -19,11 +20,22 @@ export interface Features {
   perfVersion?: string;
   arch?: string;
   cpuDesc?: string;
+  cpuid?: string;
+  /** kB, as perf prints it. */
+  totalMemKb?: bigint;
   nrCpusAvailable?: number;
   nrCpusOnline?: number;
   cmdline?: string[];
-  /** Event names in attribute order, with the ids of each, from EVENT_DESC. */
-  eventDesc?: { name: string; ids: bigint[] }[];
+  /** Event names in attribute order, with the ids and the attribute (its bytes, as the file has them) of each. */
+  eventDesc?: { name: string; ids: bigint[]; attr: Buffer }[];
+  /** The PMUs perf knew, by type number and name (PMU_MAPPINGS), in the file's order. */
+  pmuMappings?: { type: number; name: string }[];
+  /** The first and last sample times, ns (SAMPLE_TIME). */
+  sampleTime?: { first: bigint; last: bigint };
+  /** The resolution of the clock perf recorded with (-k), ns (CLOCKID). */
+  clockidResNs?: bigint;
+  /** The clock perf recorded with and one reading of it with the time of day, ns (CLOCK_DATA, version 1). */
+  clockData?: { clockid: number; todNs: bigint; clockidNs: bigint };
   buildIds: BuildIdEntry[];
 }
 
@@ -80,6 +92,29 @@ export function decodeFeature(bit: number, bytes: Buffer, into: Features): void 
     case feature.cpuDesc:
       into.cpuDesc = c.string();
       return;
+    case feature.cpuid:
+      into.cpuid = c.string();
+      return;
+    case feature.totalMem:
+      into.totalMemKb = c.u64();
+      return;
+    case feature.pmuMappings: {
+      const n = count(c.u32(), limits.maxStrings, 'PMU mappings');
+      into.pmuMappings = Array.from({ length: n }, () => ({ type: c.u32(), name: c.string() }));
+      return;
+    }
+    case feature.sampleTime:
+      into.sampleTime = { first: c.u64(), last: c.u64() };
+      return;
+    case feature.clockid:
+      into.clockidResNs = c.u64();
+      return;
+    case feature.clockData: {
+      // perf refuses other versions; they are left undecoded.
+      if (c.u32() !== 1) return;
+      into.clockData = { clockid: c.u32(), todNs: c.u64(), clockidNs: c.u64() };
+      return;
+    }
     case feature.nrCpus:
       into.nrCpusAvailable = c.u32();
       into.nrCpusOnline = c.u32();
@@ -102,16 +137,18 @@ function decodeEventDesc(c: Cursor) {
   const n = count(c.u32(), limits.maxAttrs, 'event descriptions');
   const attrSize = c.u32();
   if (attrSize < attrMinBytes || attrSize > limits.maxAttrBytes) throw new Error(`event attributes of ${attrSize}`);
-  const events: { name: string; ids: bigint[] }[] = [];
+  const events: { name: string; ids: bigint[]; attr: Buffer }[] = [];
   for (let i = 0; i < n; i++) {
     c.need(attrSize);
+    // A copy: the section's bytes are not kept.
+    const attr = Buffer.from(c.bytes.subarray(c.at, c.at + attrSize));
     c.at += attrSize;
     const nrIds = c.u32();
     const name = c.string();
     c.need(nrIds * 8);
     const ids: bigint[] = [];
     for (let j = 0; j < nrIds; j++) ids.push(c.u64());
-    events.push({ name, ids });
+    events.push({ name, ids, attr });
   }
   return events;
 }

@@ -51,10 +51,64 @@ export const feature = Object.freeze({
   arch: 6,
   nrCpus: 7,
   cpuDesc: 8,
+  cpuid: 9,
+  totalMem: 10,
   cmdline: 11,
   eventDesc: 12,
+  pmuMappings: 16,
+  sampleTime: 21,
+  clockid: 23,
   dirFormat: 24,
+  clockData: 29,
 });
+
+/** perf 6.1's feature names, by bit (1 to 31), as its `missing features` line names them. */
+export const featureNames61 = [
+  'RESERVED',
+  'TRACING_DATA',
+  'BUILD_ID',
+  'HOSTNAME',
+  'OSRELEASE',
+  'VERSION',
+  'ARCH',
+  'NRCPUS',
+  'CPUDESC',
+  'CPUID',
+  'TOTAL_MEM',
+  'CMDLINE',
+  'EVENT_DESC',
+  'CPU_TOPOLOGY',
+  'NUMA_TOPOLOGY',
+  'BRANCH_STACK',
+  'PMU_MAPPINGS',
+  'GROUP_DESC',
+  'AUXTRACE',
+  'STAT',
+  'CACHE',
+  'SAMPLE_TIME',
+  'MEM_TOPOLOGY',
+  'CLOCKID',
+  'DIR_FORMAT',
+  'BPF_PROG_INFO',
+  'BPF_BTF',
+  'COMPRESSED',
+  'CPU_PMU_CAPS',
+  'CLOCK_DATA',
+  'HYBRID_TOPOLOGY',
+  'PMU_CAPS',
+];
+
+/**
+ * Features perf script --header names only, as `# <NAME> info available, use -I to display` (perf's full_only
+ * features), by bit: the reader notes that the file has them and reads nothing of them.
+ */
+export const infoOnlyFeatures: ReadonlyMap<number, string> = new Map([
+  [13, 'CPU_TOPOLOGY'],
+  [14, 'NUMA_TOPOLOGY'],
+  [20, 'CACHE'],
+  [22, 'MEM_TOPOLOGY'],
+  [30, 'HYBRID_TOPOLOGY'],
+]);
 
 /** PERF_RECORD_MISC_* bits of a record header's misc field. */
 export const misc = Object.freeze({

@@ -3,12 +3,13 @@
 // the latest time seen when the previous round ended, since perf record wrote every CPU's buffer between the two; the
 // rest is delivered at the end. Records without a time (or time 0, as perf's synthesized mappings) bypass the queue.
 // The queue is bounded: past `maxQueued` events, or past `maxQueuedBytes` held by them (a buffer counted once however
-// many events share it: a sample's callchain is part of a slab), it delivers its earlier half, as perf does when its
-// memory runs out.
+// many events share it: a sample's callchain is a view of the chunk read, or part of a slab), it delivers its earlier
+// half, as perf does when its memory runs out.
 import { limits } from './format.js';
+import type { PerfTime } from './records.js';
 
 interface Queued<T> {
-  time: bigint;
+  time: PerfTime;
   seq: number;
   event: T;
 }
@@ -17,8 +18,8 @@ export class TimeOrder<T> {
   private queue: Queued<T>[] = [];
   private sorted = true;
   private seq = 0;
-  private maxTime = 0n;
-  private nextFlush = 0n;
+  private maxTime: PerfTime = 0;
+  private nextFlush: PerfTime = 0;
 
   /** How many queued events hold each buffer, and the bytes of those buffers. */
   private readonly held = new Map<ArrayBufferLike, number>();
@@ -33,8 +34,9 @@ export class TimeOrder<T> {
   ) {}
 
   /** Queues (or delivers) an event; a promise only when a delivery has to be waited for. */
-  push(time: bigint | undefined, event: T): void | Promise<void> {
-    if (time === undefined || time === 0n || time === 0xffffffffffffffffn) return this.deliver(event);
+  push(time: PerfTime | undefined, event: T): void | Promise<void> {
+    // A time is a number while it is exact, so 2^64 - 1 is a bigint; a caller may still give 0 as either.
+    if (time === undefined || time === 0 || time === 0n || time === 0xffffffffffffffffn) return this.deliver(event);
     const last = this.queue[this.queue.length - 1];
     if (last && time < last.time) this.sorted = false;
     this.queue.push({ time, seq: this.seq++, event });
@@ -67,11 +69,12 @@ export class TimeOrder<T> {
 
   private sort(): void {
     if (this.sorted) return;
+    // Numbers and bigints compare exactly with each other.
     this.queue.sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : a.seq - b.seq));
     this.sorted = true;
   }
 
-  private async flushUpTo(limit: bigint, strictlyBefore: boolean): Promise<void> {
+  private async flushUpTo(limit: PerfTime, strictlyBefore: boolean): Promise<void> {
     this.sort();
     let n = 0;
     while (n < this.queue.length && (strictlyBefore ? this.queue[n]!.time < limit : this.queue[n]!.time <= limit)) n++;

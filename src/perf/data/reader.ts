@@ -31,6 +31,17 @@ export interface PerfDataHeader {
   mode: 'file' | 'pipe';
   attrs: EventAttr[];
   features: Features;
+  /** What a file-mode perf.data's header says of the file (perf script --header prints it first). */
+  file?: FileFacts;
+}
+
+export interface FileFacts {
+  /** The file's mtime, ms since the epoch (perf's `captured on`). */
+  mtimeMs: number;
+  dataOffset: number;
+  dataSize: number;
+  /** The feature bits set in the header, in order. */
+  featureBits: number[];
 }
 
 export interface ReadSummary {
@@ -92,6 +103,7 @@ export async function readPerfDataFile(
       return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options.signal);
     }
     const header = await readFileHeader(file, start, size, name);
+    header.parsed.file = { ...header.parsed.file!, mtimeMs: stats.mtimeMs };
     if (header.dataSize === 0)
       return await deliverRecords(new ByteStream(empty()), header.parsed, handlers, name, options, 0);
     const chunks = file.createReadStream({
@@ -185,7 +197,12 @@ async function readFileHeader(file: FileHandle, bytes: Buffer, fileSize: number,
       }
     }
   }
-  const parsed: PerfDataHeader = { mode: 'file', attrs, features };
+  const parsed: PerfDataHeader = {
+    mode: 'file',
+    attrs,
+    features,
+    file: { mtimeMs: 0, dataOffset, dataSize, featureBits: bits },
+  };
   nameEvents(parsed);
   return { dataOffset, dataSize, parsed };
 }
@@ -228,7 +245,8 @@ async function deliverRecords(
     pipeBuildIds: 0,
   };
   let layout: RecordLayout | undefined;
-  // A queued sample's callchain keeps its whole slab alive: the queue counts the slabs' bytes too.
+  // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
+  // bytes too.
   const order = new TimeOrder<PerfEvent>(
     (event) => handlers.event(event),
     undefined,
@@ -248,6 +266,8 @@ async function deliverRecords(
     return layout;
   };
   if (header.mode === 'file') await started();
+  // Counted in an array (types beyond perf's together at 128: a hostile stream cannot grow it), a map at the end.
+  const counts = new Array<number>(129).fill(0);
   let count = 0;
   try {
     while (stream.position < end) {
@@ -271,9 +291,7 @@ async function deliverRecords(
         if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
       }
       const type = record.readUInt32LE(0);
-      // Types beyond perf's are counted together: a hostile stream cannot grow the map.
-      const counted = type < 128 ? type : 128;
-      summary.recordCounts.set(counted, (summary.recordCounts.get(counted) ?? 0) + 1);
+      counts[type < 128 ? type : 128]!++;
       try {
         const handled = handleRecord(record, type, offset);
         if (handled) await handled;
@@ -284,6 +302,7 @@ async function deliverRecords(
     }
     if (layout) await order.finish();
     else await started();
+    counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
     return summary;
   } finally {
     await stream.close();

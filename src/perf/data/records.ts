@@ -18,7 +18,7 @@ export interface MmapEvent extends At {
   /** PROT_* of the mapping (MMAP2); MMAP records are executable mappings. */
   prot: number | undefined;
   cpumode: number;
-  time: bigint | undefined;
+  time: PerfTime | undefined;
 }
 
 export interface CommEvent extends At {
@@ -28,7 +28,7 @@ export interface CommEvent extends At {
   comm: string;
   /** The comm changed because the process exec'd. */
   exec: boolean;
-  time: bigint | undefined;
+  time: PerfTime | undefined;
 }
 
 export interface TaskEvent extends At {
@@ -40,7 +40,7 @@ export interface TaskEvent extends At {
   /** A fork perf synthesized for a process that ran before the recording (PERF_RECORD_MISC_FORK_EXEC): its mappings
    * follow in their own records, so the parent's are not copied. */
   exec: boolean;
-  time: bigint | undefined;
+  time: PerfTime | undefined;
 }
 
 export interface SampleEvent extends At {
@@ -51,9 +51,10 @@ export interface SampleEvent extends At {
   ip: bigint;
   pid: number;
   tid: number;
-  time: bigint | undefined;
+  time: PerfTime | undefined;
   cpu: number | undefined;
-  period: bigint;
+  /** A number while exact (below 2^53), as times. */
+  period: number | bigint;
   /** The callchain as recorded, context markers included (PERF_CONTEXT_KERNEL...), capped at maxCallchain. */
   callchain: BigUint64Array | undefined;
 }
@@ -61,7 +62,7 @@ export interface SampleEvent extends At {
 export interface LostEvent extends At {
   kind: 'lost';
   lost: bigint;
-  time: bigint | undefined;
+  time: PerfTime | undefined;
 }
 
 /** Where the record lies in the file (or stream), for messages and comparisons with `perf script -D`. */
@@ -71,15 +72,37 @@ interface At {
 
 export type PerfEvent = MmapEvent | CommEvent | TaskEvent | SampleEvent | LostEvent;
 
+/**
+ * A record's time, in ns since boot: a number while it is exact (below 2^53 ns, 104 days of uptime), a bigint past
+ * that. The bulk of the records then carry no bigint (each would be an object to make and to compare); a server up
+ * longer keeps its exact times. `<` and `>` compare the two kinds exactly.
+ */
+export type PerfTime = number | bigint;
+
+const exactU64 = 1n << 53n;
+
+/** The u64 at `at`, as a number when it is exact (below 2^53), else as a bigint. */
+export function readU64(record: Buffer, at: number): number | bigint {
+  const high = record.readUInt32LE(at + 4);
+  return high < 0x200000 ? high * 0x100000000 + record.readUInt32LE(at) : record.readBigUInt64LE(at);
+}
+
 export class RecordError extends Error {}
 
 /** How the reader finds a record's attribute and time: computed once per recording. */
 export class RecordLayout {
-  readonly byId = new Map<bigint, number>();
+  /** Attribute indexes by sample id, read as readU64 reads it (ids are small numbers: keys made with no bigint). */
+  readonly byId = new Map<number | bigint, number>();
+  /** Where the id lies: idPos and isPos of the events (the same for all, checked below). */
+  private readonly idPos: number;
+  private readonly isPos: number;
 
   constructor(readonly attrs: readonly EventAttr[]) {
     attrs.forEach((attr, index) => {
-      for (const id of attr.ids) if (!this.byId.has(id)) this.byId.set(id, index);
+      for (const id of attr.ids) {
+        const key = id < exactU64 ? Number(id) : id;
+        if (!this.byId.has(key)) this.byId.set(key, index);
+      }
     });
     // perf refuses recordings whose events put the id at different places; so does this reader.
     const first = attrs[0];
@@ -87,33 +110,34 @@ export class RecordLayout {
       for (const attr of attrs)
         if (idPos(attr.sampleType) !== idPos(first.sampleType) || isPos(attr.sampleType) !== isPos(first.sampleType))
           throw new RecordError('its events place their sample ids differently');
+    this.idPos = first ? idPos(first.sampleType) : -1;
+    this.isPos = first?.sampleIdAll ? isPos(first.sampleType) : -1;
   }
 
   /** The attribute of a sample, or -1 when its id names none. */
   sampleAttr(record: Buffer): number {
     if (this.attrs.length === 1) return 0;
-    const pos = idPos(this.attrs[0]!.sampleType);
+    const pos = this.idPos;
     if (pos < 0 || 8 + pos * 8 + 8 > record.length) return -1;
-    return this.byId.get(record.readBigUInt64LE(8 + pos * 8)) ?? -1;
+    return this.byId.get(readU64(record, 8 + pos * 8)) ?? -1;
   }
 
   /** The attribute of a non-sample record (from its trailer's id), or -1 when its id names none. */
   otherAttr(record: Buffer): number {
     if (this.attrs.length === 1) return 0;
-    const first = this.attrs[0]!;
-    const pos = isPos(first.sampleType);
-    if (!first.sampleIdAll || pos < 0 || record.length < 8 + pos * 8) return -1;
-    return this.byId.get(record.readBigUInt64LE(record.length - pos * 8)) ?? -1;
+    const pos = this.isPos;
+    if (pos < 0 || record.length < 8 + pos * 8) return -1;
+    return this.byId.get(readU64(record, record.length - pos * 8)) ?? -1;
   }
 
   /** The time in a non-sample record's trailer, or undefined when it has none. */
-  otherTime(record: Buffer): bigint | undefined {
+  otherTime(record: Buffer): PerfTime | undefined {
     const attr = this.attrs[this.otherAttr(record)];
     if (!attr?.sampleIdAll || !(attr.sampleType & sampleBit.time)) return undefined;
     const words = trailerWords(attr.sampleType);
     const at = record.length - words * 8 + (attr.sampleType & sampleBit.tid ? 8 : 0);
     if (at < 8) throw new RecordError('a record too short for its sample id');
-    return record.readBigUInt64LE(at);
+    return readU64(record, at);
   }
 }
 
@@ -168,28 +192,42 @@ const bit = Object.freeze({
 const slabEntries = 1 << 16;
 
 /**
- * Where one reading copies its callchains: into slabs of 64K entries rather than each into an array of its own (an
+ * Where one reading copies the callchains it cannot view where they lie (a record whose callchain is not 8-byte
+ * aligned in its buffer, as a pipe's may be): into slabs of 64K entries rather than each into an array of its own (an
  * array buffer each is an allocation outside the heap, slow to make and to collect). A slab lives while a sample holds
  * part of it.
  */
 export class CallchainSlab {
   private slab = new BigUint64Array(slabEntries);
+  /** The slab's bytes, copied into without a view per callchain. */
+  private bytes = new Uint8Array(this.slab.buffer);
   private used = 0;
+
+  /** `entries` u64s of `record` from `at` on: a view of them where they lie when aligned, else a copy. */
+  view(record: Buffer, at: number, entries: number): BigUint64Array {
+    const offset = record.byteOffset + at;
+    // The record is a view of the chunk read (or a buffer of its own), which nothing writes to again.
+    return offset % 8 === 0 ? new BigUint64Array(record.buffer, offset, entries) : this.copy(record, at, entries);
+  }
 
   /** A copy of `entries` u64s of `record` from `at` on. */
   copy(record: Buffer, at: number, entries: number): BigUint64Array {
     if (this.used + entries > slabEntries) {
       this.slab = new BigUint64Array(Math.max(slabEntries, entries));
+      this.bytes = new Uint8Array(this.slab.buffer);
       this.used = 0;
     }
+    record.copy(this.bytes, this.used * 8, at, at + entries * 8);
     const chain = this.slab.subarray(this.used, this.used + entries);
     this.used += entries;
-    new Uint8Array(chain.buffer, chain.byteOffset, entries * 8).set(record.subarray(at, at + entries * 8));
     return chain;
   }
 }
 
-/** Decodes a SAMPLE record of attribute `attrIndex`, its callchain copied into `slab`. */
+/**
+ * Decodes a SAMPLE record of attribute `attrIndex`: its callchain is a view into the record's buffer, or copied
+ * into `slab` (see CallchainSlab.view).
+ */
 export function decodeSample(
   record: Buffer,
   attrIndex: number,
@@ -216,10 +254,10 @@ export function decodeSample(
     tid = record.readInt32LE(at + 4);
     at += 8;
   }
-  let time: bigint | undefined;
+  let time: PerfTime | undefined;
   if (type & bit.time) {
     if (at + 8 > end) throw short();
-    time = record.readBigUInt64LE(at);
+    time = readU64(record, at);
     at += 8;
   }
   if (type & bit.addr) at += 8;
@@ -231,20 +269,21 @@ export function decodeSample(
     cpu = record.readUInt32LE(at);
     at += 8;
   }
-  let period = 1n;
+  let period: number | bigint = 1;
   if (type & bit.period) {
     if (at + 8 > end) throw short();
-    period = record.readBigUInt64LE(at);
+    period = readU64(record, at);
     at += 8;
   }
   if (type & bit.read) at += readBytes(attr.readFormat, record, at);
   let callchain: BigUint64Array | undefined;
   if (type & bit.callchain) {
     if (at + 8 > end) throw short();
-    const nr = record.readBigUInt64LE(at);
+    // An entry count past 2^32 is longer than any record: its high word alone says so.
+    const nr = record.readUInt32LE(at + 4) === 0 ? record.readUInt32LE(at) : Number.POSITIVE_INFINITY;
     at += 8;
-    if (nr > BigInt(Math.floor((end - at) / 8))) throw new RecordError('a callchain longer than its sample');
-    callchain = slab.copy(record, at, Math.min(Number(nr), limits.maxCallchain));
+    if (nr > Math.floor((end - at) / 8)) throw new RecordError('a callchain longer than its sample');
+    callchain = slab.view(record, at, Math.min(nr, limits.maxCallchain));
   }
   return {
     kind: 'sample',
@@ -273,7 +312,7 @@ function readBytes(format: bigint, record: Buffer, at: number): number {
 }
 
 /** Decodes one of the side-band records profcpu uses, or undefined for other types. */
-export function decodeOther(record: Buffer, type: number, time: bigint | undefined): PerfEvent | undefined {
+export function decodeOther(record: Buffer, type: number, time: PerfTime | undefined): PerfEvent | undefined {
   const recordMisc = record.readUInt16LE(4);
   const need = (n: number) => {
     if (n > record.length) throw new RecordError(`a record of type ${type} shorter than its fields`);
@@ -329,7 +368,7 @@ export function decodeOther(record: Buffer, type: number, time: bigint | undefin
  */
 function decodeMmap(
   record: Buffer,
-  time: bigint | undefined,
+  time: PerfTime | undefined,
   filenameAt: number,
   buildId: string | undefined,
   prot: number | undefined,

@@ -13,7 +13,8 @@
 // dropped, as perf drops them.
 import { context, contextMax, misc } from './format.js';
 import type { PerfDataHeader, PerfEvent } from './reader.js';
-import type { MmapEvent, SampleEvent } from './records.js';
+import type { MmapEvent, PerfTime, SampleEvent } from './records.js';
+import { scriptHeader } from './script-header.js';
 
 /** A symbol and the distance of an address into it. */
 export interface SymbolHit {
@@ -73,7 +74,21 @@ export interface ScriptTextOptions {
   maxCachedLines: number;
 }
 
-const kernelStart = 0xffff800000000000n;
+/** The high word of the lowest kernel address (0xffff800000000000). */
+const kernelStartHigh = 0xffff8000;
+/** The low words of the context markers this writer follows (their high word is all ones). */
+const marker = Object.freeze({
+  kernel: Number(context.kernel & 0xffffffffn),
+  user: Number(context.user & 0xffffffffn),
+  hv: Number(context.hv & 0xffffffffn),
+  /** PERF_CONTEXT_MAX's: this or above is a marker. */
+  max: Number(contextMax & 0xffffffffn),
+});
+const twoTo32 = 0x100000000;
+/** High words below this make an address below 2^53: exact as a number. */
+const exactHigh = 0x200000;
+/** High words from this on are the top 2^53 addresses (the kernel's): keyed as numbers below zero. */
+const topHigh = 0xffe00000;
 const maxStackDefault = 127;
 /** Frame lines cached in all (each a line, and the sink's memo of it: a few hundred bytes). */
 const maxCachedLinesDefault = 1 << 20;
@@ -86,7 +101,36 @@ interface Thread {
   prefixComm: string | undefined;
 }
 
-type Maps = { list: Mapping[] };
+/** A mapping as the writer keeps it: its bounds as numbers for the search, and the frame lines made in it. */
+interface Mapped {
+  readonly mapping: Mapping;
+  /**
+   * The bounds as numbers, for the search of an address below 2^53: a bound past 2^53 (the vsyscall page) is a number
+   * past it too, so the comparisons are exact all the same.
+   */
+  readonly start: number;
+  readonly end: number;
+  /** Lines made in the mapping by address - start; those of an older generation of the caches are dropped. */
+  lines: Map<number, ScriptFrame>;
+  generation: number;
+}
+
+interface Maps {
+  /** Sorted by start, none overlapping. */
+  list: Mapped[];
+  /** Names these mappings in the frame table: a new number whenever they change. */
+  space: number;
+}
+
+/** Spaces of the frame table: 0 marks an empty slot, 1 the kernel's lines, 2 a process with no mappings. */
+const kernelSpace = 1;
+/** The mappings of a process none were recorded for (not frozen: one object shape for all the Maps). */
+const noMaps: Maps = { list: [], space: 2 };
+const firstSpace = 3;
+/** Slots of the frame table: 2^bits. */
+const frameSlotBits = 16;
+const frameSlots = 1 << frameSlotBits;
+const maxExact = 1n << 53n;
 
 export class ScriptTextWriter {
   private readonly threads = new Map<number, Thread>();
@@ -96,12 +140,38 @@ export class ScriptTextWriter {
   private names: string[] = [];
   private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
-  private readonly kernelLines = new Map<bigint, ScriptFrame>();
+  /**
+   * Kernel frame lines: those of the top 4 GiB (where the kernel's text lies) by their low word as an int32, which
+   * is a small integer to V8 (a key made with no allocation), the others by lineKey (addresses without one: not kept).
+   */
+  private readonly kernelTopLines = new Map<number, ScriptFrame>();
+  private readonly kernelLines = new Map<number, ScriptFrame>();
   /** Frames in no mapping: their line depends on the address only. */
-  private readonly unmappedLines = new Map<bigint, ScriptFrame>();
-  private mappingLines = new WeakMap<Mapping, Map<bigint, ScriptFrame>>();
-  /** Lines in the caches above: one bound over all of them, as a recording may map many files. */
+  private readonly unmappedLines = new Map<number, ScriptFrame>();
+  /** The mappings' caches (Mapped.lines) of another generation are stale: a bump drops them all at once. */
+  private generation = 0;
+  /** Lines in the caches above and the mappings': one bound over all of them, as a recording may map many files. */
   private linesCached = 0;
+  /** `<event>: ` as each attribute's samples end their header line. */
+  private eventTails: string[] = [];
+  /** The parts of the header line that repeat from one sample to the next, made once. */
+  private readonly cpuTexts: string[] = [];
+  private lastSeconds = -1;
+  private secondsText = '';
+  private lastPeriod: number | bigint = -1;
+  private periodText = '';
+  /**
+   * A direct-mapped table in front of the caches above, which most frames hit: its slot's keys (space, high word, low
+   * word of the address) and its line. Cleared with the caches, so it keeps no line they dropped.
+   */
+  private readonly slotKeys = new Uint32Array(frameSlots * 3);
+  private readonly slotLines: (ScriptFrame | undefined)[] = new Array<ScriptFrame | undefined>(frameSlots).fill(
+    undefined,
+  );
+  private nextSpace = firstSpace;
+  /** A 32-bit view of the callchain slab being read: the entries as two words each, without a bigint each. */
+  private words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
+  private wordsBuffer: ArrayBufferLike | undefined;
   samples = 0;
 
   constructor(
@@ -112,27 +182,13 @@ export class ScriptTextWriter {
     this.options = { pids: undefined, maxStack: maxStackDefault, maxCachedLines: maxCachedLinesDefault, ...options };
   }
 
-  /** The `#` header perf script --header prints first (the parts profcpu reads back). */
+  /** The `#` header perf script --header prints first (script-header.ts). */
   async header(header: PerfDataHeader): Promise<void> {
-    const f = header.features;
-    this.style = styleOf(f.perfVersion);
+    this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
-    const lines = ['# ========'];
-    const fact = (name: string, value: string | number | undefined) => {
-      if (value !== undefined) lines.push(`# ${name} : ${value}`);
-    };
-    fact('hostname', f.hostname);
-    fact('os release', f.osRelease);
-    fact('perf version', f.perfVersion);
-    fact('arch', f.arch);
-    fact('nrcpus online', f.nrCpusOnline);
-    fact('nrcpus avail', f.nrCpusAvailable);
-    fact('cpudesc', f.cpuDesc);
-    if (f.cmdline) lines.push(`# cmdline : ${f.cmdline.join(' ')} `);
-    for (const name of this.names) lines.push(`# event : name = ${name}, `);
-    lines.push('# ========', '#', '');
-    await this.sink.header(lines.join('\n'));
+    this.eventTails = this.names.map((name) => `${name.padStart(this.nameWidth)}: `);
+    await this.sink.header(scriptHeader(header, this.names, this.style.attrLines));
   }
 
   /** Takes the next event; a promise only when it has to be waited for (a symbol table loading, the sink). */
@@ -170,8 +226,33 @@ export class ScriptTextWriter {
 
   private mapsOf(pid: number): Maps {
     let maps = this.maps.get(pid);
-    if (!maps) this.maps.set(pid, (maps = { list: [] }));
+    if (!maps) this.maps.set(pid, (maps = { list: [], space: this.space() }));
     return maps;
+  }
+
+  /** A number for mappings new or changed. Past 2^32 - 1 the table starts afresh and every process is renumbered. */
+  private space(): number {
+    if (this.nextSpace === 0xffffffff) {
+      this.clearTable();
+      this.nextSpace = firstSpace;
+      for (const maps of this.maps.values()) maps.space = this.nextSpace++;
+    }
+    return this.nextSpace++;
+  }
+
+  private clearTable(): void {
+    this.slotKeys.fill(0);
+    this.slotLines.fill(undefined);
+  }
+
+  private mapped(mapping: Mapping): Mapped {
+    return {
+      mapping,
+      start: Number(mapping.start),
+      end: Number(mapping.end),
+      lines: new Map(),
+      generation: this.generation,
+    };
   }
 
   private fork(pid: number, tid: number, ppid: number, ptid: number, synthesized: boolean): void {
@@ -179,7 +260,7 @@ export class ScriptTextWriter {
     // A tid reused: the old thread goes.
     this.threads.set(tid, { pid, comm: parent.comm, prefix: '', prefixComm: undefined });
     // A process that ran before the recording gets its own mappings from the records that follow, not its parent's.
-    if (pid !== ppid) this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list] });
+    if (pid !== ppid) this.maps.set(pid, { list: synthesized ? [] : [...this.mapsOf(ppid).list], space: this.space() });
   }
 
   private mmap(event: MmapEvent): void {
@@ -199,22 +280,26 @@ export class ScriptTextWriter {
       identity: anon || isNoDso(event.filename),
     };
     // What the new mapping overlaps is cut away, as the kernel did.
-    const kept: Mapping[] = [];
-    for (const old of maps.list) {
-      if (old.end <= mapping.start || old.start >= mapping.end) kept.push(old);
+    const kept: Mapped[] = [];
+    for (const entry of maps.list) {
+      const old = entry.mapping;
+      if (old.end <= mapping.start || old.start >= mapping.end) kept.push(entry);
       else {
-        if (old.start < mapping.start) kept.push({ ...old, end: mapping.start });
+        if (old.start < mapping.start) kept.push(this.mapped({ ...old, end: mapping.start }));
         if (old.end > mapping.end)
-          kept.push({
-            ...old,
-            start: mapping.end,
-            pgoff: old.identity ? old.pgoff : old.pgoff + (mapping.end - old.start),
-          });
+          kept.push(
+            this.mapped({
+              ...old,
+              start: mapping.end,
+              pgoff: old.identity ? old.pgoff : old.pgoff + (mapping.end - old.start),
+            }),
+          );
       }
     }
-    kept.push(mapping);
-    kept.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+    kept.push(this.mapped(mapping));
+    kept.sort((a, b) => (a.mapping.start < b.mapping.start ? -1 : a.mapping.start > b.mapping.start ? 1 : 0));
     maps.list = kept;
+    maps.space = this.space();
   }
 
   private sample(sample: SampleEvent): void | Promise<void> {
@@ -226,14 +311,42 @@ export class ScriptTextWriter {
       thread.prefixComm = thread.comm;
     }
     let line = thread.prefix;
-    if (sample.cpu !== undefined) line += `[${String(sample.cpu).padStart(3, '0')}] `;
-    if (sample.time !== undefined) line += `${timestamp(sample.time)}: `;
-    line += `${String(sample.period).padStart(10)} `;
-    line += `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
-    const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid)?.list ?? [];
+    if (sample.cpu !== undefined) line += this.cpuText(sample.cpu);
+    if (sample.time !== undefined) line += this.timeText(sample.time);
+    if (sample.period !== this.lastPeriod) {
+      this.lastPeriod = sample.period;
+      this.periodText = `${String(sample.period).padStart(10)} `;
+    }
+    line += this.periodText;
+    line += this.eventTails[sample.attr] ?? `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
+    const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid) ?? noMaps;
     const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
     // With a callchain, its context markers say where each frame is; a lone ip is where the sample's mode says.
     return this.frameLines(line, chain, 0, 0, sample.callchain ? 0 : sample.cpumode, maps);
+  }
+
+  /** `[cpu] ` as perf prints it. */
+  private cpuText(cpu: number): string {
+    const known = this.cpuTexts[cpu];
+    if (known !== undefined) return known;
+    const text = `[${String(cpu).padStart(3, '0')}] `;
+    // A forged cpu number is made each time rather than kept.
+    if (cpu < 4096) this.cpuTexts[cpu] = text;
+    return text;
+  }
+
+  /** `seconds.micros: ` of a time in nanoseconds, as perf prints it. */
+  private timeText(time: PerfTime): string {
+    if (typeof time === 'bigint') return `${timestamp(time)}: `;
+    const seconds = Math.floor(time / 1e9);
+    if (seconds !== this.lastSeconds) {
+      this.lastSeconds = seconds;
+      this.secondsText = `${String(seconds).padStart(5)}.`;
+    }
+    // time - seconds * 1e9 is time % 1e9, exactly (every term is an integer below 2^53), without a float remainder.
+    const micros = Math.floor((time - seconds * 1e9) / 1000);
+    const thousands = Math.floor(micros / 1000);
+    return `${this.secondsText}${threeDigits[thousands]}${threeDigits[micros - thousands * 1000]}: `;
   }
 
   /** The frame lines of `chain` from entry `from` (`made` lines made so far), then the sample to the sink. */
@@ -243,22 +356,49 @@ export class ScriptTextWriter {
     from: number,
     made: number,
     mode: number,
-    maps: Mapping[],
+    maps: Maps,
   ): void | Promise<void> {
+    if (chain.buffer !== this.wordsBuffer) {
+      this.wordsBuffer = chain.buffer;
+      this.words = new Uint32Array(chain.buffer);
+    }
+    // Each entry as its low and high words (the machine is little-endian, as the recording: see CallchainSlab).
+    const words = this.words;
+    const base = chain.byteOffset >> 2;
     let cpumode = mode;
     let frames = made;
     for (let i = from; i < chain.length && frames < this.options.maxStack; i++) {
-      const ip = chain[i]!;
-      if (ip >= contextMax) {
+      const low = words[base + 2 * i]!;
+      const high = words[base + 2 * i + 1]!;
+      if (high === 0xffffffff && low >= marker.max) {
         // perf reads any other marker as a corrupted chain and prints the sample with no frames at all.
-        if (ip !== context.kernel && ip !== context.user && ip !== context.hv) {
+        if (low !== marker.kernel && low !== marker.user && low !== marker.hv) {
           frames = 0;
           break;
         }
-        cpumode = ip === context.kernel ? misc.kernel : ip === context.user ? misc.user : misc.hypervisor;
+        cpumode = low === marker.kernel ? misc.kernel : low === marker.user ? misc.user : misc.hypervisor;
         continue;
       }
-      const frame = this.frame(ip, cpumode, maps);
+      // The line depends on the address and the process's mappings, or on the address alone for the kernel's.
+      const space =
+        cpumode === misc.kernel || (cpumode === 0 && high >= kernelStartHigh)
+          ? kernelSpace
+          : cpumode === misc.hypervisor
+            ? 0
+            : maps.space;
+      const slot = (Math.imul(low, 0x9e3779b1) ^ Math.imul(high ^ space, 0x85ebca6b)) >>> (32 - frameSlotBits);
+      const keys = this.slotKeys;
+      if (space !== 0 && keys[slot * 3] === space && keys[slot * 3 + 1] === high && keys[slot * 3 + 2] === low) {
+        this.frames[frames++] = this.slotLines[slot]!;
+        continue;
+      }
+      const frame = this.frame(high, low, cpumode, maps);
+      if (space !== 0 && !(frame instanceof Promise)) {
+        keys[slot * 3] = space;
+        keys[slot * 3 + 1] = high;
+        keys[slot * 3 + 2] = low;
+        this.slotLines[slot] = frame;
+      }
       // A symbol table still loading: the rest waits for it.
       if (frame instanceof Promise)
         return frame.then((line) => {
@@ -270,53 +410,89 @@ export class ScriptTextWriter {
     return this.sink.sample(header, this.frames, frames);
   }
 
-  private frame(ip: bigint, cpumode: number, maps: Mapping[]): ScriptFrame | Promise<ScriptFrame> {
+  /**
+   * The line of the frame at the address whose words are `high` and `low`. The address is handled as numbers: a
+   * bigint is made only for a line not cached yet, to look its name up and print it.
+   */
+  private frame(high: number, low: number, cpumode: number, maps: Maps): ScriptFrame | Promise<ScriptFrame> {
     // perf looks a hypervisor address up nowhere.
-    if (cpumode === misc.hypervisor) return frameLine(ip, undefined, '[unknown]');
-    if (cpumode === misc.kernel || (cpumode === 0 && ip >= kernelStart)) {
-      let line = this.kernelLines.get(ip);
+    if (cpumode === misc.hypervisor) return frameLine(u64(high, low), undefined, '[unknown]');
+    const keyed = high < exactHigh || high >= topHigh;
+    if (cpumode === misc.kernel || (cpumode === 0 && high >= kernelStartHigh)) {
+      const top = high === 0xffffffff;
+      const cache = top ? this.kernelTopLines : this.kernelLines;
+      const key = top ? low | 0 : lineKey(high, low);
+      let line = top || keyed ? cache.get(key) : undefined;
       if (line === undefined) {
+        const ip = u64(high, low);
         line = frameLine(ip, this.symbols.kernel(ip), '[kernel.kallsyms]');
-        this.remember(this.kernelLines, ip, line);
+        if (top || keyed) this.remember(cache, key, line);
       }
       return line;
     }
-    const mapping = findMapping(maps, ip);
-    if (!mapping) {
-      let line = this.unmappedLines.get(ip);
+    const exact = high < exactHigh;
+    const mapped = exact ? findMapping(maps.list, high * twoTo32 + low) : findMappingBig(maps.list, u64(high, low));
+    if (!mapped) {
+      let line = keyed ? this.unmappedLines.get(lineKey(high, low)) : undefined;
       if (line === undefined) {
-        line = frameLine(ip, undefined, '[unknown]');
-        this.remember(this.unmappedLines, ip, line);
+        line = frameLine(u64(high, low), undefined, '[unknown]');
+        if (keyed) this.remember(this.unmappedLines, lineKey(high, low), line);
       }
       return line;
     }
     // A frame's line depends on its mapping and address only: most frames recur, so each line is made once.
-    let lines = this.mappingLines.get(mapping);
-    if (!lines) this.mappingLines.set(mapping, (lines = new Map()));
-    const known = lines.get(ip);
-    if (known !== undefined) return known;
+    if (mapped.generation !== this.generation) {
+      mapped.lines = new Map();
+      mapped.generation = this.generation;
+    }
+    const lines = mapped.lines;
+    const mapping = mapped.mapping;
+    // The distance into the mapping is the key; past 2^53 (only a forged file has such a mapping) it is not cached.
+    const distance = exact ? high * twoTo32 + low - mapped.start : u64(high, low) - mapping.start;
+    const key = typeof distance === 'number' ? distance : distance < maxExact ? Number(distance) : -1;
+    if (key >= 0) {
+      const known = lines.get(key);
+      if (known !== undefined) return known;
+    }
+    const ip = u64(high, low);
     const address = mapping.identity ? ip : ip - mapping.start + mapping.pgoff;
     const found = this.symbols.file(mapping, address);
     const make = (hit: SymbolHit | undefined) => {
       const line = frameLine(this.style.fileOffsets ? address : ip, hit, mapping.dso);
-      this.remember(lines, ip, line);
+      if (key >= 0) this.remember(lines, key, line);
       return line;
     };
     return found instanceof Promise ? found.then(make) : make(found);
   }
 
-  /** Caches a frame line, within a bound: a cache grown past it starts afresh. */
-  private remember(cache: Map<bigint, ScriptFrame>, ip: bigint, line: ScriptFrame): void {
+  /** Caches a frame line, within a bound: past it, all the caches start afresh. */
+  private remember(cache: Map<number, ScriptFrame>, key: number, line: ScriptFrame): void {
     if (this.linesCached >= this.options.maxCachedLines) {
-      // `cache` may be a mapping's dropped here: the line goes into it all the same, and it is dropped after.
+      // `cache` may be a mapping's made stale here: the line goes into it all the same, and it is dropped after.
+      this.kernelTopLines.clear();
       this.kernelLines.clear();
       this.unmappedLines.clear();
-      this.mappingLines = new WeakMap();
+      this.clearTable();
+      this.generation++;
       this.linesCached = 0;
     }
-    cache.set(ip, line);
+    cache.set(key, line);
     this.linesCached++;
   }
+}
+
+/** The address whose words are `high` and `low`. */
+function u64(high: number, low: number): bigint {
+  return high < exactHigh ? BigInt(high * twoTo32 + low) : (BigInt(high) << 32n) | BigInt(low);
+}
+
+/**
+ * A number that stands for an address as a cache key, for the addresses whose high word passes `high < exactHigh ||
+ * high >= topHigh` (user space and the kernel's top of the address space): the address itself below 2^53, minus one
+ * minus its distance from the top 2^53 for the others.
+ */
+function lineKey(high: number, low: number): number {
+  return high < exactHigh ? high * twoTo32 + low : -1 - ((high - topHigh) * twoTo32 + low);
 }
 
 /** `seconds.micros` of a time in nanoseconds, as perf prints it. */
@@ -336,6 +512,9 @@ function timestamp(time: bigint): string {
 
 const maxSafe = BigInt(Number.MAX_SAFE_INTEGER);
 
+/** `000` to `999`: the microseconds of a timestamp are two of them. */
+const threeDigits = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
+
 /**
  * What changed in perf script's text between the versions checked (6.1.187 and 6.12.117): 6.12 pads the tid to 7
  * columns (6.1: 5), prints a file frame's address as it was in memory (6.1: its offset in the file) and forgets an
@@ -347,14 +526,16 @@ interface ScriptStyle {
   fileOffsets: boolean;
   /** An exited thread keeps its comm (6.1); 6.12 removes it from its machine. */
   keepsExited: boolean;
+  /** The header's event lines list the attribute as 6.1 prints it (event-line.ts); 6.12 names types and configs. */
+  attrLines: boolean;
 }
 
 function styleOf(perfVersion: string | undefined): ScriptStyle {
   const m = /^(\d+)\.(\d+)/.exec(perfVersion ?? '');
   const older = !m || Number(m[1]) < 6 || (Number(m[1]) === 6 && Number(m[2]) <= 1);
   return older
-    ? { tidWidth: 5, fileOffsets: true, keepsExited: true }
-    : { tidWidth: 7, fileOffsets: false, keepsExited: false };
+    ? { tidWidth: 5, fileOffsets: true, keepsExited: true, attrLines: true }
+    : { tidWidth: 7, fileOffsets: false, keepsExited: false, attrLines: false };
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
@@ -362,7 +543,8 @@ function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): Sc
   return { line: `\t${address.toString(16).padStart(16)} ${name} (${dso})`, memo: undefined };
 }
 
-function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {
+/** The mapping holding `ip`, by numbers: exact for an `ip` below 2^53 (see Mapped.start). */
+function findMapping(list: readonly Mapped[], ip: number): Mapped | undefined {
   let lo = 0;
   let hi = list.length - 1;
   while (lo <= hi) {
@@ -371,6 +553,20 @@ function findMapping(list: Mapping[], ip: bigint): Mapping | undefined {
     if (ip < m.start) hi = mid - 1;
     else if (ip >= m.end) lo = mid + 1;
     else return m;
+  }
+  return undefined;
+}
+
+/** findMapping for addresses past 2^53, by bigints. */
+function findMappingBig(list: readonly Mapped[], ip: bigint): Mapped | undefined {
+  let lo = 0;
+  let hi = list.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const m = list[mid]!.mapping;
+    if (ip < m.start) hi = mid - 1;
+    else if (ip >= m.end) lo = mid + 1;
+    else return list[mid];
   }
   return undefined;
 }

@@ -3,6 +3,7 @@
 // cannot grow them past the bound.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { context } from '../../../src/perf/data/format.js';
 import type { PerfDataHeader } from '../../../src/perf/data/reader.js';
 import type { MmapEvent, SampleEvent } from '../../../src/perf/data/records.js';
 import { ScriptTextWriter, type ScriptFrame } from '../../../src/perf/data/script-text.js';
@@ -43,4 +44,33 @@ test('frame lines cached over many mappings are bounded together: past the bound
   assert.equal(firstFrames[6]!.line, firstFrames[0]!.line);
   assert.notEqual(firstFrames[6], firstFrames[0]);
   assert.equal(firstFrames[7], firstFrames[5]);
+});
+
+test('a frame given again is looked up again once its process maps a file over it, and stays its own per process', async () => {
+  const made: string[][] = [];
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: (_mapping, offset) => ({ name: `f${offset}`, offset: 0n }) },
+    { header: () => {}, sample: (_header, frames, count) => void made.push(frames.slice(0, count).map((f) => f.line)) },
+  );
+  await writer.header(header);
+  const chain = BigUint64Array.of(context.user, 0x10010n, 0x20020n);
+  const withChain = (pid: number): SampleEvent => ({ ...sample(0n), pid, tid: pid, callchain: chain });
+  await writer.event(withChain(7));
+  await writer.event(withChain(7));
+  await writer.event(mmap('/lib/a.so', 0x10000n));
+  await writer.event(withChain(7));
+  await writer.event({ kind: 'fork', offset: 0, pid: 8, ppid: 7, tid: 8, ptid: 7, exec: false, time: undefined });
+  await writer.event({ ...mmap('/lib/b.so', 0x20000n), pid: 8, tid: 8 });
+  await writer.event(withChain(8));
+  await writer.event(withChain(7));
+  const unknown = (address: string) => `\t${address.padStart(16)} [unknown] ([unknown])`;
+  const a = `\t${'10'.padStart(16)} f16+0x0 (/lib/a.so)`;
+  const b = `\t${'20'.padStart(16)} f32+0x0 (/lib/b.so)`;
+  assert.deepEqual(made, [
+    [unknown('10010'), unknown('20020')],
+    [unknown('10010'), unknown('20020')],
+    [a, unknown('20020')],
+    [a, b],
+    [a, unknown('20020')],
+  ]);
 });
