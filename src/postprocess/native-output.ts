@@ -15,6 +15,8 @@ import type { ScriptFrame, ScriptSink } from '../perf/data/script-text.js';
 import type { FrameTextMemo, StackFolder, StackTextMemo } from '../stacks/fold.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
 import { lineCutDefaults, LongLineCutter } from './long-lines.js';
+import type { ContentHasher } from './output-hash.js';
+import type { HashedFile } from './outputs.js';
 import { ScriptNamer } from './script-names.js';
 
 /** What the file gets of one distinct frame line (kept on its ScriptFrame), or null when it must go the text way. */
@@ -73,16 +75,23 @@ export class NativeScriptOutput implements ScriptSink {
   /** Frame lines over the cut written the per-line way (each cut once, when first made). */
   private framesCut = 0;
   private headerKept: string[] = [];
-  private out = Buffer.allocUnsafe(outputBytes);
+  /** Hashes the bytes written, and lends the buffers (a hashed buffer comes back for reuse). */
+  private readonly hasher: ContentHasher | undefined;
+  /** Written buffers back for reuse, without a hasher. */
+  private readonly pool: Buffer[] = [];
+  private out: Buffer;
   private used = 0;
 
-  /** `file` is closed by finish() or destroy(). */
+  /** `file` is closed by finish() or destroy(); with a hasher, it is given every byte written (see finish()). */
   constructor(
-    file: FileHandle,
+    file: FileHandle | HashedFile,
     private readonly folder: StackFolder,
     resolver: FrameResolver | undefined,
   ) {
-    this.file = file.createWriteStream();
+    const handle = 'hasher' in file ? file.file : file;
+    this.hasher = 'hasher' in file ? file.hasher : undefined;
+    this.out = this.buffer(outputBytes);
+    this.file = handle.createWriteStream();
     // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
     this.file.on('error', () => {});
     this.namer = resolver && new ScriptNamer(resolver);
@@ -195,7 +204,7 @@ export class NativeScriptOutput implements ScriptSink {
     return this.cutter.linesCut + this.framesCut;
   }
 
-  /** Writes what is left and closes the file. */
+  /** Writes what is left and closes the file; then the hasher has every byte written, and its digest is asked for. */
   async finish(): Promise<void> {
     const rest = this.cutter.end();
     if (rest.length > 0) {
@@ -207,6 +216,7 @@ export class NativeScriptOutput implements ScriptSink {
     await this.flush(0);
     this.file.end();
     await finished(this.file);
+    void this.hasher?.digest();
   }
 
   /** Closes the file without waiting for it (after a failure; the caller deletes it). */
@@ -264,10 +274,26 @@ export class NativeScriptOutput implements ScriptSink {
 
   /** Writes what the buffer holds, then makes room for `size` more bytes. */
   private async flush(size: number): Promise<void> {
-    if (this.used > 0 && !this.file.write(this.out.subarray(0, this.used))) await once(this.file, 'drain');
-    // The stream holds the written bytes until they reach the file: the next ones go to another buffer.
-    this.out = Buffer.allocUnsafe(Math.max(outputBytes, size));
+    if (this.used > 0) {
+      const [out, used] = [this.out, this.used];
+      // The stream holds the bytes until they reach the file: the buffer goes to the hasher (or back to the pool)
+      // only then, and the next bytes go to another.
+      const written = (error?: Error | null) => {
+        if (error) return;
+        if (this.hasher) this.hasher.update(out, used);
+        else if (this.pool.length < 4) this.pool.push(out);
+      };
+      if (!this.file.write(out.subarray(0, used), written)) await once(this.file, 'drain');
+      await this.hasher?.room();
+      this.out = this.buffer(Math.max(outputBytes, size));
+    } else if (this.out.length < size) this.out = this.buffer(size);
     this.used = 0;
+  }
+
+  private buffer(size: number): Buffer {
+    if (this.hasher) return this.hasher.buffer(size);
+    const pooled = this.pool.findIndex((b) => b.length >= size);
+    return pooled >= 0 ? this.pool.splice(pooled, 1)[0]! : Buffer.allocUnsafeSlow(size);
   }
 }
 

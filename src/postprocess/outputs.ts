@@ -3,14 +3,24 @@
 // aborted or failed run leaves no half-written file under a real name and keeps the outputs of an earlier run
 // intact; the raw data (perf.data, target/) is never touched. Everything goes through OutputFolder: in a folder
 // somebody sent, a link planted at a final or partial name, or a subfolder that is a link, is never written through.
+import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
+import { ContentHasher, type ContentHash } from './output-hash.js';
+
+/** A file opened by openHashed(): what its writer writes goes to `file` and, as it is written, to `hasher`. */
+export interface HashedFile {
+  file: FileHandle;
+  hasher: ContentHasher;
+}
 
 export class PartialOutputs {
   /** Final name → partial name, in the order opened. */
   private readonly pending = new Map<string, string>();
   /** Subfolders this run created (e.g. flamescope/), removed again by discard if left empty. */
   private readonly created: string[] = [];
+  /** The size and hash of what this run wrote, by final name: the manifest need not read those files back. */
+  private readonly hashes = new Map<string, ContentHash | ContentHasher>();
 
   constructor(private readonly folder: OutputFolder) {}
 
@@ -24,13 +34,33 @@ export class PartialOutputs {
     return file;
   }
 
+  /** open(), with a hasher the file's writer gives every byte it writes to (see writtenHash). */
+  async openHashed(name: string, mode: number = outputModes.file): Promise<HashedFile> {
+    const file = await this.open(name, mode);
+    const hasher = new ContentHasher();
+    this.hashes.set(name, hasher);
+    return { file, hasher };
+  }
+
   async write(name: string, content: string | Uint8Array, mode: number = outputModes.file): Promise<void> {
+    const bytes = typeof content === 'string' ? Buffer.from(content) : content;
     const file = await this.open(name, mode);
     try {
-      await file.writeFile(content);
+      await file.writeFile(bytes);
     } finally {
       await file.close();
     }
+    this.hashes.set(name, { bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+  }
+
+  /**
+   * The size and SHA-256 of what this run wrote under `name` with write() or openHashed() (once its writer finished);
+   * undefined for other names. Rejects when the hash could not be taken as it was written.
+   */
+  writtenHash(name: string): Promise<ContentHash> | undefined {
+    const hash = this.hashes.get(name);
+    if (hash === undefined) return undefined;
+    return hash instanceof ContentHasher ? hash.digest() : Promise.resolve(hash);
   }
 
   /** The name `name` is written under until commit; undefined when it was not opened. */
@@ -54,6 +84,8 @@ export class PartialOutputs {
   async discard(): Promise<void> {
     const partials = [...this.pending.values()];
     this.pending.clear();
+    for (const hash of this.hashes.values()) if (hash instanceof ContentHasher) hash.close();
+    this.hashes.clear();
     await Promise.all(partials.map((path) => this.folder.remove(path).catch(() => undefined)));
     // Only empty folders go: one holding an earlier run's outputs is kept.
     for (const folder of this.created.splice(0).reverse()) await this.folder.removeEmptyFolder(folder);
