@@ -20,11 +20,15 @@ import {
 import { listFolder } from '../bundle/tarball.js';
 import type { Warn } from '../diagnostics.js';
 import { kernelRelease } from '../perf/version.js';
-import { hashFilesOffThread } from './output-hash.js';
+import type { HashWorker } from './output-hash.js';
 import type { PartialOutputs } from './outputs.js';
 
 /** Size and SHA-256 of perf.data and the target/ snapshots: the files a run never changes. */
-export async function hashRawData(dir: string, signal: AbortSignal | undefined): Promise<ManifestFile[]> {
+export async function hashRawData(
+  dir: string,
+  hashing: HashWorker,
+  signal: AbortSignal | undefined,
+): Promise<ManifestFile[]> {
   // Only a real folder: a `target` link in a folder somebody sent would have its destination hashed and listed.
   const real = await lstat(join(dir, layout.targetDir)).then(
     (s) => s.isDirectory(),
@@ -32,7 +36,7 @@ export async function hashRawData(dir: string, signal: AbortSignal | undefined):
   );
   const target = real ? await listFolder(join(dir, layout.targetDir)) : { entries: [], isDir: [] };
   const snapshots = target.entries.filter((_, i) => !target.isDir[i]).map((p) => `${layout.targetDir}/${p}`);
-  return hashFilesOffThread(dir, [layout.perfData, ...snapshots], signal);
+  return hashing.hashFiles(dir, [layout.perfData, ...snapshots], signal);
 }
 
 /** The machine post-processing, for the manifest's `host`. */

@@ -1,7 +1,8 @@
-// SHA-256 for the manifest, off the main thread (hash-worker.ts): of an output as it is written, so that the manifest
-// need not read the file back (flamescope/perf_script.out: 142 MB at 100k samples), and of the raw data while the
-// samples are read. The main thread only hands buffers over: a written buffer goes to the worker and comes back to a
-// small pool, from which the writer takes its next one.
+// SHA-256 for the manifest, off the main thread, on one worker per run (hash-worker.ts): of an output as it is
+// written, so that the manifest need not read the file back (flamescope/perf_script.out: 142 MB at 100k samples), and
+// of the raw data while the samples are read. The main thread only hands buffers over: a written buffer goes to the
+// worker and comes back to a small pool, from which the writer takes its next one. From the TypeScript source (tsx)
+// workers cannot run: the same hashes are then taken on the calling thread.
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { hashFiles, type ManifestFile } from '../bundle/manifest.js';
@@ -14,51 +15,130 @@ export interface ContentHash {
   sha256: string;
 }
 
-/** Buffers at the worker at most: past it, the writer waits for one to come back. */
+/** Buffers of one writer at the worker at most: past it, the writer waits for one to come back. */
 const maxAtWorker = 8;
-/** Buffers kept for reuse. */
+/** Buffers kept for reuse by one writer. */
 const maxPooled = 4;
 
-/** Workers need the built module: run from the TypeScript source (tsx), the hashing is done on the calling thread. */
+/** Workers need the built module (as in fold-file.ts). */
 const built = import.meta.url.endsWith('.js');
 
-function startWorker(): Worker {
-  return new Worker(new URL('./hash-worker.js', import.meta.url));
+type Job = { reply(reply: HashReply): void; fail(error: Error): void };
+
+/** The run's hash worker, started on first use; close() stops it and fails the jobs left. */
+export class HashWorker {
+  private worker: Worker | undefined;
+  private readonly jobs = new Map<number, Job>();
+  private nextJob = 0;
+  private closed = false;
+
+  /** A hasher for one file's bytes, given by its writer. */
+  contentHasher(): ContentHasher {
+    return new ContentHasher(built ? this : undefined);
+  }
+
+  /** manifest.ts's hashFiles(dir, paths), read and hashed on the worker. */
+  hashFiles(dir: string, paths: string[], signal?: AbortSignal): Promise<ManifestFile[]> {
+    if (!built) return hashFiles(dir, paths, signal);
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        this.jobs.delete(job);
+        reject(new ProfcpuError('ABORTED', 'hashing was interrupted'));
+      };
+      const job = this.start({
+        reply: (reply) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (reply.op === 'files') resolve(reply.files);
+          else if (reply.op === 'failed') reject(Object.assign(new Error(reply.message), { code: reply.code }));
+        },
+        fail: (error) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      });
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.post({ op: 'files', job, dir, paths });
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    void this.worker?.terminate();
+    this.failAll(new Error('the hash worker was stopped'));
+  }
+
+  /** Registers a job (its replies, until one ends it, go to `job.reply`); gives its number. */
+  start(job: Job): number {
+    const id = this.nextJob++;
+    if (this.closed) job.fail(new Error('the hash worker was stopped'));
+    else this.jobs.set(id, job);
+    return id;
+  }
+
+  /** Ends a job: its later replies, if any, are dropped. */
+  finish(id: number): void {
+    this.jobs.delete(id);
+  }
+
+  post(request: HashRequest, transfer?: ArrayBuffer[]): void {
+    if (!this.jobs.has(request.job)) return;
+    this.running().postMessage(request, transfer);
+  }
+
+  private running(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(new URL('./hash-worker.js', import.meta.url));
+    worker.on('message', (reply: HashReply) => this.jobs.get(reply.job)?.reply(reply));
+    worker.on('error', (error) => this.failAll(error));
+    worker.on('exit', () => this.failAll(new Error('the hash worker stopped')));
+    return (this.worker = worker);
+  }
+
+  private failAll(error: Error): void {
+    const jobs = [...this.jobs.values()];
+    this.jobs.clear();
+    for (const job of jobs) job.fail(error);
+  }
 }
 
-/**
- * The hash of one file's bytes, given in order by the code writing it, which takes its buffers from here. The worker
- * stops once the digest is given, or at close().
- */
+/** The hash of one file's bytes, given in order by the code writing it, which takes its buffers from here. */
 export class ContentHasher {
-  private readonly worker = built ? startWorker() : undefined;
   /** Without a worker: the hash, taken here. */
-  private readonly inline = built ? undefined : createHash('sha256');
+  private readonly inline: ReturnType<typeof createHash> | undefined;
   private inlineBytes = 0;
+  private readonly job: number;
   private readonly pool: ArrayBuffer[] = [];
   private atWorker = 0;
   private waiting: (() => void) | undefined;
-  private failure: Error | undefined;
+  private failed = false;
   private ended = false;
   private readonly result: Promise<ContentHash>;
   private settle!: { resolve: (hash: ContentHash) => void; reject: (error: Error) => void };
 
-  constructor() {
+  /** With no worker, hashes on the calling thread. */
+  constructor(private readonly worker: HashWorker | undefined) {
     this.result = new Promise<ContentHash>((resolve, reject) => (this.settle = { resolve, reject }));
     this.result.catch(() => {});
-    if (!this.worker) return;
-    this.worker.on('message', (reply: HashReply) => {
-      if (reply.op === 'buffer') {
-        this.atWorker--;
-        if (this.pool.length < maxPooled) this.pool.push(reply.buffer);
-        this.wake();
-      } else if (reply.op === 'digest') {
-        this.settle.resolve({ bytes: reply.bytes, sha256: reply.sha256 });
-        this.close();
-      }
-    });
-    this.worker.on('error', (error) => this.fail(error));
-    this.worker.on('exit', () => this.fail(new Error('the hash worker stopped')));
+    this.inline = worker ? undefined : createHash('sha256');
+    this.job =
+      worker?.start({
+        reply: (reply) => {
+          if (reply.op === 'buffer') {
+            this.atWorker--;
+            if (this.pool.length < maxPooled) this.pool.push(reply.buffer);
+            this.wake();
+          } else if (reply.op === 'digest') {
+            worker.finish(this.job);
+            this.settle.resolve({ bytes: reply.bytes, sha256: reply.sha256 });
+          }
+        },
+        fail: (error) => {
+          this.failed = true;
+          this.settle.reject(error);
+          this.wake();
+        },
+      }) ?? -1;
   }
 
   /** A buffer of at least `size` bytes for the writer, from the pool when one is big enough. */
@@ -70,21 +150,21 @@ export class ContentHasher {
 
   /** Hashes the first `length` bytes of `buffer`, which came from buffer(): the caller no longer uses it. */
   update(buffer: Buffer, length: number): void {
-    if (this.failure || this.ended) return;
+    if (this.failed || this.ended) return;
+    const whole = buffer.buffer as ArrayBuffer;
     if (this.inline) {
       this.inline.update(buffer.subarray(0, length));
       this.inlineBytes += length;
-      if (this.pool.length < maxPooled) this.pool.push(buffer.buffer as ArrayBuffer);
+      if (this.pool.length < maxPooled) this.pool.push(whole);
       return;
     }
     this.atWorker++;
-    const request: HashRequest = { op: 'update', buffer: buffer.buffer as ArrayBuffer, length };
-    this.worker!.postMessage(request, [request.buffer]);
+    this.worker!.post({ op: 'update', job: this.job, buffer: whole, length }, [whole]);
   }
 
   /** Resolves once the worker holds few enough buffers to be given more (undefined when it does now). */
   room(): Promise<void> | undefined {
-    if (this.atWorker < maxAtWorker || this.failure) return undefined;
+    if (this.atWorker < maxAtWorker || this.failed) return undefined;
     return new Promise<void>((wake) => (this.waiting = wake)).then(() => this.room());
   }
 
@@ -94,20 +174,9 @@ export class ContentHasher {
    */
   digest(): Promise<ContentHash> {
     if (!this.ended && this.inline) this.settle.resolve({ bytes: this.inlineBytes, sha256: this.inline.digest('hex') });
-    else if (!this.ended && !this.failure) this.worker!.postMessage({ op: 'end' } satisfies HashRequest);
+    else if (!this.ended) this.worker!.post({ op: 'end', job: this.job });
     this.ended = true;
     return this.result;
-  }
-
-  /** Stops the worker (a digest not given by then is never given). */
-  close(): void {
-    void this.worker?.terminate();
-  }
-
-  private fail(error: Error): void {
-    this.failure ??= error;
-    this.settle.reject(error);
-    this.wake();
   }
 
   private wake(): void {
@@ -115,34 +184,4 @@ export class ContentHasher {
     this.waiting = undefined;
     wake?.();
   }
-}
-
-/** manifest.ts's hashFiles(dir, paths), read and hashed on a worker thread. */
-export function hashFilesOffThread(dir: string, paths: string[], signal?: AbortSignal): Promise<ManifestFile[]> {
-  if (!built) return hashFiles(dir, paths, signal);
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason as Error);
-      return;
-    }
-    const worker = startWorker();
-    let settled = false;
-    const done = (error: Error | undefined, files?: ManifestFile[]) => {
-      if (settled) return;
-      settled = true;
-      signal?.removeEventListener('abort', onAbort);
-      void worker.terminate();
-      if (error) reject(error);
-      else resolve(files!);
-    };
-    const onAbort = () => done(new ProfcpuError('ABORTED', 'hashing was interrupted'));
-    signal?.addEventListener('abort', onAbort, { once: true });
-    worker.on('message', (reply: HashReply) => {
-      if (reply.op === 'files') done(undefined, reply.files);
-      else if (reply.op === 'failed') done(Object.assign(new Error(reply.message), { code: reply.code }));
-    });
-    worker.on('error', (error) => done(error));
-    worker.on('exit', () => done(new Error('the hash worker stopped')));
-    worker.postMessage({ op: 'files', dir, paths } satisfies HashRequest);
-  });
 }

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
-import { ContentHasher, type ContentHash } from './output-hash.js';
+import { ContentHasher, HashWorker, type ContentHash } from './output-hash.js';
 
 /** A file opened by openHashed(): what its writer writes goes to `file` and, as it is written, to `hasher`. */
 export interface HashedFile {
@@ -21,6 +21,8 @@ export class PartialOutputs {
   private readonly created: string[] = [];
   /** The size and hash of what this run wrote, by final name: the manifest need not read those files back. */
   private readonly hashes = new Map<string, ContentHash | ContentHasher>();
+  /** Hashes this run's files off the main thread; stopped by discard(). */
+  readonly hashing = new HashWorker();
 
   constructor(private readonly folder: OutputFolder) {}
 
@@ -37,7 +39,7 @@ export class PartialOutputs {
   /** open(), with a hasher the file's writer gives every byte it writes to (see writtenHash). */
   async openHashed(name: string, mode: number = outputModes.file): Promise<HashedFile> {
     const file = await this.open(name, mode);
-    const hasher = new ContentHasher();
+    const hasher = this.hashing.contentHasher();
     this.hashes.set(name, hasher);
     return { file, hasher };
   }
@@ -84,7 +86,7 @@ export class PartialOutputs {
   async discard(): Promise<void> {
     const partials = [...this.pending.values()];
     this.pending.clear();
-    for (const hash of this.hashes.values()) if (hash instanceof ContentHasher) hash.close();
+    this.hashing.close();
     this.hashes.clear();
     await Promise.all(partials.map((path) => this.folder.remove(path).catch(() => undefined)));
     // Only empty folders go: one holding an earlier run's outputs is kept.

@@ -182,10 +182,11 @@ async function postprocessFolder(
   // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
   const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
   resolving.catch(() => {});
-  // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
-  const rawHashes = hashRawData(dir, signal);
-  rawHashes.catch(() => {});
   const outputs = new PartialOutputs(folder);
+  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
+  // afterwards.
+  const rawHashes = hashRawData(dir, outputs.hashing, signal);
+  rawHashes.catch(() => {});
   let tarball: TarballWriter | undefined;
   try {
     // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.
