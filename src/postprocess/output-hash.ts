@@ -25,21 +25,30 @@ const built = import.meta.url.endsWith('.js');
 
 type Job = { reply(reply: HashReply): void; fail(error: Error): void };
 
-/** The run's hash worker, started on first use; close() stops it and fails the jobs left. */
+/**
+ * The run's hash worker, started on first use; close() stops it and fails the jobs left. Without `offThread` (or run
+ * from the source) it hashes on the calling thread instead.
+ */
 export class HashWorker {
   private worker: Worker | undefined;
   private readonly jobs = new Map<number, Job>();
   private nextJob = 0;
   private closed = false;
+  private readonly threaded: boolean;
+
+  constructor(offThread: boolean) {
+    this.threaded = offThread && built;
+  }
 
   /** A hasher for one file's bytes, given by its writer. */
   contentHasher(): ContentHasher {
-    return new ContentHasher(built ? this : undefined);
+    return new ContentHasher(this.threaded ? this : undefined);
   }
 
   /** manifest.ts's hashFiles(dir, paths), read and hashed on the worker. */
   hashFiles(dir: string, paths: string[], signal?: AbortSignal): Promise<ManifestFile[]> {
-    if (!built) return hashFiles(dir, paths, signal);
+    if (this.closed) return Promise.reject(new Error('the hash worker was stopped'));
+    if (!this.threaded) return hashFiles(dir, paths, signal);
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         this.jobs.delete(job);

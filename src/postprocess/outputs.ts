@@ -21,10 +21,16 @@ export class PartialOutputs {
   private readonly created: string[] = [];
   /** The size and hash of what this run wrote, by final name: the manifest need not read those files back. */
   private readonly hashes = new Map<string, ContentHash | ContentHasher>();
-  /** Hashes this run's files off the main thread; stopped by discard(). */
-  readonly hashing = new HashWorker();
+  /** Hashes this run's files (off the main thread when asked); stopped by discard(). */
+  readonly hashing: HashWorker;
 
-  constructor(private readonly folder: OutputFolder) {}
+  /** `hashOffThread`: hash on a worker thread (default false: on the calling thread). */
+  constructor(
+    private readonly folder: OutputFolder,
+    { hashOffThread = false }: { hashOffThread?: boolean } = {},
+  ) {
+    this.hashing = new HashWorker(hashOffThread);
+  }
 
   /** Creates the partial file for a layout name (e.g. `flamescope/perf_script.out`), and its folder. */
   async open(name: string, mode: number = outputModes.file): Promise<FileHandle> {

@@ -88,6 +88,13 @@ export interface PostprocessOptions {
 
 export type Engine = 'perf' | 'native';
 
+/**
+ * perf.data's size from which the outputs and raw data are hashed on a worker thread: the FlameScope file is ~6 times
+ * perf.data, so ~100 MB to hash from here, more than the worker costs to start (40 ms of CPU on an idle machine, 150
+ * on a busy one). Below it they are hashed on the main thread, as they are written.
+ */
+const hashOffThreadFrom = 16 << 20;
+
 export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.freeze({
   fold: Object.freeze({}),
   title: undefined,
@@ -136,7 +143,7 @@ export async function postprocess(
     const opened = await OutputFolder.open(dir);
     try {
       return await postprocessFolder(
-        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs },
+        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs, perfDataBytes: perfData.stat.size },
         opts,
         context,
       );
@@ -148,12 +155,13 @@ export async function postprocess(
   }
 }
 
-/** The folder being post-processed: its path as given, the folder opened, who runs perf, perf.data's mtime. */
+/** The folder being post-processed: its path as given, the folder opened, who runs perf, perf.data's mtime and size. */
 interface Run {
   dir: string;
   folder: OutputFolder;
   euid: number | undefined;
   perfDataMtimeMs: number;
+  perfDataBytes: number;
 }
 
 /** perf script and the fold, the renders, the manifest, the tarball: the stages postprocess() wraps. */
@@ -182,7 +190,7 @@ async function postprocessFolder(
   // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
   const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
   resolving.catch(() => {});
-  const outputs = new PartialOutputs(folder);
+  const outputs = new PartialOutputs(folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
   // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
   // afterwards.
   const rawHashes = hashRawData(dir, outputs.hashing, signal);

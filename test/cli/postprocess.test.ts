@@ -146,7 +146,7 @@ test('`--engine native` post-processes with no perf at all: every output, the wo
   assert.deepEqual(manifest.postprocess.commands, []);
 });
 
-test('the manifest of the built CLI, whose hashes are taken on worker threads as the outputs are written, holds each file as it is', async (t) => {
+test('the manifest of the built CLI, whose hashes are taken as the outputs are written, holds each file as it is', async (t) => {
   const dir = await folder(t);
   if (!dir) return;
   const run = await runCli(['postprocess', '--dir', dir, '-q']);
