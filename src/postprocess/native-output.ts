@@ -50,7 +50,6 @@ interface StackBytes extends StackTextMemo {
 }
 
 const outputBytes = 1 << 20;
-const newline = Buffer.from('\n');
 /** Bounds on the stacks kept whole: past them, samples of new stacks are copied line by line. */
 const maxStacks = 1 << 16;
 const maxStackBytes = 64 << 20;
@@ -168,9 +167,9 @@ export class NativeScriptOutput implements ScriptSink {
     const out = this.out;
     const start = this.used;
     let at = start + out.write(header, start);
+    this.folder.writeLine(out, start, at);
     out[at++] = 10;
     this.bytes += at - start;
-    this.folder.write(out.subarray(start, at));
     if (stack) {
       this.folder.stackText(stack.lines, stack.frames, stack);
       this.framesCut += stack.cut;
@@ -189,7 +188,7 @@ export class NativeScriptOutput implements ScriptSink {
       }
     out[at++] = 10;
     this.bytes++;
-    this.folder.write(newline);
+    this.folder.writeLine(out, at, at);
     this.used = at;
     this.namerPidStale = true;
   }

@@ -100,6 +100,7 @@ const TAB = 9;
 const MAX_TEXT_LINES = 1 << 20;
 const RECENT_SLOTS = 1 << 14;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
+const NEWLINE = Buffer.from('\n');
 const NO_FRAMES = new Int32Array(0);
 /** Cached for lines that are not frames, so that they are counted each time they appear. */
 const NOT_A_FRAME = new Int32Array(0);
@@ -217,6 +218,18 @@ export class StackFolder {
       start = nl + 1;
     }
     if (start < buf.length) this.hold(buf.subarray(start));
+  }
+
+  /**
+   * Bytes [start, end) of `buf`, one line holding no newline, folded as write() folds them followed by a newline:
+   * for a caller that has the line whole (the native engine's sample headers, and its blank lines as an empty range),
+   * without making a chunk of it.
+   */
+  writeLine(buf: Buffer, start: number, end: number): void {
+    if (this.carry !== undefined || this.discarding) {
+      this.write(buf.subarray(start, end));
+      this.write(NEWLINE);
+    } else this.line(buf, start, end);
   }
 
   end(): FoldResult {
