@@ -53,6 +53,8 @@ const outputBytes = 1 << 20;
 /** Bounds on the stacks kept whole: past them, samples of new stacks are copied line by line. */
 const maxStacks = 1 << 16;
 const maxStackBytes = 64 << 20;
+/** Bytes counted against maxStackBytes for each frame of a stack, besides its line's bytes. */
+const stackFrameCost = 128;
 
 export class NativeScriptOutput implements ScriptSink {
   /** Bytes of perf script text made (before cutting and naming), for the manifest. */
@@ -138,7 +140,9 @@ export class NativeScriptOutput implements ScriptSink {
     const parts = this.entries.slice(0, count);
     let size = 0;
     for (const entry of parts) size += entry.bytes.length;
-    if (this.stackBytesKept + size > maxStackBytes) return undefined;
+    // What a stack keeps besides its bytes (its frames and lines, and the frames it keeps alive) counted too.
+    const cost = size + count * stackFrameCost;
+    if (this.stackBytesKept + cost > maxStackBytes) return undefined;
     const stack: StackBytes = {
       frames: parts,
       bytes: Buffer.concat(
@@ -158,7 +162,7 @@ export class NativeScriptOutput implements ScriptSink {
     }
     this.stacks.set(hash, stack);
     this.stacksKept++;
-    this.stackBytesKept += size;
+    this.stackBytesKept += cost;
     return stack;
   }
 

@@ -169,3 +169,22 @@ for (const [label, options] of [
     assert.ok(native.fold.keptSamples >= 15);
   });
 }
+
+test('past the bound on the stacks kept whole, new stacks go line by line, to the same file and folds', async () => {
+  // 100 stacks of 80 distinct 9 kB lines (~72 MB counted): the later ones pass the 64 MiB bound; each comes twice.
+  const many: [string, string[]][] = [];
+  for (let s = 0; s < 100; s++) {
+    const lines = Array.from(
+      { length: 80 },
+      (_, i) => `\t    ${(s * 100 + i).toString(16)} f${s}_${i}_${'x'.repeat(9000)}+0x1 ${libc}`,
+    );
+    for (const n of [0, 1])
+      many.push([`app   300 [000]    13.${String(s * 2 + n).padStart(6, '0')}:   10 cpu-clock: `, lines]);
+  }
+  const tee = await throughTee({}, 'tee-many', many);
+  const native = await throughNative({}, 'native-many', many);
+  assert.ok(native.file.equals(tee.file));
+  assert.deepEqual(native.fold, tee.fold);
+  assert.equal(native.bytes, tee.bytes);
+  assert.equal(native.fold.keptSamples, 200);
+});
