@@ -82,6 +82,8 @@ export class NativeScriptOutput implements ScriptSink {
   private readonly pool: Buffer[] = [];
   private out: Buffer;
   private used = 0;
+  /** The size of the buffers filled and written. */
+  private readonly outputBytes: number;
 
   /** `file` is closed by finish() or destroy(); with a hasher, it is given every byte written (see finish()). */
   constructor(
@@ -91,7 +93,8 @@ export class NativeScriptOutput implements ScriptSink {
   ) {
     const handle = 'hasher' in file ? file.file : file;
     this.hasher = 'hasher' in file ? file.hasher : undefined;
-    this.out = this.buffer(outputBytes);
+    this.outputBytes = this.hasher?.bufferBytes ?? outputBytes;
+    this.out = this.buffer(this.outputBytes);
     this.file = handle.createWriteStream();
     // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
     this.file.on('error', () => {});
@@ -288,7 +291,7 @@ export class NativeScriptOutput implements ScriptSink {
       };
       if (!this.file.write(out.subarray(0, used), written)) await once(this.file, 'drain');
       await this.hasher?.room();
-      this.out = this.buffer(Math.max(outputBytes, size));
+      this.out = this.buffer(Math.max(this.outputBytes, size));
     } else if (this.out.length < size) this.out = this.buffer(size);
     this.used = 0;
   }
