@@ -180,6 +180,28 @@ export class ContentHasher {
     this.worker!.post({ op: 'update', job: this.job, buffer: whole, length }, [whole]);
   }
 
+  /**
+   * The size and hash of `bytes`, all the file holds: given to the worker when `own` (the caller no longer uses them)
+   * and they are large and a whole ArrayBuffer; hashed here otherwise.
+   */
+  whole(bytes: Uint8Array, own: boolean): Promise<ContentHash> {
+    const { buffer } = bytes;
+    const handOver =
+      own &&
+      this.worker !== undefined &&
+      bytes.length >= 1 << 20 &&
+      buffer instanceof ArrayBuffer &&
+      bytes.byteOffset === 0 &&
+      buffer.byteLength === bytes.length;
+    if (!handOver) {
+      this.ended = true;
+      this.worker?.finish(this.job);
+      return Promise.resolve({ bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+    }
+    this.update(Buffer.from(buffer), bytes.length);
+    return this.digest();
+  }
+
   /** Resolves once the worker holds few enough buffers to be given more (undefined when it does now). */
   room(): Promise<void> | undefined {
     if (this.atWorker < maxAtWorker || this.failed) return undefined;

@@ -3,7 +3,6 @@
 // aborted or failed run leaves no half-written file under a real name and keeps the outputs of an earlier run
 // intact; the raw data (perf.data, target/) is never touched. Everything goes through OutputFolder: in a folder
 // somebody sent, a link planted at a final or partial name, or a subfolder that is a link, is never written through.
-import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
 import { ContentHasher, HashWorker, type ContentHash } from './output-hash.js';
@@ -20,7 +19,7 @@ export class PartialOutputs {
   /** Subfolders this run created (e.g. flamescope/), removed again by discard if left empty. */
   private readonly created: string[] = [];
   /** The size and hash of what this run wrote, by final name: the manifest need not read those files back. */
-  private readonly hashes = new Map<string, ContentHash | ContentHasher>();
+  private readonly hashes = new Map<string, Promise<ContentHash> | ContentHasher>();
   /** Hashes this run's files (off the main thread when asked); stopped by discard(). */
   readonly hashing: HashWorker;
 
@@ -58,7 +57,10 @@ export class PartialOutputs {
     } finally {
       await file.close();
     }
-    this.hashes.set(name, { bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+    // Bytes made here from a string are nobody else's: the worker may take them.
+    const hash = this.hashing.contentHasher().whole(bytes, typeof content === 'string');
+    hash.catch(() => {});
+    this.hashes.set(name, hash);
   }
 
   /**
@@ -68,7 +70,7 @@ export class PartialOutputs {
   writtenHash(name: string): Promise<ContentHash> | undefined {
     const hash = this.hashes.get(name);
     if (hash === undefined) return undefined;
-    return hash instanceof ContentHasher ? hash.digest() : Promise.resolve(hash);
+    return hash instanceof ContentHasher ? hash.digest() : hash;
   }
 
   /** The name `name` is written under until commit; undefined when it was not opened. */

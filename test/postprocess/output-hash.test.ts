@@ -65,3 +65,25 @@ test('files hashed as manifest.ts reads them; a stopped worker fails the jobs gi
     await assert.rejects(hashing.hashFiles(dir, ['a.data']), label);
   }
 });
+
+test('a file written whole: hashed on the worker when its bytes are handed over, where they lie otherwise', async (t) => {
+  for (const [label, Worker] of await modules(t)) {
+    const hashing = new Worker(true);
+    try {
+      const big = Buffer.from('x'.repeat(3 << 20));
+      const expected = { bytes: big.length, sha256: createHash('sha256').update(big).digest('hex') };
+      const kept = Buffer.from(big);
+      // Not handed over: the caller's bytes stay usable.
+      assert.deepEqual(await hashing.contentHasher().whole(kept, false), expected, label);
+      assert.equal(kept.length, 3 << 20, label);
+      assert.deepEqual(await hashing.contentHasher().whole(big, true), expected, label);
+      // Handed over to the worker, the bytes left this thread.
+      if (label.startsWith('built')) assert.equal(big.length, 0, label);
+      const small = Buffer.from('small\n');
+      const smallHash = { bytes: small.length, sha256: createHash('sha256').update(small).digest('hex') };
+      assert.deepEqual(await hashing.contentHasher().whole(small, true), smallHash, label);
+    } finally {
+      hashing.close();
+    }
+  }
+});
