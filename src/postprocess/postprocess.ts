@@ -89,11 +89,13 @@ export interface PostprocessOptions {
 export type Engine = 'perf' | 'native';
 
 /**
- * perf.data's size from which the outputs and raw data are hashed on a worker thread: the FlameScope file is ~6 times
- * perf.data, so ~100 MB to hash from here, more than the worker costs to start (40 ms of CPU on an idle machine, 150
- * on a busy one). Below it they are hashed on the main thread, as they are written.
+ * perf.data's size from which the outputs and raw data are hashed on a worker thread; below it they are hashed on the
+ * main thread as they are written. SHA-256 runs at 1-3 GB/s here (SHA extensions): at 100k samples (22 MB perf.data,
+ * 142 MB of FlameScope text) the worker took as much of the main thread (handing it buffers) as hashing there, and
+ * more CPU in all (its start, 40-150 ms), which on 2 busy cores cost wall time. Only far larger recordings (~1 GB of
+ * text and up) might gain from it: not measured.
  */
-const hashOffThreadFrom = 16 << 20;
+const hashOffThreadFrom = 128 << 20;
 
 export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.freeze({
   fold: Object.freeze({}),
