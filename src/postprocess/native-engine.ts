@@ -48,7 +48,7 @@ export async function runNativeAndFold(
   const pids = nativePidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
-  const output = new NativeScriptOutput(await outputs.open(layout.perfScript), stackFolder, resolver);
+  const output = new NativeScriptOutput(await outputs.openHashed(layout.perfScript), stackFolder, resolver);
   const perfMaps = await mapsToPlace(folder, warn);
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();

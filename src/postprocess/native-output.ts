@@ -12,13 +12,17 @@ import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
 import type { ScriptFrame, ScriptSink } from '../perf/data/script-text.js';
-import type { FrameTextMemo, StackFolder } from '../stacks/fold.js';
+import type { FrameTextMemo, StackFolder, StackTextMemo } from '../stacks/fold.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
 import { lineCutDefaults, LongLineCutter } from './long-lines.js';
+import type { ContentHasher } from './output-hash.js';
+import type { HashedFile } from './outputs.js';
 import { ScriptNamer } from './script-names.js';
 
 /** What the file gets of one distinct frame line (kept on its ScriptFrame), or null when it must go the text way. */
 interface FrameBytes extends FrameTextMemo {
+  /** Numbers the distinct lines, for the hash of a stack. */
+  id: number;
   /** The line as the file has it (named when the resolver names it), newline included. */
   bytes: Buffer;
   /** Bytes of the line as written by perf script's rules, newline included (the manifest counts those). */
@@ -27,8 +31,30 @@ interface FrameBytes extends FrameTextMemo {
   cut?: string;
 }
 
+/**
+ * One distinct sequence of frame lines, made once and then copied whole for every sample holding it: its lines'
+ * bytes in the file, and what the fold keeps of them (StackTextMemo).
+ */
+interface StackBytes extends StackTextMemo {
+  frames: FrameBytes[];
+  /** The frame lines as the file has them, one after the other. */
+  bytes: Buffer;
+  /** Their bytes by perf script's rules (see FrameBytes.raw). */
+  raw: number;
+  /** The text the fold reads of each line (cut when the line is). */
+  lines: string[];
+  /** Lines over the cut among them. */
+  cut: number;
+  /** The next stack with the same hash. */
+  next: StackBytes | undefined;
+}
+
 const outputBytes = 1 << 20;
-const newline = Buffer.from('\n');
+/** Bounds on the stacks kept whole: past them, samples of new stacks are copied line by line. */
+const maxStacks = 1 << 16;
+const maxStackBytes = 64 << 20;
+/** Bytes counted against maxStackBytes for each frame of a stack, besides its line's bytes. */
+const stackFrameCost = 128;
 
 export class NativeScriptOutput implements ScriptSink {
   /** Bytes of perf script text made (before cutting and naming), for the manifest. */
@@ -42,19 +68,34 @@ export class NativeScriptOutput implements ScriptSink {
   /** The text way's namer last saw a header other than the per-line way's since (which gives it no pid). */
   private namerPidStale = false;
   private readonly entries: FrameBytes[] = [];
+  private frameCount = 0;
+  /** Stacks made whole, by a hash of their lines' ids. */
+  private readonly stacks = new Map<number, StackBytes>();
+  private stacksKept = 0;
+  private stackBytesKept = 0;
   /** Frame lines over the cut written the per-line way (each cut once, when first made). */
   private framesCut = 0;
   private headerKept: string[] = [];
-  private out = Buffer.allocUnsafe(outputBytes);
+  /** Hashes the bytes written, and lends the buffers (a hashed buffer comes back for reuse). */
+  private readonly hasher: ContentHasher | undefined;
+  /** Written buffers back for reuse, without a hasher. */
+  private readonly pool: Buffer[] = [];
+  private out: Buffer;
   private used = 0;
+  /** The size of the buffers filled and written. */
+  private readonly outputBytes: number;
 
-  /** `file` is closed by finish() or destroy(). */
+  /** `file` is closed by finish() or destroy(); with a hasher, it is given every byte written (see finish()). */
   constructor(
-    file: FileHandle,
+    file: FileHandle | HashedFile,
     private readonly folder: StackFolder,
     resolver: FrameResolver | undefined,
   ) {
-    this.file = file.createWriteStream();
+    const handle = 'hasher' in file ? file.file : file;
+    this.hasher = 'hasher' in file ? file.hasher : undefined;
+    this.outputBytes = this.hasher?.bufferBytes ?? outputBytes;
+    this.out = this.buffer(this.outputBytes);
+    this.file = handle.createWriteStream();
     // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
     this.file.on('error', () => {});
     this.namer = resolver && new ScriptNamer(resolver);
@@ -74,38 +115,87 @@ export class NativeScriptOutput implements ScriptSink {
   /** Takes a sample; a promise only when the file has to be waited for. */
   sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void> {
     if (!plainHeader(header)) return this.asText(header, frames, count);
-    let size = header.length * 3 + 2;
+    let hash = count;
     for (let i = 0; i < count; i++) {
       const entry = this.frameBytes(frames[i]!);
       if (!entry) return this.asText(header, frames, count);
       this.entries[i] = entry;
-      size += entry.bytes.length;
+      hash = Math.imul(hash ^ entry.id, 16777619);
     }
-    if (this.used + size > this.out.length) return this.flush(size).then(() => this.fill(header, frames, count));
-    this.fill(header, frames, count);
+    const stack = this.stackBytes(hash, frames, count);
+    let size = header.length * 3 + 2;
+    if (stack) size += stack.bytes.length;
+    else for (let i = 0; i < count; i++) size += this.entries[i]!.bytes.length;
+    if (this.used + size > this.out.length) return this.flush(size).then(() => this.fill(header, frames, count, stack));
+    this.fill(header, frames, count, stack);
+  }
+
+  /** The stack of the sample whose lines are in `entries`, made now when new and within the bounds. */
+  private stackBytes(hash: number, frames: readonly ScriptFrame[], count: number): StackBytes | undefined {
+    const head = this.stacks.get(hash);
+    for (let stack = head; stack !== undefined; stack = stack.next) {
+      if (stack.frames.length !== count) continue;
+      let i = 0;
+      while (i < count && stack.frames[i] === this.entries[i]) i++;
+      if (i === count) return stack;
+    }
+    if (this.stacksKept >= maxStacks) return undefined;
+    const parts = this.entries.slice(0, count);
+    let size = 0;
+    for (const entry of parts) size += entry.bytes.length;
+    // What a stack keeps besides its bytes (its frames and lines, and the frames it keeps alive) counted too.
+    const cost = size + count * stackFrameCost;
+    if (this.stackBytesKept + cost > maxStackBytes) return undefined;
+    const stack: StackBytes = {
+      frames: parts,
+      bytes: Buffer.concat(
+        parts.map((entry) => entry.bytes),
+        size,
+      ),
+      raw: 0,
+      lines: [],
+      cut: 0,
+      next: head,
+    };
+    for (let i = 0; i < count; i++) {
+      const entry = parts[i]!;
+      stack.raw += entry.raw;
+      stack.lines.push(entry.cut ?? frames[i]!.line);
+      if (entry.cut !== undefined) stack.cut++;
+    }
+    this.stacks.set(hash, stack);
+    this.stacksKept++;
+    this.stackBytesKept += cost;
+    return stack;
   }
 
   /** Copies a sample whose frame lines are in `entries` into the buffer, which has room for it, and folds it. */
-  private fill(header: string, frames: readonly ScriptFrame[], count: number): void {
+  private fill(header: string, frames: readonly ScriptFrame[], count: number, stack: StackBytes | undefined): void {
     const out = this.out;
     const start = this.used;
     let at = start + out.write(header, start);
+    this.folder.writeLine(out, start, at);
     out[at++] = 10;
     this.bytes += at - start;
-    this.folder.write(out.subarray(start, at));
-    for (let i = 0; i < count; i++) {
-      const entry = this.entries[i]!;
-      if (entry.cut === undefined) this.folder.frameText(frames[i]!.line, entry);
-      else {
-        this.folder.frameText(entry.cut, entry);
-        this.framesCut++;
+    if (stack) {
+      this.folder.stackText(stack.lines, stack.frames, stack);
+      this.framesCut += stack.cut;
+      at += stack.bytes.copy(out, at);
+      this.bytes += stack.raw;
+    } else
+      for (let i = 0; i < count; i++) {
+        const entry = this.entries[i]!;
+        if (entry.cut === undefined) this.folder.frameText(frames[i]!.line, entry);
+        else {
+          this.folder.frameText(entry.cut, entry);
+          this.framesCut++;
+        }
+        at += entry.bytes.copy(out, at);
+        this.bytes += entry.raw;
       }
-      at += entry.bytes.copy(out, at);
-      this.bytes += entry.raw;
-    }
     out[at++] = 10;
     this.bytes++;
-    this.folder.write(newline);
+    this.folder.writeLine(out, at, at);
     this.used = at;
     this.namerPidStale = true;
   }
@@ -120,7 +210,7 @@ export class NativeScriptOutput implements ScriptSink {
     return this.cutter.linesCut + this.framesCut;
   }
 
-  /** Writes what is left and closes the file. */
+  /** Writes what is left and closes the file; then the hasher has every byte written, and its digest is asked for. */
   async finish(): Promise<void> {
     const rest = this.cutter.end();
     if (rest.length > 0) {
@@ -132,6 +222,7 @@ export class NativeScriptOutput implements ScriptSink {
     await this.flush(0);
     this.file.end();
     await finished(this.file);
+    void this.hasher?.digest();
   }
 
   /** Closes the file without waiting for it (after a failure; the caller deletes it). */
@@ -146,7 +237,7 @@ export class NativeScriptOutput implements ScriptSink {
     if (!/[\n\r]/.test(line)) {
       const raw = Buffer.from(`${line}\n`);
       if (raw.length - 1 <= lineCutDefaults.maxLineBytes)
-        entry = { bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length };
+        entry = { id: this.frameCount++, bytes: this.lineNamer ? this.lineNamer.transform(raw) : raw, raw: raw.length };
       else {
         // A name the target chose (an 8 MB method in its perf map) is cut once here, not made again for every
         // sample: the per-line way then writes and folds the cut line, as the text way would have, and the
@@ -155,7 +246,12 @@ export class NativeScriptOutput implements ScriptSink {
         const cut = Buffer.concat([cutter.cut(raw), cutter.end()]);
         const text = cut.toString('utf8', 0, cut.length - 1);
         if (Buffer.byteLength(text) === cut.length - 1)
-          entry = { bytes: this.lineNamer ? this.lineNamer.transform(cut) : cut, raw: cut.length, cut: text };
+          entry = {
+            id: this.frameCount++,
+            bytes: this.lineNamer ? this.lineNamer.transform(cut) : cut,
+            raw: cut.length,
+            cut: text,
+          };
       }
     }
     frame.memo = entry;
@@ -184,10 +280,26 @@ export class NativeScriptOutput implements ScriptSink {
 
   /** Writes what the buffer holds, then makes room for `size` more bytes. */
   private async flush(size: number): Promise<void> {
-    if (this.used > 0 && !this.file.write(this.out.subarray(0, this.used))) await once(this.file, 'drain');
-    // The stream holds the written bytes until they reach the file: the next ones go to another buffer.
-    this.out = Buffer.allocUnsafe(Math.max(outputBytes, size));
+    if (this.used > 0) {
+      const [out, used] = [this.out, this.used];
+      // The stream holds the bytes until they reach the file: the buffer goes to the hasher (or back to the pool)
+      // only then, and the next bytes go to another.
+      const written = (error?: Error | null) => {
+        if (error) return;
+        if (this.hasher) this.hasher.update(out, used);
+        else if (this.pool.length < 4) this.pool.push(out);
+      };
+      if (!this.file.write(out.subarray(0, used), written)) await once(this.file, 'drain');
+      await this.hasher?.room();
+      this.out = this.buffer(Math.max(this.outputBytes, size));
+    } else if (this.out.length < size) this.out = this.buffer(size);
     this.used = 0;
+  }
+
+  private buffer(size: number): Buffer {
+    if (this.hasher) return this.hasher.buffer(size);
+    const pooled = this.pool.findIndex((b) => b.length >= size);
+    return pooled >= 0 ? this.pool.splice(pooled, 1)[0]! : Buffer.allocUnsafeSlow(size);
   }
 }
 

@@ -88,6 +88,15 @@ export interface PostprocessOptions {
 
 export type Engine = 'perf' | 'native';
 
+/**
+ * perf.data's size from which the outputs and raw data are hashed on a worker thread; below it they are hashed on the
+ * main thread as they are written. SHA-256 runs at 1-3 GB/s here (SHA extensions): at 100k samples (22 MB perf.data,
+ * 142 MB of FlameScope text) the worker took as much of the main thread (handing it buffers) as hashing there, and
+ * more CPU in all (its start, 40-150 ms), which on 2 busy cores cost wall time. Only far larger recordings (~1 GB of
+ * text and up) might gain from it: not measured.
+ */
+const hashOffThreadFrom = 128 << 20;
+
 export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.freeze({
   fold: Object.freeze({}),
   title: undefined,
@@ -136,7 +145,7 @@ export async function postprocess(
     const opened = await OutputFolder.open(dir);
     try {
       return await postprocessFolder(
-        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs },
+        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs, perfDataBytes: perfData.stat.size },
         opts,
         context,
       );
@@ -148,12 +157,13 @@ export async function postprocess(
   }
 }
 
-/** The folder being post-processed: its path as given, the folder opened, who runs perf, perf.data's mtime. */
+/** The folder being post-processed: its path as given, the folder opened, who runs perf, perf.data's mtime and size. */
 interface Run {
   dir: string;
   folder: OutputFolder;
   euid: number | undefined;
   perfDataMtimeMs: number;
+  perfDataBytes: number;
 }
 
 /** perf script and the fold, the renders, the manifest, the tarball: the stages postprocess() wraps. */
@@ -182,10 +192,11 @@ async function postprocessFolder(
   // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
   const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
   resolving.catch(() => {});
-  // The raw data does not change while perf script reads it: hash it meanwhile rather than afterwards.
-  const rawHashes = hashRawData(dir, signal);
+  const outputs = new PartialOutputs(folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
+  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
+  // afterwards.
+  const rawHashes = hashRawData(dir, outputs.hashing, signal);
   rawHashes.catch(() => {});
-  const outputs = new PartialOutputs(folder);
   let tarball: TarballWriter | undefined;
   try {
     // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.

@@ -20,7 +20,14 @@ import {
   type FrameFields,
   type HeaderFields,
 } from './perf-script-line.js';
-import { addNamingQuality, emptyNamingQuality, FrameTable, StackTable, type NamingQuality } from './stack-table.js';
+import {
+  addNamingQuality,
+  emptyNamingQuality,
+  FrameTable,
+  StackTable,
+  type NamingQuality,
+  type StackEntry,
+} from './stack-table.js';
 
 export type { FrameResolver } from './frame-name.js';
 export type { NamingQuality } from './stack-table.js';
@@ -93,6 +100,7 @@ const TAB = 9;
 const MAX_TEXT_LINES = 1 << 20;
 const RECENT_SLOTS = 1 << 14;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
+const NEWLINE = Buffer.from('\n');
 const NO_FRAMES = new Int32Array(0);
 /** Cached for lines that are not frames, so that they are counted each time they appear. */
 const NOT_A_FRAME = new Int32Array(0);
@@ -115,6 +123,16 @@ interface Root {
 export interface FrameTextMemo {
   foldKey?: number;
   foldIds?: Int32Array;
+}
+
+/** What StackFolder.stackText() keeps on a caller's object for one sequence of lines. */
+export interface StackTextMemo {
+  foldKey?: number;
+  /** Every line's ids, leaf first. */
+  foldIds?: Int32Array;
+  /** The root frame the last sample of these lines had, and the stack it made. */
+  foldRoot?: number;
+  foldStack?: StackEntry;
 }
 
 /** Streaming folder: write() chunks as they come, end() once for the result. Never throws on bad input. */
@@ -147,6 +165,8 @@ export class StackFolder {
   private leafFirst = new Int32Array(256);
   private depth = 0;
   private sampleWeight = 1;
+  /** The current sample's frames came from this memo of stackText(), when nothing else was pushed yet. */
+  private sampleStack: StackTextMemo | undefined;
   private parsed = 0;
   private kept = 0;
   private totalWeight = 0;
@@ -198,6 +218,18 @@ export class StackFolder {
       start = nl + 1;
     }
     if (start < buf.length) this.hold(buf.subarray(start));
+  }
+
+  /**
+   * Bytes [start, end) of `buf`, one line holding no newline, folded as write() folds them followed by a newline:
+   * for a caller that has the line whole (the native engine's sample headers, and its blank lines as an empty range),
+   * without making a chunk of it.
+   */
+  writeLine(buf: Buffer, start: number, end: number): void {
+    if (this.carry !== undefined || this.discarding) {
+      this.write(buf.subarray(start, end));
+      this.write(NEWLINE);
+    } else this.line(buf, start, end);
   }
 
   end(): FoldResult {
@@ -273,6 +305,7 @@ export class StackFolder {
   private headerLine(buf: Buffer, start: number, end: number): void {
     const { compat } = this.options;
     this.parsed++;
+    this.sampleStack = undefined;
     if (!compat && this.state === State.InSample) {
       this.skip('unterminated-sample', 'a sample header followed frames without a blank line: dropped that sample');
       this.depth = 0;
@@ -385,16 +418,54 @@ export class StackFolder {
    * keeps for the line, the parse for the last process is kept on it, and not even looked up the next time.
    */
   frameText(line: string, memo?: FrameTextMemo): void {
+    this.textLine(line, memo);
+  }
+
+  /**
+   * All the frame lines of the current sample, given as frameText() takes them (`memos[i]` for `lines[i]`), folded as
+   * frameText() folds them one by one. For a caller that passes the same lines again for every sample holding that
+   * stack, with `stack`, an object it keeps for them and gives this folder only: the lines' parse for the last process
+   * is kept on it, and the stack they made with the last root frame, so that the next such sample is counted without
+   * walking its frames.
+   */
+  stackText(lines: readonly string[], memos: readonly FrameTextMemo[], stack: StackTextMemo): void {
+    if (this.state !== State.InSample || this.depth !== 0) {
+      for (let i = 0; i < lines.length; i++) this.textLine(lines[i]!, memos[i]);
+      return;
+    }
+    const key = this.textKey(this.root!);
+    if (stack.foldIds !== undefined && stack.foldKey === key) {
+      this.push(stack.foldIds);
+      this.sampleStack = stack;
+      return;
+    }
+    let whole = true;
+    for (let i = 0; i < lines.length; i++) if (!this.textLine(lines[i]!, memos[i])) whole = false;
+    // Kept only when every line was a frame of this sample: a line that is not is counted (or ends the sample) again.
+    if (!whole || this.state !== State.InSample) return;
+    stack.foldKey = key;
+    stack.foldIds = this.leafFirst.slice(0, this.depth);
+    stack.foldRoot = undefined;
+    stack.foldStack = undefined;
+    this.sampleStack = stack;
+  }
+
+  /** The salt of the current sample's frame lines: see frameLine (here for any line, named or not). */
+  private textKey(root: Root): number {
+    return (root.java && this.options.compat ? 1 : 0) | (this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
+  }
+
+  /** frameText(); true when the line was a frame of the current sample, folded as such. */
+  private textLine(line: string, memo: FrameTextMemo | undefined): boolean {
     if (this.state !== State.InSample || line.charCodeAt(0) !== TAB) {
       const buf = Buffer.from(line);
       this.line(buf, 0, buf.length);
-      return;
+      return false;
     }
-    const root = this.root!;
-    const key = (root.java && this.options.compat ? 1 : 0) | (this.resolver ? ((root.pid ?? -1) + 1) * 2 : 0);
+    const key = this.textKey(this.root!);
     if (memo?.foldIds !== undefined && memo.foldKey === key) {
       this.push(memo.foldIds);
-      return;
+      return true;
     }
     let byText = this.textLines.get(key);
     if (!byText) this.textLines.set(key, (byText = new Map()));
@@ -403,15 +474,15 @@ export class StackFolder {
       const buf = Buffer.from(line);
       if (trimEnd(buf, 0, buf.length) === 0) {
         this.line(buf, 0, buf.length);
-        return;
+        return false;
       }
       const f = this.frame;
       ids = matchFrameStart(buf, 0, buf.length, this.options.compat, f)
-        ? this.internLine(buf, f, trimEnd(buf, f.symStart, buf.length), root)
+        ? this.internLine(buf, f, trimEnd(buf, f.symStart, buf.length), this.root!)
         : NOT_A_FRAME;
       if (ids === NOT_A_FRAME) {
         this.unrecognized(buf, 0, buf.length);
-        return;
+        return false;
       }
       // Bounded over all processes: past the bound, the kept parses start afresh.
       if (this.textLinesKept >= MAX_TEXT_LINES) {
@@ -427,6 +498,7 @@ export class StackFolder {
       memo.foldIds = ids;
     }
     this.push(ids);
+    return true;
   }
 
   private push(ids: Int32Array): void {
@@ -469,10 +541,21 @@ export class StackFolder {
 
   private endSample(): void {
     if (this.state === State.InSample) {
-      this.stacks.add(this.root!.id, this.leafFirst, this.depth, this.sampleWeight);
+      const root = this.root!.id;
+      // A sample holding only the frames of a stackText() memo, nothing pushed after them (which would make it deeper).
+      const memo = this.sampleStack?.foldIds?.length === this.depth ? this.sampleStack : undefined;
+      if (memo?.foldStack !== undefined && memo.foldRoot === root) this.stacks.count(memo.foldStack, this.sampleWeight);
+      else {
+        const stack = this.stacks.add(root, this.leafFirst, this.depth, this.sampleWeight);
+        if (memo) {
+          memo.foldRoot = root;
+          memo.foldStack = stack;
+        }
+      }
       this.kept++;
       this.totalWeight += this.sampleWeight;
     }
+    this.sampleStack = undefined;
     this.state = State.Between;
     this.depth = 0;
   }

@@ -76,7 +76,7 @@ export class FrameTable {
   }
 }
 
-interface StackEntry {
+export interface StackEntry {
   /** Root first. */
   ids: Int32Array;
   weight: number;
@@ -89,8 +89,8 @@ export class StackTable {
   private readonly buckets = new Map<number, StackEntry>();
   private readonly entries: StackEntry[] = [];
 
-  /** Adds one sample: `root`, then `leafFirst[n-1]` (outermost) down to `leafFirst[0]` (leaf). */
-  add(root: number, leafFirst: Int32Array, n: number, weight: number): void {
+  /** Adds one sample: `root`, then `leafFirst[n-1]` (outermost) down to `leafFirst[0]` (leaf); gives its stack. */
+  add(root: number, leafFirst: Int32Array, n: number, weight: number): StackEntry {
     let h = Math.imul(0x811c9dc5 ^ root, 16777619) ^ n;
     for (let i = n - 1; i >= 0; i--) h = Math.imul(h ^ leafFirst[i]!, 16777619);
     let entry = this.buckets.get(h);
@@ -104,6 +104,13 @@ export class StackTable {
       this.buckets.set(h, entry);
       this.entries.push(entry);
     }
+    entry.weight += weight;
+    entry.samples++;
+    return entry;
+  }
+
+  /** Adds one more sample of a stack add() gave. */
+  count(entry: StackEntry, weight: number): void {
     entry.weight += weight;
     entry.samples++;
   }

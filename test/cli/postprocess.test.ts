@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { chown, cp, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -143,4 +144,22 @@ test('`--engine native` post-processes with no perf at all: every output, the wo
   };
   assert.equal(manifest.postprocess.engine, 'native');
   assert.deepEqual(manifest.postprocess.commands, []);
+});
+
+test('the manifest of the built CLI, whose hashes are taken as the outputs are written, holds each file as it is', async (t) => {
+  const dir = await folder(t);
+  if (!dir) return;
+  const run = await runCli(['postprocess', '--dir', dir, '-q']);
+  assert.equal(run.exitCode, 0, String(run.all));
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    files: { path: string; bytes: number; sha256: string }[];
+  };
+  const paths = manifest.files.map((file) => file.path);
+  for (const name of [layout.perfData, layout.perfScript, layout.foldedStacks, layout.speedscope])
+    assert.ok(paths.includes(name), name);
+  for (const file of manifest.files) {
+    const content: Buffer = await readFile(join(dir, file.path));
+    assert.equal(file.bytes, content.length, file.path);
+    assert.equal(file.sha256, createHash('sha256').update(content).digest('hex'), file.path);
+  }
 });

@@ -56,8 +56,8 @@ const resolver: FrameResolver = {
   },
 };
 
-async function throughTee(options: Partial<FoldOptions>, name: string) {
-  const text = header + samples.map(([h, frames]) => [h, ...frames, '', ''].join('\n')).join('');
+async function throughTee(options: Partial<FoldOptions>, name: string, given = samples) {
+  const text = header + given.map(([h, frames]) => [h, ...frames, '', ''].join('\n')).join('');
   const folder = new StackFolder(options, undefined, resolver);
   const tee = new PerfScriptTee(await open(join(dir, name), 'w'), (chunk) => folder.write(chunk));
   tee.nameFrames(resolver);
@@ -73,14 +73,14 @@ async function throughTee(options: Partial<FoldOptions>, name: string) {
   };
 }
 
-async function throughNative(options: Partial<FoldOptions>, name: string) {
+async function throughNative(options: Partial<FoldOptions>, name: string, given = samples) {
   const folder = new StackFolder(options, undefined, resolver);
   const output = new NativeScriptOutput(await open(join(dir, name), 'w'), folder, resolver);
   await output.header(header);
   // As the writer gives them: one object per distinct line, the same each time it recurs.
   const made = new Map<string, ScriptFrame>();
   const frames: ScriptFrame[] = [{ line: 'left over from a longer sample', memo: undefined }];
-  for (const [h, lines] of samples) {
+  for (const [h, lines] of given) {
     lines.forEach((line, i) => {
       if (!made.has(line)) made.set(line, { line, memo: undefined });
       frames[i] = made.get(line)!;
@@ -120,3 +120,71 @@ for (const [label, options] of [
     assert.equal(named, !('compat' in options));
   });
 }
+
+/**
+ * Stacks that recur: the per-line way copies and folds a stack it has seen whole, so the same lines in another
+ * process (named by pid), under another root, event or period, after a sample the text way took, or holding a cut
+ * line, must still give what the text gives.
+ */
+const recurring: [string, string[]][] = [];
+{
+  const kernel = `\t    ffffffff8100 x (k)`;
+  const main = `\t           979bb main+0x1 ${libc}`;
+  const stacks = [
+    [jit('7f0000001000'), main],
+    [jit('7f0000001000'), main, kernel],
+    [kernel],
+    [longLine, main],
+    [jit('7f0000002000'), jit('7f0000001000')],
+    [],
+  ];
+  const heads = [
+    (n: number) => `dotnet   201 [001]    12.${String(n).padStart(6, '0')}:   10101010 cpu-clock: `,
+    (n: number) => `dotnet   201/205 [001]    12.${String(n).padStart(6, '0')}:   10101010 cpu-clock: `,
+    (n: number) => `worker   207 [000]    12.${String(n).padStart(6, '0')}:   20202020 cpu-clock: `,
+    (n: number) => `java   208 [000]    12.${String(n).padStart(6, '0')}:   30303030 cpu-clock: `,
+    (n: number) => `dotnet   201 [001]    12.${String(n).padStart(6, '0')}:   10101010 other-event: `,
+    (n: number) => `0   209 [000]    12.${String(n).padStart(6, '0')}:   10101010 cpu-clock: `,
+  ];
+  for (let n = 0; n < 120; n++) recurring.push([heads[(n * 7) % heads.length]!(n), stacks[(n * 5) % stacks.length]!]);
+  recurring.splice(40, 0, [
+    `dotnet   201 [001]    12.000040:   10101010 cpu-clock: `,
+    [`\t           979bb a\nname+0x1 ${libc}`],
+  ]);
+}
+
+for (const [label, options] of [
+  ['default fold', {}],
+  ['compat fold', { compat: true }],
+  ['fold with tids, by period', { includeTid: true, weight: 'period' }],
+  ['fold of the other event', { eventFilter: 'other-event', addrs: true }],
+] as const) {
+  test(`stacks that recur give the same file and folds as the tee and the text fold (${label})`, async () => {
+    const tee = await throughTee(options, `tee-recurring-${label}`, recurring);
+    const native = await throughNative(options, `native-recurring-${label}`, recurring);
+    assert.equal(native.file.toString('latin1'), tee.file.toString('latin1'));
+    assert.deepEqual(native.fold, tee.fold);
+    assert.equal(native.linesCut, tee.linesCut);
+    assert.ok(native.linesCut >= 10);
+    assert.ok(native.fold.keptSamples >= 15);
+  });
+}
+
+test('past the bound on the stacks kept whole, new stacks go line by line, to the same file and folds', async () => {
+  // 100 stacks of 80 distinct 9 kB lines (~72 MB counted): the later ones pass the 64 MiB bound; each comes twice.
+  const many: [string, string[]][] = [];
+  for (let s = 0; s < 100; s++) {
+    const lines = Array.from(
+      { length: 80 },
+      (_, i) => `\t    ${(s * 100 + i).toString(16)} f${s}_${i}_${'x'.repeat(9000)}+0x1 ${libc}`,
+    );
+    for (const n of [0, 1])
+      many.push([`app   300 [000]    13.${String(s * 2 + n).padStart(6, '0')}:   10 cpu-clock: `, lines]);
+  }
+  const tee = await throughTee({}, 'tee-many', many);
+  const native = await throughNative({}, 'native-many', many);
+  assert.ok(native.file.equals(tee.file));
+  assert.deepEqual(native.fold, tee.fold);
+  assert.equal(native.bytes, tee.bytes);
+  assert.equal(native.fold.keptSamples, 200);
+});

@@ -204,3 +204,30 @@ test('symbol versions perf appends to dynamic symbols are dropped in the readabl
     ['app;not_a_version@host;std::__once_callable@GLIBCXX_3.4.11;pthread_cond_signal@@GLIBC_2.3.2'],
   );
 });
+
+test('writeLine folds a whole line as write() folds it with its newline, also after a partial chunk', () => {
+  const text =
+    'app 1 [000] 1.0: 1 cpu-clock:\n\t 10 f (/bin/app)\n\t 20 g (/bin/app)\n\n' +
+    'app 2 [001] 1.1: 1 cpu-clock:\n\t 10 f (/bin/app)\n\n' +
+    'other 3 [000] 1.2: 1 task-clock:\n\t 30 h (/bin/other)\n\n';
+  const lines = text.split('\n').slice(0, -1);
+  const whole = new StackFolder();
+  whole.write(Buffer.from(text));
+  const byLine = new StackFolder();
+  const cut = new StackFolder();
+  for (const [i, line] of lines.entries()) {
+    const padded = Buffer.from(`<${line}>`);
+    byLine.writeLine(padded, 1, padded.length - 1);
+    // A chunk ending inside the line before: writeLine must finish that line first.
+    if (i % 2 === 0) cut.writeLine(padded, 1, padded.length - 1);
+    else if (line.length > 3) {
+      cut.write(Buffer.from(line.slice(0, 3)));
+      const rest = Buffer.from(line.slice(3));
+      cut.writeLine(rest, 0, rest.length);
+    } else cut.writeLine(padded, 1, padded.length - 1);
+  }
+  const expected = whole.end();
+  assert.equal(expected.keptSamples, 2);
+  assert.deepEqual(byLine.end(), expected);
+  assert.deepEqual(cut.end(), expected);
+});
