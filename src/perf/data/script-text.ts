@@ -360,7 +360,8 @@ export class ScriptTextWriter {
   ): void | Promise<void> {
     if (chain.buffer !== this.wordsBuffer) {
       this.wordsBuffer = chain.buffer;
-      this.words = new Uint32Array(chain.buffer);
+      // The buffer may be a chunk read whose length is no multiple of 4 (a forged record size): whole words only.
+      this.words = new Uint32Array(chain.buffer, 0, chain.buffer.byteLength >>> 2);
     }
     // Each entry as its low and high words (the machine is little-endian, as the recording: see CallchainSlab).
     const words = this.words;

@@ -158,3 +158,37 @@ test('the time-ordering queue orders numbers and bigints together, exactly', asy
   await order.finish();
   assert.deepEqual(delivered, [3, 6, 1, 2, 5, 0, 4]);
 });
+
+test('a record longer than its fields, which leaves the chunk read an odd length, is read as perf reads it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-large-values-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  // The last sample's size field says 2 bytes more than its fields: the data section, hence the one chunk read, is
+  // no whole number of words, and the first sample's callchain is a view of it.
+  const padded = (bytes: Buffer) => {
+    const out = Buffer.concat([bytes, Buffer.alloc(2)]);
+    out.writeUInt16LE(out.length, 6);
+    return out;
+  };
+  const chain = [context.user, 0x400010n, 0x400020n];
+  const path = join(dir, 'perf.data');
+  await writeFile(
+    path,
+    perfData([
+      comm('app'),
+      mmap(0x400000n, 0x1000n, 0n, '/forged/low'),
+      sample(5_000_000_000n, 1n, chain),
+      padded(sample(6_000_000_000n, 1n, chain)),
+    ]),
+  );
+  const lines: string[] = [];
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: () => ({ name: 'f', offset: 0n }) },
+    {
+      header: () => {},
+      sample: (header, frames, count) => void lines.push(header, ...frames.slice(0, count).map((f) => f.line)),
+    },
+  );
+  await readPerfDataFile(path, { header: (header) => writer.header(header), event: (event) => writer.event(event) });
+  assert.equal(lines.length, 6, lines.join('\n'));
+  assert.equal(lines.filter((line) => line.includes('f+0x0 (/forged/low)')).length, 4, lines.join('\n'));
+});
