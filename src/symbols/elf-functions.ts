@@ -502,8 +502,11 @@ function prefer(a: FunctionSymbol, b: FunctionSymbol): boolean {
   const nameB = nameOf(b);
   if (underscores(nameB) > underscores(nameA)) return true;
   if (underscores(nameA) > underscores(nameB)) return false;
-  if (nameA.length > nameB.length) return true;
-  if (nameA.length < nameB.length) return false;
+  // perf compares strlen: bytes, not UTF-16 units.
+  const bytesA = Buffer.byteLength(nameA);
+  const bytesB = Buffer.byteLength(nameB);
+  if (bytesA > bytesB) return true;
+  if (bytesA < bytesB) return false;
   // perf keeps the first it met (arch__choose_best_symbol on x86).
   return false;
 }

@@ -137,8 +137,8 @@ export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTa
     const nameB = nameOf(sorted[b]!);
     if (underscores(nameB) > underscores(nameA)) return true;
     if (underscores(nameA) > underscores(nameB)) return false;
-    // perf keeps the first it met (arch__choose_best_symbol on x86).
-    return nameA.length > nameB.length;
+    // perf compares strlen, bytes; then keeps the first it met (arch__choose_best_symbol on x86).
+    return Buffer.byteLength(nameA) > Buffer.byteLength(nameB);
   };
   // Each group's winner (-1: not chosen yet), and its end and label after the fixes.
   const winner = new Int32Array(groups).fill(-1);

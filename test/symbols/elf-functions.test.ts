@@ -2,7 +2,8 @@
 // and bigint objects (a forged file whose addresses reach 2^52 or more). The same symbols moved past 2^52 must name
 // every address as the columns do; kallsyms and perf maps likewise, with addresses spanning more than 2^52.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -100,5 +101,32 @@ test('perf map ranges: of two at one address the one with fewer leading undersco
     assert.equal(table.lookup(0x7f0000001100n), undefined);
     assert.deepEqual(table.lookup(0x7f000000200fn), { name: '[stub] C', offset: 0xfn });
     assert.deepEqual(table.lookup(0x2fn), extra ? { name: 'low', offset: 0x1fn } : undefined);
+  }
+});
+
+test('of two names at one address perf keeps the longer in bytes (strlen), in both forms', async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'nm', 'binutils')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-elf-functions-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // `aé` is 2 UTF-16 units and 3 bytes; `bcd` 3 of each: perf names the function `aé` (checked with perf 6.1).
+  const source = join(dir, 'alias.c');
+  writeFileSync(
+    source,
+    'volatile unsigned long sink;\n' +
+      '__attribute__((noinline)) void aé(void) { for (unsigned long i = 0; i < 1000UL; i++) sink += i; }\n' +
+      'void bcd(void) __attribute__((alias("aé")));\n' +
+      'int main(void) { aé(); return 0; }\n',
+  );
+  const program = join(dir, 'alias');
+  execFileSync('gcc', ['-O1', '-no-pie', '-fno-pie', '-o', program, source]);
+  const line = execFileSync('nm', [program], { encoding: 'utf8' })
+    .split('\n')
+    .find((entry) => entry.endsWith(' bcd'))!;
+  // -no-pie: the first load segment maps offset 0 at 0x400000.
+  const offset = BigInt(`0x${line.split(' ')[0]}`) - 0x400000n;
+  const elf = readFileSync(program);
+  for (const bytes of [elf, shifted(elf, 1n << 52n)]) {
+    const table = await readFunctionTable(bytesSource(bytes));
+    assert.equal(table.lookup(offset)?.name, 'aé');
   }
 });
