@@ -53,6 +53,10 @@ export async function runNativeAndFold(
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();
   let events = 0;
+  // Loads ahead of symbol tables stop starting when the run ends, however it ends (or at Ctrl-C).
+  const loadsAhead = new AbortController();
+  const stopLoads = () => loadsAhead.abort();
+  signal?.addEventListener('abort', stopLoads, { once: true });
   try {
     await readPerfDataFile(
       `${folder.path}/${layout.perfData}`,
@@ -60,7 +64,7 @@ export async function runNativeAndFold(
         async header(header) {
           const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
             demangle: !opts.perfScriptArgs.includes('--no-demangle'),
-            signal,
+            signal: loadsAhead.signal,
           });
           writer = new ScriptTextWriter(symbols, output, { pids });
           await writer.header(header);
@@ -91,5 +95,8 @@ export async function runNativeAndFold(
   } catch (error) {
     output.destroy();
     throw error;
+  } finally {
+    stopLoads();
+    signal?.removeEventListener('abort', stopLoads);
   }
 }
