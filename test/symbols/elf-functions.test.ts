@@ -130,3 +130,12 @@ test('of two names at one address perf keeps the longer in bytes (strlen), in bo
     assert.equal(table.lookup(offset)?.name, 'aé');
   }
 });
+
+test('kallsyms: a line whose address is no hex number names nothing and fails nothing, in both forms', () => {
+  const text = ['ffffffff81000000 T first', 'zzzz T forged', 'ffffffff81000100 T second'].join('\n');
+  for (const extra of ['', '\n0000000000001000 T low']) {
+    const table = kallsymsTable(Buffer.from(text + extra));
+    assert.deepEqual(table.lookup(0xffffffff81000004n), { name: 'first', offset: 4n });
+    assert.deepEqual(table.lookup(0xffffffff81000104n), { name: 'second', offset: 4n });
+  }
+});
