@@ -1,13 +1,14 @@
 // Engines benchmark: records the whole machine under a CPU and kernel load into bench-out/engines-<N>k/perf.data (as
 // many samples as asked, about: 10 000 samples a second at -F 5000 on 2 CPUs), then times, three runs each, `perf
-// script` alone (what the perf engine waits for), `profcpu postprocess --engine perf` and `--engine native` (built CLI,
+// script` alone (what the perf engine waits for; twice: its text to /dev/null, the issue's figure, and to a file, as
+// the original tool and postprocess write it), `profcpu postprocess --engine perf` and `--engine native` (built CLI,
 // no tarball), and `--engine native` with prof.tar.gz, and prints wall seconds (median, min-max), CPU seconds and peak
 // RSS, and the ratio the issue asks for: postprocess wall time over perf script's. Needs root and perf.
 // `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js`
-// times another build (a copy of main's dist, say); `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes).
+// times another build (a copy of main's dist, say); `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes);
 // `PROFCPU_BENCH_ENGINES=native` leaves the perf engine out. Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -24,11 +25,14 @@ interface Run {
   peakMiB: number;
 }
 
-function timed(command: string, args: string[]): Run {
+/** Runs the command under /usr/bin/time, its output to /dev/null, or to the file `stdout` names. */
+function timed(command: string, args: string[], stdout?: string): Run {
+  const out = stdout === undefined ? 'ignore' : openSync(stdout, 'w');
   const start = performance.now();
   const result = spawnSync('/usr/bin/time', ['-f', 'maxrss %M cpu %U %S', command, ...args], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', out, 'pipe'],
   });
+  if (typeof out === 'number') closeSync(out);
   const seconds = (performance.now() - start) / 1000;
   const stderr = result.stderr?.toString() ?? '';
   if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed: ${stderr.trim().slice(-300)}`);
@@ -73,9 +77,19 @@ for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);
   console.log(`${dir.slice(root.length)}: ${String(samples.stdout).trim()} samples, ${runs} runs each`);
-  const results = { script: [] as Run[], perf: [] as Run[], native: [] as Run[], tarball: [] as Run[] };
+  const results = {
+    script: [] as Run[],
+    scriptToFile: [] as Run[],
+    perf: [] as Run[],
+    native: [] as Run[],
+    tarball: [] as Run[],
+  };
   for (let i = 0; i < runs; i++) {
-    results.script.push(timed('perf', ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline']));
+    const scriptArgs = ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline'];
+    results.script.push(timed('perf', scriptArgs));
+    // As the original shell tool ran it: its text written to a file, as postprocess writes perf_script.out.
+    results.scriptToFile.push(timed('perf', scriptArgs, `${dir}-script.out`));
+    rmSync(`${dir}-script.out`, { force: true });
     for (const engine of engines) {
       const copy = `${dir}-${engine}`;
       rmSync(copy, { recursive: true, force: true });
@@ -91,11 +105,13 @@ for (const thousands of sizes) {
     results.tarball.push(timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '-q']));
   }
   const script = summary('perf script alone', results.script);
+  const scriptToFile = summary('  its text to a file', results.scriptToFile);
   const perf = results.perf.length > 0 ? summary('postprocess --engine perf', results.perf) : undefined;
   const native = summary('postprocess --engine native', results.native);
   const tarball = summary('  with prof.tar.gz', results.tarball);
   console.log(
     `  postprocess / perf script: ${perf === undefined ? '' : `perf engine ${(perf / script).toFixed(2)}, `}` +
-      `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz)`,
+      `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz); ` +
+      `over perf script writing a file: native engine ${(native / scriptToFile).toFixed(2)}`,
   );
 }
