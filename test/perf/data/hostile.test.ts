@@ -11,6 +11,7 @@ import { execa } from 'execa';
 import { isProfcpuError } from '../../../src/error.js';
 import { readPerfDataFile, readPerfDataStream } from '../../../src/perf/data/reader.js';
 import { have, isRoot } from '../../support/requirements.js';
+import { forgedPerfData } from './forged.js';
 
 let dir: string;
 let fileMode: Buffer | undefined;
@@ -88,20 +89,7 @@ test('random bytes changed in 300 copies: each is read or refused, quickly', asy
 
 /** A file-mode header: one attribute (sample_type IP|TID|TIME|CALLCHAIN), no ids, the data after it. */
 function forgedFile(data: Buffer, patch: (bytes: Buffer) => void = () => {}): Buffer {
-  const attrSize = 136 + 16;
-  const header = Buffer.alloc(104 + attrSize);
-  header.write('PERFILE2', 0, 'latin1');
-  header.writeBigUInt64LE(104n, 8);
-  header.writeBigUInt64LE(BigInt(attrSize), 16);
-  header.writeBigUInt64LE(104n, 24);
-  header.writeBigUInt64LE(BigInt(attrSize), 32);
-  header.writeBigUInt64LE(BigInt(header.length), 40);
-  header.writeBigUInt64LE(BigInt(data.length), 48);
-  header.writeUInt32LE(1, 104); // PERF_TYPE_SOFTWARE
-  header.writeUInt32LE(136, 108);
-  header.writeBigUInt64LE(0x27n, 104 + 24);
-  patch(header);
-  return Buffer.concat([header, data]);
+  return forgedPerfData(data, 0x27n, patch);
 }
 
 function sample(nr: bigint, entries = 0): Buffer {

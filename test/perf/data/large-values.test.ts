@@ -11,6 +11,7 @@ import { TimeOrder } from '../../../src/perf/data/order.js';
 import { readPerfDataFile, type PerfEvent } from '../../../src/perf/data/reader.js';
 import type { PerfTime } from '../../../src/perf/data/records.js';
 import { ScriptTextWriter, type ScriptFrame } from '../../../src/perf/data/script-text.js';
+import { forgedPerfData } from './forged.js';
 
 const twoTo53 = 1n << 53n;
 /** IP | TID | TIME | CALLCHAIN | CPU | PERIOD. */
@@ -18,20 +19,7 @@ const sampleType = 0x1a7n;
 
 /** A file-mode perf.data: one cpu-clock attribute of `sampleType`, no ids, no features, `records` as its data. */
 function perfData(records: Buffer[]): Buffer {
-  const data = Buffer.concat(records);
-  const attrSize = 136 + 16;
-  const header = Buffer.alloc(104 + attrSize);
-  header.write('PERFILE2', 0, 'latin1');
-  header.writeBigUInt64LE(104n, 8);
-  header.writeBigUInt64LE(BigInt(attrSize), 16);
-  header.writeBigUInt64LE(104n, 24);
-  header.writeBigUInt64LE(BigInt(attrSize), 32);
-  header.writeBigUInt64LE(BigInt(header.length), 40);
-  header.writeBigUInt64LE(BigInt(data.length), 48);
-  header.writeUInt32LE(1, 104); // PERF_TYPE_SOFTWARE, config 0: cpu-clock
-  header.writeUInt32LE(136, 108);
-  header.writeBigUInt64LE(sampleType, 104 + 24);
-  return Buffer.concat([header, data]);
+  return forgedPerfData(Buffer.concat(records), sampleType);
 }
 
 function record(type: number, misc: number, body: Buffer): Buffer {
