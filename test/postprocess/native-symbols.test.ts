@@ -48,26 +48,42 @@ async function lookup(
   }
 }
 
+/**
+ * A FIFO in a new folder, with a writer blocked in its open until somebody opens the FIFO for reading; `opened()` says,
+ * after a while, whether anybody did (the writer left its open).
+ */
+async function watchedFifo() {
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  const fifo = join(dir, 'watchdog');
+  execFileSync('mkfifo', [fifo]);
+  const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
+  // Once the writer waits in its open (wchan wait_for_partner), an open for reading wakes it.
+  while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
+  return {
+    dir,
+    fifo,
+    async opened(): Promise<boolean> {
+      // A woken writer leaves its open at once (it ends, or waits to write): give it time to.
+      await setTimeout(200);
+      return (await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended')) !== 'wait_for_partner';
+    },
+    remove(): void {
+      writer.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 test(
   'a recorded path naming a FIFO (a device stand-in) is not opened, and the lookup ends',
   { timeout: 30_000 },
   async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-    const fifo = join(dir, 'watchdog');
-    execFileSync('mkfifo', [fifo]);
-    // The writer's open returns only once somebody opens the FIFO for reading: then it writes and exits.
-    const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
+    const { dir, fifo, opened, remove } = await watchedFifo();
     try {
-      // Once the writer waits in its open (wchan wait_for_partner), an open for reading wakes it.
-      while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
       assert.equal(await lookup(dir, hostname(), fifo, 0x10n), undefined);
-      // A woken writer leaves its open at once (it ends, or waits to write): give it time to.
-      await setTimeout(200);
-      const waiting = await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended');
-      assert.equal(waiting, 'wait_for_partner', 'the FIFO was opened');
+      assert.equal(await opened(), false, 'the FIFO was opened');
     } finally {
-      writer.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   },
 );
@@ -123,26 +139,19 @@ test(
   'the files perf.data lists load ahead under the same rules: a FIFO listed is not opened, 200 000 entries are no burden',
   { timeout: 30_000 },
   async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-    const fifo = join(dir, 'watchdog');
-    execFileSync('mkfifo', [fifo]);
-    const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
+    const { dir, fifo, opened, remove } = await watchedFifo();
     const folder = await OutputFolder.open(dir);
     try {
-      while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
       const entry = (filename: string) => ({ buildId: 'ab'.repeat(20), filename, pid: -1, cpumode: 2 });
       const buildIds = [fifo, ...Array.from({ length: 200_000 }, (_, i) => `${dir}/missing-${i}.so`)].map(entry);
       const listed: PerfDataHeader = { ...header(hostname()), features: { ...header(hostname()).features, buildIds } };
       const symbols = await nativeSymbols(folder, listed, [], () => {});
       assert.equal(await symbols.file(mapping(`${dir}/missing-3.so`, 'ab'.repeat(20)), 0x10n), undefined);
       assert.equal(await symbols.file(mapping(fifo, 'ab'.repeat(20)), 0x10n), undefined);
-      await setTimeout(200);
-      const waiting = await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended');
-      assert.equal(waiting, 'wait_for_partner', 'the FIFO was opened');
+      assert.equal(await opened(), false, 'the FIFO was opened');
     } finally {
-      writer.kill('SIGKILL');
       await folder.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   },
 );
