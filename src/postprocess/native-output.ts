@@ -55,6 +55,8 @@ const maxStacks = 1 << 16;
 const maxStackBytes = 64 << 20;
 /** Bytes counted against maxStackBytes for each frame of a stack, besides its line's bytes. */
 const stackFrameCost = 128;
+/** Stacks of one hash kept whole, at most. */
+const maxChain = 8;
 
 export class NativeScriptOutput implements ScriptSink {
   /** Bytes of perf script text made (before cutting and naming), for the manifest. */
@@ -133,13 +135,16 @@ export class NativeScriptOutput implements ScriptSink {
   /** The stack of the sample whose lines are in `entries`, made now when new and within the bounds. */
   private stackBytes(hash: number, frames: readonly ScriptFrame[], count: number): StackBytes | undefined {
     const head = this.stacks.get(hash);
-    for (let stack = head; stack !== undefined; stack = stack.next) {
+    let depth = 0;
+    for (let stack = head; stack !== undefined; stack = stack.next, depth++) {
       if (stack.frames.length !== count) continue;
       let i = 0;
       while (i < count && stack.frames[i] === this.entries[i]) i++;
       if (i === count) return stack;
     }
-    if (this.stacksKept >= maxStacks) return undefined;
+    // A chain this long is a recording made to collide (the ids follow the order frames first appear in, which
+    // perf.data sets): its stacks go line by line, so that no sample walks more than a few stacks.
+    if (depth >= maxChain || this.stacksKept >= maxStacks) return undefined;
     const parts = this.entries.slice(0, count);
     let size = 0;
     for (const entry of parts) size += entry.bytes.length;
