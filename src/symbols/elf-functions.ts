@@ -7,7 +7,7 @@
 // values reach 2^52. Reads are bounded by `limits`: a forged header yields an error, never a huge allocation.
 import { demangle } from './demangle.js';
 import { sectionTypes, type ByteSource } from './elf.js';
-import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
+import { columnTable, FunctionRows, maxColumnValue, perfPrefers } from './function-columns.js';
 
 export interface FunctionTable {
   /** The symbol holding file offset `offset`, and how far into it. */
@@ -26,7 +26,6 @@ const STT_NOTYPE = 0;
 const STT_FUNC = 2;
 const STT_GNU_IFUNC = 10;
 const STB_GLOBAL = 1;
-const STB_WEAK = 2;
 const SHN_UNDEF = 0;
 const SHN_LORESERVE = 0xff00;
 const SHN_ABS = 0xfff1;
@@ -485,30 +484,10 @@ function fixupEnds(syms: FunctionSymbol[]): void {
 
 /** perf's choose_best_symbol: true when `a` wins over `b`. */
 function prefer(a: FunctionSymbol, b: FunctionSymbol): boolean {
-  const sizeA = a.end - a.start;
-  const sizeB = b.end - b.start;
-  if (sizeA > 0n && sizeB === 0n) return true;
-  if (sizeA === 0n && sizeB > 0n) return false;
-  const weakA = a.binding === STB_WEAK;
-  const weakB = b.binding === STB_WEAK;
-  if (weakB && !weakA) return true;
-  if (weakA && !weakB) return false;
-  const globalA = a.binding === STB_GLOBAL;
-  const globalB = b.binding === STB_GLOBAL;
-  if (globalA && !globalB) return true;
-  if (globalB && !globalA) return false;
-  const underscores = (s: string) => /^_*/.exec(s)![0].length;
-  const nameA = nameOf(a);
-  const nameB = nameOf(b);
-  if (underscores(nameB) > underscores(nameA)) return true;
-  if (underscores(nameA) > underscores(nameB)) return false;
-  // perf compares strlen: bytes, not UTF-16 units.
-  const bytesA = Buffer.byteLength(nameA);
-  const bytesB = Buffer.byteLength(nameB);
-  if (bytesA > bytesB) return true;
-  if (bytesA < bytesB) return false;
-  // perf keeps the first it met (arch__choose_best_symbol on x86).
-  return false;
+  return perfPrefers(
+    { sized: a.end > a.start, binding: a.binding, name: () => nameOf(a) },
+    { sized: b.end > b.start, binding: b.binding, name: () => nameOf(b) },
+  );
 }
 
 /** A lookup table over symbols already fixed up. */

@@ -17,6 +17,35 @@ export const maxColumnValue = 2 ** 52;
 const STB_GLOBAL = 1;
 const STB_WEAK = 2;
 
+/** A symbol as perf's choice among symbols at one address sees it; `name` is asked only when the rest ties. */
+export interface Contender {
+  /** Its size (after the end fixes) is not 0. */
+  sized: boolean;
+  binding: number;
+  name(): string;
+}
+
+/**
+ * perf's choose_best_symbol, for the columns here and the objects of elf-functions.ts alike: true when `a` wins over
+ * `b`. A sized symbol, then a strong one, then a global one; then fewer leading underscores, then the longer name in
+ * bytes (perf's strlen); on a full tie the one met first (`b`) stays (arch__choose_best_symbol on x86).
+ */
+export function perfPrefers(a: Contender, b: Contender): boolean {
+  if (a.sized !== b.sized) return a.sized;
+  const weakA = a.binding === STB_WEAK;
+  const weakB = b.binding === STB_WEAK;
+  if (weakA !== weakB) return weakB;
+  const globalA = a.binding === STB_GLOBAL;
+  const globalB = b.binding === STB_GLOBAL;
+  if (globalA !== globalB) return globalA;
+  const nameA = a.name();
+  const nameB = b.name();
+  const underscoresA = /^_*/.exec(nameA)![0].length;
+  const underscoresB = /^_*/.exec(nameB)![0].length;
+  if (underscoresA !== underscoresB) return underscoresB > underscoresA;
+  return Buffer.byteLength(nameA) > Buffer.byteLength(nameB);
+}
+
 /** Symbols in the order they were read (their row numbers), before perf's fixes. Appending only. */
 export class FunctionRows {
   count = 0;
@@ -82,7 +111,6 @@ function rowsFrom(from: number, to: number): Uint32Array {
   for (let i = 0; i < rows.length; i++) rows[i] = from + i;
   return rows;
 }
-const underscores = (s: string) => /^_*/.exec(s)![0].length;
 
 /**
  * A FunctionTable over `rows` as fixup and tableOf of elf-functions.ts would build it from the same symbols as
@@ -121,25 +149,13 @@ export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTa
     if (text === undefined) known.set(row, (text = name(row)));
     return text;
   };
-  /** perf's choose_best_symbol between sorted positions of one group: true when `a` wins over `b`. */
-  const prefer = (a: number, b: number): boolean => {
-    const sizeA = endAt(a) - starts[sorted[a]!]!;
-    const sizeB = endAt(b) - starts[sorted[b]!]!;
-    if (sizeA > 0 && sizeB === 0) return true;
-    if (sizeA === 0 && sizeB > 0) return false;
-    const bindingA = bindings[sorted[a]!];
-    const bindingB = bindings[sorted[b]!];
-    if (bindingB === STB_WEAK && bindingA !== STB_WEAK) return true;
-    if (bindingA === STB_WEAK && bindingB !== STB_WEAK) return false;
-    if (bindingA === STB_GLOBAL && bindingB !== STB_GLOBAL) return true;
-    if (bindingB === STB_GLOBAL && bindingA !== STB_GLOBAL) return false;
-    const nameA = nameOf(sorted[a]!);
-    const nameB = nameOf(sorted[b]!);
-    if (underscores(nameB) > underscores(nameA)) return true;
-    if (underscores(nameA) > underscores(nameB)) return false;
-    // perf compares strlen, bytes; then keeps the first it met (arch__choose_best_symbol on x86).
-    return Buffer.byteLength(nameA) > Buffer.byteLength(nameB);
-  };
+  /** perf's choice between sorted positions of one group: true when `a` wins over `b`. */
+  const contender = (p: number): Contender => ({
+    sized: endAt(p) > starts[sorted[p]!]!,
+    binding: bindings[sorted[p]!]!,
+    name: () => nameOf(sorted[p]!),
+  });
+  const prefer = (a: number, b: number): boolean => perfPrefers(contender(a), contender(b));
   // Each group's winner (-1: not chosen yet), and its end and label after the fixes.
   const winner = new Int32Array(groups).fill(-1);
   const groupEnd = new Float64Array(groups);
