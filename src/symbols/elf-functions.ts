@@ -434,11 +434,7 @@ async function relocationNames(
     base = 0;
     strings = await bytesAt(source, Number(dynstr.offset), Number(dynstr.size));
   }
-  return nameAts.map((at) => {
-    if (at >= stringBytes) return '';
-    const end = strings.indexOf(0, at - base);
-    return strings.toString('utf8', at - base, end < 0 ? strings.length : end);
-  });
+  return nameAts.map((at) => (at < stringBytes ? cString(strings, at - base) : ''));
 }
 
 /** The lowest and highest of `values` (Infinity and -Infinity when there are none). */
