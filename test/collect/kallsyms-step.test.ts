@@ -8,7 +8,7 @@ import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/bundle/layout.js';
 import { kallsymsStep } from '../../src/collect/kallsyms-step.js';
 import type { StepContext } from '../../src/collect/steps.js';
-import { kallsymsTable } from '../../src/postprocess/native-symbols.js';
+import { kallsymsTable } from '../../src/symbols/kallsyms.js';
 import { needRoot } from '../support/requirements.js';
 
 async function folders(t: TestContext) {

@@ -1,0 +1,131 @@
+// The kernel's function symbols from kallsyms text (`address type name [module]`, as /proc/kallsyms and collect's
+// target/kallsyms snapshot hold it), as perf reads them (tools/perf/util/symbol.c, kallsyms__parse): text symbols
+// (t, T, w, W) only, of symbols at one address the last listed, each ending where the next begins. In columns
+// (function-columns.ts) for what the kernel writes; as bigint objects (elf-functions.ts) for any other text.
+import { fixup, tableOf, type FunctionSymbol, type FunctionTable } from './elf-functions.js';
+import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
+
+/**
+ * kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. In
+ * columns, addresses relative to the lowest, names decoded when a lookup returns them; as objects when a line is not
+ * what the kernel writes (an address that is not 1 to 16 hex digits) or the addresses span 2^52 or more.
+ */
+export function kallsymsTable(text: string | Uint8Array): FunctionTable {
+  const bytes =
+    typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
+  const lines = kallsymsLines(bytes);
+  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'));
+  const { count, base, starts, nameStarts, nameEnds, bindings } = lines;
+  if (count === 0) return tableOf([]);
+  const rows = new FunctionRows(count);
+  rows.starts.set(starts.subarray(0, count));
+  rows.ends.set(starts.subarray(0, count));
+  rows.bindings.set(bindings.subarray(0, count));
+  rows.count = count;
+  const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
+  return columnTable(rows, name, { functions: count, base, endsFirst: true });
+}
+
+/**
+ * The text symbols of kallsyms in columns (addresses relative to the lowest, `base`; names as byte ranges), as
+ * kallsymsObjects reads them from the same text; undefined when an address is one kallsymsObjects would read
+ * otherwise, or the addresses span maxColumnValue or more.
+ */
+function kallsymsLines(bytes: Buffer) {
+  let capacity = (bytes.length >> 5) + 16;
+  let starts = new Float64Array(capacity);
+  let nameStarts = new Uint32Array(capacity);
+  let nameEnds = new Uint32Array(capacity);
+  let bindings = new Uint8Array(capacity);
+  let count = 0;
+  // Addresses relative to the first one's (hi0, lo0) while reading, then to the lowest.
+  let hi0 = -1;
+  let lo0 = 0;
+  let low = 0;
+  let high = 0;
+  // The next space and tab at or after where the scan is: each found once, however long the lines without them.
+  let nextSpace = -1;
+  let nextTab = -1;
+  for (let from = 0; from < bytes.length;) {
+    const newline = bytes.indexOf(10, from);
+    const end = newline < 0 ? bytes.length : newline;
+    if (nextSpace < from) nextSpace = bytes.indexOf(32, from) >>> 0;
+    const space = Math.min(nextSpace, end);
+    const type = space > from && space + 2 < end ? bytes[space + 1] : 0;
+    // t, T, w, W
+    if ((type === 0x74 || type === 0x54 || type === 0x77 || type === 0x57) && bytes[space + 2] === 32) {
+      const hi = space - from > 16 ? -1 : hexValue(bytes, from, space - 8);
+      const lo = hexValue(bytes, Math.max(from, space - 8), space);
+      if (hi < 0 || lo < 0) return undefined;
+      if (nextTab < space + 3) nextTab = bytes.indexOf(9, space + 3) >>> 0;
+      const nameEnd = Math.min(nextTab, end);
+      if ((hi !== 0 || lo !== 0) && nameEnd > space + 3) {
+        if (count === capacity) {
+          capacity *= 2;
+          starts = grown(starts, capacity);
+          nameStarts = grown(nameStarts, capacity);
+          nameEnds = grown(nameEnds, capacity);
+          bindings = grown(bindings, capacity);
+        }
+        if (hi0 < 0) [hi0, lo0] = [hi, lo];
+        // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
+        if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0);
+        if (start < low) low = start;
+        if (start > high) high = start;
+        starts[count] = start;
+        nameStarts[count] = space + 3;
+        nameEnds[count] = nameEnd;
+        bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
+      }
+    }
+    from = end + 1;
+  }
+  if (high - low >= maxColumnValue) return undefined;
+  if (low < 0) for (let i = 0; i < count; i++) starts[i] = starts[i]! - low;
+  const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
+  return { count, base, starts, nameStarts, nameEnds, bindings };
+}
+
+/** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
+function hexValue(bytes: Buffer, from: number, to: number): number {
+  let value = 0;
+  for (let i = from; i < to; i++) {
+    const c = bytes[i]!;
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+function grown<T extends Float64Array | Uint32Array | Uint8Array>(array: T, capacity: number): T {
+  const larger = new (array.constructor as new (length: number) => T)(capacity);
+  larger.set(array);
+  return larger;
+}
+
+/** kallsymsTable as objects with bigint addresses, for text the columns cannot hold. */
+function kallsymsObjects(text: string): FunctionTable {
+  const symbols: FunctionSymbol[] = [];
+  for (let from = 0; from < text.length;) {
+    const newline = text.indexOf('\n', from);
+    const end = newline < 0 ? text.length : newline;
+    // The first space of the line: a line without one is no symbol (searching past it would go quadratic).
+    let space = from;
+    while (space < end && text.charCodeAt(space) !== 32) space++;
+    const type = space > from && space + 2 < end ? text[space + 1]! : '';
+    if ((type === 't' || type === 'T' || type === 'w' || type === 'W') && text[space + 2] === ' ') {
+      const rest = text.slice(space + 3, end);
+      const tab = rest.indexOf('\t');
+      const name = tab < 0 ? rest : rest.slice(0, tab);
+      const address = text.slice(from, space);
+      // An address that is no hex number (a forged snapshot) names nothing, rather than failing the run.
+      const start = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
+      if (start !== 0n && name)
+        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+    }
+    from = end + 1;
+  }
+  return tableOf(fixup(symbols, true));
+}
