@@ -6,13 +6,17 @@
 // and a portable gzip header. Symbolic links and special files are left out (a link could point outside the folder)
 // and reported. The archive is written through OutputFolder (no planted link is written through) and is itself
 // private, as it holds the raw data. The tar stream is made here (ustar headers from node-tar's Header) and compressed
-// by node's zlib on libuv's thread pool, off the main thread.
+// by node's zlib on libuv's thread pool, off the main thread. A file given as it is made (streamFile: the FlameScope
+// text, the bulk of the archive) is compressed meanwhile into a gzip member of its own, kept in a private temporary file
+// until its entry's turn: the archive is then several gzip members one after the other, which gzip, tar, node's zlib
+// and Python's tarfile read as one stream (RFC 1952, 2.2).
 import { constants } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
+import { once } from 'node:events';
+import { Transform, type TransformOptions, type Writable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
+import { constants as zlibConstants, createGzip, type Gzip, type ZlibOptions } from 'node:zlib';
 import { Header, Pax } from 'tar';
 import { ProfcpuError } from '../error.js';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';
@@ -68,11 +72,36 @@ export interface TarballWriter {
    * The file must not change any more.
    */
   addFile(relative: string, source: string): Promise<void>;
+  /**
+   * Adds the file `relative` whose bytes the caller gives as it makes them (StreamedFile): they are compressed as they
+   * come; the entry takes its place in the archive when the caller ends it, after what was added before.
+   */
+  streamFile(relative: string): Promise<StreamedFile>;
   /** Adds every entry of the folder not added yet (sorted, as listFolder gives them), then renames the archive. */
   finish(): Promise<TarballResult>;
   /** Stops writing and removes the partial archive, unless finish() succeeded. Never throws. */
   abandon(): Promise<void>;
 }
+
+/** A file's bytes given to the archive as they are made (TarballWriter.streamFile). */
+export interface StreamedFile {
+  /** The next bytes; `done` is called once they are compressed, when the caller may reuse `bytes`. */
+  write(bytes: Buffer, done: (error?: Error | null) => void): void;
+  /** Resolves once few enough bytes wait to be compressed to give more (undefined when that is so now). */
+  room(): Promise<void> | undefined;
+  /** No more bytes: the entry is queued now, and this resolves once every `done` has been called. */
+  end(): Promise<void>;
+}
+
+/** Bytes waiting to be compressed, per gzip stream, before the writer waits: a few of the 1 MiB chunks. */
+const gzipBacklog = 4 << 20;
+/**
+ * The compression level of a streamed file (the FlameScope text, which perf.data gives again): zlib's fast levels
+ * (1-3) take half the time of its default (6) on it, for a member about twice as large (measured at 100k samples: 143
+ * MB of text in 0.13 s to 5.1 MB at level 3, 0.28 s to 2.7 MB at 6). It is compressed while the engine works, on the
+ * core the engine leaves, which the default level overran.
+ */
+const streamedLevel = 3;
 
 /**
  * Starts archiving `dir` into `into` with the entries under `first` (relative paths, e.g. the raw data, which must not
@@ -118,42 +147,75 @@ export async function startTarball(
         entry(relative, listing.isDir[i] ? 'folder' : { file: join(dir, relative) });
     });
   const file = await into.folder.create(partial, outputModes.privateFile);
-  // Output chunks of 1 MiB: each is one job on the thread pool and one turn of the main thread's loop, which the
-  // engine keeps busy meanwhile (zlib's default 16 KiB made the compression wait on it).
-  const gzip = createGzip({ chunkSize: 1 << 20 });
-  const writing = pipeline(
-    Readable.from(tarBlocks(queue, stop.signal)),
-    gzip,
-    portableGzipHeader(),
-    file.createWriteStream(),
-  );
+  /** The gzip streams under way (the archive's current member, streamed files' members): abandon() stops them. */
+  const compressing = new Set<Gzip>();
+  /** Streamed files' members, by name in the output folder, removed at the end. */
+  const members: string[] = [];
+  const writing = writeMembers(tarBlocks(queue, stop.signal), file.createWriteStream(), compressing, stop.signal);
   writing.catch(() => {});
   entry('', 'folder');
   add(early, (relative) => under(relative, first));
   let state: 'writing' | 'done' | 'abandoned' = 'writing';
-  const addFile = async (relative: string, source: string) => {
+  const parentsOf = (relative: string) => {
     const parts = relative.split('/');
     for (let i = 1; i < parts.length; i++) {
       const parent = parts.slice(0, i).join('/');
       if (!added.has(parent)) entry(parent, 'folder');
     }
+  };
+  const addFile = async (relative: string, source: string) => {
+    parentsOf(relative);
     const handle = await open(join(dir, source), readFlags);
     entry(relative, { handle });
+  };
+  const streamFile = async (relative: string): Promise<StreamedFile> => {
+    const name = `${partial}.${members.length}`;
+    members.push(name);
+    skip.add(name);
+    const handle = await into.folder.create(name, outputModes.privateFile);
+    const gzip = archiveGzip(streamedLevel);
+    compressing.add(gzip);
+    let size = 0;
+    // The stream closes its file when done (a FileHandle with a stream of its own open cannot be closed otherwise); it
+    // is opened again, as addFile's files are, to be read when its turn comes.
+    const member = pipeline(gzip, portableGzipHeader(), handle.createWriteStream()).then(async () => ({
+      handle: await open(join(into.folder.path, name), readFlags),
+      size,
+    }));
+    member.catch(() => {});
+    return {
+      write(bytes, done) {
+        size += bytes.length;
+        gzip.write(bytes, done);
+      },
+      room: () => (gzip.writableNeedDrain ? once(gzip, 'drain', { signal: stop.signal }).then(() => {}) : undefined),
+      async end() {
+        gzip.end();
+        parentsOf(relative);
+        entry(relative, { member });
+        await finished(gzip, { readable: false });
+      },
+    };
   };
   const abandon = async () => {
     if (state !== 'writing') return;
     state = 'abandoned';
     stop.abort();
     queue.close();
-    // Node's streams end the pipeline whatever the generator is waiting for.
-    gzip.destroy(new Error('tarball abandoned'));
+    // Node's streams end the pipelines whatever the generator is waiting for.
+    for (const gzip of compressing) gzip.destroy(new Error('tarball abandoned'));
     await writing.catch(() => undefined);
     await queue.closeHandles();
     await file.close().catch(() => undefined);
     await into.folder.remove(partial).catch(() => undefined);
+    await removeMembers();
+  };
+  const removeMembers = async () => {
+    for (const name of members) await into.folder.remove(name).catch(() => undefined);
   };
   return {
     addFile,
+    streamFile,
     abandon,
     async finish() {
       let skipped: string[];
@@ -165,6 +227,7 @@ export async function startTarball(
         await writing;
         await into.folder.rename(partial, into.name);
         state = 'done';
+        await removeMembers();
       } catch (error) {
         await abandon();
         throw error;
@@ -179,7 +242,13 @@ interface ArchivedEntry {
   path: string;
   mode: number;
   mtime: Date;
-  source: 'folder' | { file: string } | { handle: FileHandle };
+  source: 'folder' | { file: string } | { handle: FileHandle } | { member: Promise<CompressedMember> };
+}
+
+/** A streamed file's bytes as a gzip member of their own, in a file, and their size before compression. */
+interface CompressedMember {
+  handle: FileHandle;
+  size: number;
 }
 
 /** Entries in archive order, handed to the one reader (tarBlocks) as they come. */
@@ -211,6 +280,8 @@ class EntryQueue {
     for (const entry of this.entries.splice(0))
       if (typeof entry.source === 'object' && 'handle' in entry.source)
         await entry.source.handle.close().catch(() => undefined);
+      else if (typeof entry.source === 'object' && 'member' in entry.source)
+        await entry.source.member.then(({ handle }) => handle.close()).catch(() => undefined);
   }
 }
 
@@ -227,12 +298,24 @@ const readFlags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLO
  * file's bytes padded to whole blocks, two empty blocks at the end. A file is read in 1 MiB chunks, each after the last
  * was taken, and exactly the size it had when its header was made: one that shrank meanwhile is an error.
  */
-async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerator<Buffer> {
+async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerator<Buffer | CompressedMember> {
   for (let entry = await queue.next(); entry; entry = await queue.next()) {
     signal.throwIfAborted();
     const { source } = entry;
     if (source === 'folder') {
       yield headerBlocks(entry, 'Directory', 0);
+      continue;
+    }
+    if ('member' in source) {
+      const member = await source.member;
+      try {
+        yield headerBlocks(entry, 'File', member.size);
+        yield member;
+        const padding = (BLOCK - (member.size % BLOCK)) % BLOCK;
+        if (padding > 0) yield Buffer.alloc(padding);
+      } finally {
+        await member.handle.close();
+      }
       continue;
     }
     const handle = 'handle' in source ? source.handle : await open(source.file, readFlags);
@@ -257,6 +340,89 @@ async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerato
   yield Buffer.alloc(2 * BLOCK);
 }
 
+/**
+ * Writes the tar stream `blocks` into `out` compressed: its bytes into gzip members made here, a compressed member given
+ * (a streamed file's) copied as it is between them. The gzip streams under way are in `compressing`. The streams are
+ * driven by hand (write, drain) rather than piped, as one destination takes several sources in turn.
+ */
+async function writeMembers(
+  blocks: AsyncIterable<Buffer | CompressedMember>,
+  out: Writable,
+  compressing: Set<Gzip>,
+  signal: AbortSignal,
+): Promise<void> {
+  let failed: Error | undefined;
+  const onError = (error: Error) => void (failed ??= error);
+  out.on('error', onError);
+  const put = async (chunk: Buffer) => {
+    if (failed) throw failed;
+    if (!out.write(chunk)) await once(out, 'drain', { signal });
+  };
+  let gzip: Gzip | undefined;
+  let draining: Promise<void> = Promise.resolve();
+  const startMember = (stream: Gzip) => {
+    compressing.add(stream);
+    draining = (async () => {
+      const header = portableHeader();
+      for await (const chunk of stream) await put(header(chunk as Buffer));
+    })();
+    draining.catch(() => {});
+    return stream;
+  };
+  const endMember = async () => {
+    if (!gzip) return;
+    gzip.end();
+    await draining;
+    compressing.delete(gzip);
+    gzip = undefined;
+  };
+  try {
+    for await (const block of blocks) {
+      signal.throwIfAborted();
+      if (Buffer.isBuffer(block)) {
+        gzip ??= startMember(archiveGzip());
+        // The member's output failing (the archive cannot be written) ends the wait too.
+        if (!gzip.write(block)) await Promise.race([once(gzip, 'drain', { signal }), draining]);
+      } else {
+        await endMember();
+        await copyMember(block.handle, put, signal);
+      }
+    }
+    await endMember();
+    if (failed) throw failed;
+    out.end();
+    await finished(out);
+  } catch (error) {
+    gzip?.destroy();
+    out.destroy();
+    throw error;
+  } finally {
+    out.off('error', onError);
+  }
+}
+
+/** A streamed file's compressed member, read from its start in 1 MiB chunks into `put`. */
+async function copyMember(handle: FileHandle, put: (chunk: Buffer) => Promise<void>, signal: AbortSignal) {
+  for (let at = 0; ;) {
+    signal.throwIfAborted();
+    const chunk = Buffer.allocUnsafe(1 << 20);
+    const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
+    if (bytesRead === 0) return;
+    at += bytesRead;
+    await put(chunk.subarray(0, bytesRead));
+  }
+}
+
+/**
+ * A gzip stream for the archive. Output chunks of 1 MiB: each is one job on the thread pool and one turn of the main
+ * thread's loop, which the engine keeps busy meanwhile (zlib's default 16 KiB made the compression wait on it).
+ */
+function archiveGzip(level = zlibConstants.Z_DEFAULT_COMPRESSION): Gzip {
+  // The options go to the Transform too (ZlibOptions does not name them).
+  const options: ZlibOptions & TransformOptions = { chunkSize: 1 << 20, writableHighWaterMark: gzipBacklog, level };
+  return createGzip(options);
+}
+
 function headerBlocks(entry: ArchivedEntry, type: 'File' | 'Directory', size: number): Buffer {
   // Folders carry no time, as node-tar's portable archives had it.
   const fields = { path: entry.path, mode: entry.mode, size, type, mtime: type === 'File' ? entry.mtime : undefined };
@@ -269,15 +435,23 @@ function headerBlocks(entry: ArchivedEntry, type: 'File' | 'Directory', size: nu
 
 /**
  * zlib writes the gzip header's OS byte as this system's (3, Unix); 255 (unknown) makes the archive's bytes the same
- * wherever it is built, as node-tar's own `portable` gzip did.
+ * wherever it is built, as node-tar's own `portable` gzip did. Given a member's chunks in order, sets that byte.
  */
-function portableGzipHeader(): Transform {
+function portableHeader(): (chunk: Buffer) => Buffer {
   let seen = 0;
+  return (chunk) => {
+    if (seen <= 9 && seen + chunk.length > 9) chunk[9 - seen] = 255;
+    seen += chunk.length;
+    return chunk;
+  };
+}
+
+/** portableHeader as a stream. */
+function portableGzipHeader(): Transform {
+  const header = portableHeader();
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
-      if (seen <= 9 && seen + chunk.length > 9) chunk[9 - seen] = 255;
-      seen += chunk.length;
-      done(null, chunk);
+      done(null, header(chunk));
     },
   });
 }

@@ -5,6 +5,7 @@
 // (kallsyms snapshot, kept binaries, perf-map copies: native-symbols.ts) and, for frames left unnamed, from the
 // resolver as with perf.
 import { layout } from '../bundle/layout.js';
+import type { StreamedFile } from '../bundle/tarball.js';
 import type { Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import type { OutputFolder } from '../files/output-folder.js';
@@ -41,14 +42,21 @@ export async function runNativeAndFold(
   folder: OutputFolder,
   opts: PostprocessOptions,
   outputs: PartialOutputs,
-  context: { signal: AbortSignal | undefined; warn: Warn; progress: (message: string) => void },
+  context: {
+    signal: AbortSignal | undefined;
+    warn: Warn;
+    progress: (message: string) => void;
+    /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
+    archive: StreamedFile | undefined;
+  },
   resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
   const pids = nativePidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
-  const output = new NativeScriptOutput(await outputs.openHashed(layout.perfScript), stackFolder, resolver);
+  const file = await outputs.openHashed(layout.perfScript);
+  const output = new NativeScriptOutput(file, stackFolder, resolver, context.archive);
   const perfMaps = await mapsToPlace(folder, warn);
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();

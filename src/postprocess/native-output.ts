@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
+import type { StreamedFile } from '../bundle/tarball.js';
 import type { ScriptFrame, ScriptSink } from '../perf/data/script-text.js';
 import type { FrameTextMemo, StackFolder, StackTextMemo } from '../stacks/fold.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
@@ -87,11 +88,15 @@ export class NativeScriptOutput implements ScriptSink {
   /** The size of the buffers filled and written. */
   private readonly outputBytes: number;
 
-  /** `file` is closed by finish() or destroy(); with a hasher, it is given every byte written (see finish()). */
+  /**
+   * `file` is closed by finish() or destroy(); with a hasher, it is given every byte written (see finish()), as is
+   * `archive`, the file's entry in prof.tar.gz, which compresses them meanwhile.
+   */
   constructor(
     file: FileHandle | HashedFile,
     private readonly folder: StackFolder,
     resolver: FrameResolver | undefined,
+    private readonly archive?: StreamedFile,
   ) {
     const handle = 'hasher' in file ? file.file : file;
     this.hasher = 'hasher' in file ? file.hasher : undefined;
@@ -227,6 +232,8 @@ export class NativeScriptOutput implements ScriptSink {
     await this.flush(0);
     this.file.end();
     await finished(this.file);
+    // The buffers go to the hasher once the archive has them compressed.
+    await this.archive?.end();
     void this.hasher?.digest();
   }
 
@@ -287,15 +294,20 @@ export class NativeScriptOutput implements ScriptSink {
   private async flush(size: number): Promise<void> {
     if (this.used > 0) {
       const [out, used] = [this.out, this.used];
-      // The stream holds the bytes until they reach the file: the buffer goes to the hasher (or back to the pool)
-      // only then, and the next bytes go to another.
-      const written = (error?: Error | null) => {
-        if (error) return;
+      // The stream holds the bytes until they reach the file, and the archive until it has them compressed: the
+      // buffer goes to the hasher (or back to the pool) only then, and the next bytes go to another.
+      const hashed = () => {
         if (this.hasher) this.hasher.update(out, used);
         else if (this.pool.length < 4) this.pool.push(out);
       };
+      const written = (error?: Error | null) => {
+        if (error) return;
+        if (this.archive) this.archive.write(out.subarray(0, used), hashed);
+        else hashed();
+      };
       if (!this.file.write(out.subarray(0, used), written)) await once(this.file, 'drain');
       await this.hasher?.room();
+      await this.archive?.room();
       this.out = this.buffer(Math.max(this.outputBytes, size));
     } else if (this.out.length < size) this.out = this.buffer(size);
     this.used = 0;

@@ -203,9 +203,12 @@ async function postprocessFolder(
     if (opts.tarball) tarball = await startTarballOf(run);
     // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
     const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+    // The native engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile; perf
+    // script's is added once written.
+    const scriptArchive = opts.engine === 'native' ? await tarball?.streamFile(layout.perfScript) : undefined;
     const script = await timed('perfScript', () =>
       opts.engine === 'native'
-        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress }, resolving)
+        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving)
         : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
     );
     const { fold } = script;
@@ -221,7 +224,7 @@ async function postprocessFolder(
       const partial = outputs.partialOf(name);
       if (tarball && partial) await tarball.addFile(name, partial);
     };
-    await archive(layout.perfScript);
+    if (!scriptArchive) await archive(layout.perfScript);
     await timed('render', () => writeRenders(outputs, fold, opts, signal, archive));
     const files = await outputs.commit();
 

@@ -197,3 +197,94 @@ test(
     }
   },
 );
+
+test('a streamed file is archived in its place, in a gzip member of its own: tar, gzip and node-tar read it whole, the same bytes however it came in pieces', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  // Text as the FlameScope file holds, 3 MB, more than a compressed chunk.
+  const text = Buffer.from(
+    Array.from(
+      { length: 40_000 },
+      (_, i) => `node ${i % 97} 1.${i}: 1 cpu-clock:\n\tffff burn+0x${i % 13} (node)\n\n`,
+    ).join(''),
+  );
+  const stream = async (name: string, piece: () => number) => {
+    const writer = await startTarball(dir, { folder, name }, ['perf.data', 'target'], {
+      exclude: ['prof.tar.gz', 'flamescope/perf_script.out'],
+    });
+    const file = await writer.streamFile('flamescope/streamed.out');
+    let given = 0;
+    const done: Promise<void>[] = [];
+    for (let at = 0; at < text.length;) {
+      const bytes = Buffer.from(text.subarray(at, Math.min(text.length, at + piece())));
+      at += bytes.length;
+      done.push(new Promise((resolve, reject) => file.write(bytes, (e) => (e ? reject(e) : resolve()))));
+      given++;
+      await file.room();
+    }
+    // Added after the streamed file is ended: it comes after it.
+    await writeFile(join(dir, 'after.txt'), 'made after\n');
+    const ended = file.end();
+    await writer.addFile('after.txt', 'after.txt');
+    await ended;
+    await Promise.all(done);
+    const result = await writer.finish();
+    return { result, given, bytes: await readFile(join(root, name)) };
+  };
+  try {
+    const one = await stream('one.tar.gz', () => 1 + Math.floor(Math.random() * 200_000));
+    const two = await stream('two.tar.gz', () => 1 << 20);
+    assert.ok(one.given > two.given, 'given in more pieces the first time');
+    assert.ok(one.bytes.equals(two.bytes), 'the same archive bytes');
+    const top = '15-02-11_2026-11-22';
+    assert.deepEqual(one.result.entries.slice(0, 6), [
+      `${top}/`,
+      `${top}/perf.data`,
+      `${top}/target/`,
+      `${top}/target/perf-1.map`,
+      `${top}/flamescope/`,
+      `${top}/flamescope/streamed.out`,
+    ]);
+    assert.equal(one.result.entries[6], `${top}/after.txt`);
+    // More than one gzip member, each with the portable header (OS byte 255).
+    const members = [...one.bytes.entries()].filter(
+      ([i, b]) => b === 0x1f && one.bytes[i + 1] === 0x8b && one.bytes[i + 2] === 8 && one.bytes[i + 9] === 255,
+    );
+    assert.ok(members.length >= 3, `gzip members: ${members.length}`);
+    assert.deepEqual(
+      (await entriesOf(join(root, 'one.tar.gz'))).map((e) => e.path),
+      one.result.entries,
+    );
+    const into = join(root, 'streamed');
+    await mkdir(into);
+    const tar = spawnSync('tar', ['-xzf', join(root, 'one.tar.gz'), '-C', into]);
+    assert.equal(tar.status, 0, String(tar.stderr));
+    assert.ok((await readFile(join(into, top, 'flamescope', 'streamed.out'))).equals(text));
+    assert.deepEqual(await readFile(join(into, top, 'perf.data')), await readFile(join(dir, 'perf.data')));
+    // The member files are gone.
+    assert.deepEqual(
+      (await import('node:fs')).readdirSync(root).filter((name) => name.includes('.partial')),
+      [],
+    );
+  } finally {
+    await rm(join(dir, 'after.txt'), { force: true });
+    await folder.close();
+  }
+});
+
+test('a streamed file abandoned before its end leaves no archive and no member file', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  try {
+    const writer = await startTarball(dir, { folder, name: 'cut.tar.gz' }, ['perf.data']);
+    const file = await writer.streamFile('flamescope/cut.out');
+    await new Promise<void>((resolve) => file.write(Buffer.alloc(3 << 20, 'x'), () => resolve()));
+    await writer.abandon();
+    assert.deepEqual(
+      (await import('node:fs')).readdirSync(root).filter((name) => name.startsWith('cut.tar.gz')),
+      [],
+    );
+  } finally {
+    await folder.close();
+  }
+});
