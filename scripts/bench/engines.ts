@@ -46,8 +46,8 @@ function record(thousands: number): string {
   mkdirSync(dir, { recursive: true });
   const seconds = Math.max(1, Math.round(thousands / 10));
   const load =
-    `dd if=/dev/zero of=/dev/null bs=4k count=100000000 & d=$!; ` +
-    `node -e "const e=Date.now()+${seconds * 1000};let x=0;while(Date.now()<e)x+=Math.sqrt(x+1)"; kill $d`;
+    `dd if=/dev/zero of=/dev/null bs=4k count=1000000000 & d=$!; ` +
+    `node -e "const e=Date.now()+${seconds * 1000};let x=0;while(Date.now()<e)x+=Math.sqrt(x+1)"; kill $d 2>/dev/null; true`;
   const perf = ['record', '-q', '-a', '-g', '-k', '1', '-F', '5000', '-e', 'cpu-clock', '-o', `${dir}/perf.data`];
   const result = spawnSync('perf', [...perf, '--', 'sh', '-c', load], { stdio: 'ignore' });
   if (result.status !== 0) throw new Error('perf record failed (root and perf needed)');
