@@ -176,12 +176,20 @@ export async function startTarball(
     const gzip = archiveGzip(streamedLevel);
     compressing.add(gzip);
     let size = 0;
+    let compressedSize = 0;
+    const counted = portableGzipHeader((bytes) => (compressedSize += bytes));
     // The stream closes its file when done (a FileHandle with a stream of its own open cannot be closed otherwise); it
-    // is opened again, as addFile's files are, to be read when its turn comes.
-    const member = pipeline(gzip, portableGzipHeader(), handle.createWriteStream()).then(async () => ({
-      handle: await open(join(into.folder.path, name), readFlags),
-      size,
-    }));
+    // is opened again, as addFile's files are, to be read when its turn comes: then it must be the regular file of the
+    // size written, or the archive fails.
+    const member = pipeline(gzip, counted, handle.createWriteStream()).then(async () => {
+      const reopened = await open(join(into.folder.path, name), readFlags);
+      const stat = await reopened.stat().catch(() => undefined);
+      if (!stat?.isFile() || stat.size !== compressedSize) {
+        await reopened.close();
+        throw new ProfcpuError('IO', `${name} changed while ${relative} was compressed into it`);
+      }
+      return { handle: reopened, size, compressedSize };
+    });
     member.catch(() => {});
     return {
       write(bytes, done) {
@@ -245,10 +253,11 @@ interface ArchivedEntry {
   source: 'folder' | { file: string } | { handle: FileHandle } | { member: Promise<CompressedMember> };
 }
 
-/** A streamed file's bytes as a gzip member of their own, in a file, and their size before compression. */
+/** A streamed file's bytes as a gzip member of their own, in a file, and their size before and after compression. */
 interface CompressedMember {
   handle: FileHandle;
   size: number;
+  compressedSize: number;
 }
 
 /** Entries in archive order, handed to the one reader (tarBlocks) as they come. */
@@ -385,7 +394,7 @@ async function writeMembers(
         if (!gzip.write(block)) await Promise.race([once(gzip, 'drain', { signal }), draining]);
       } else {
         await endMember();
-        await copyMember(block.handle, put, signal);
+        await copyMember(block, put, signal);
       }
     }
     await endMember();
@@ -401,13 +410,13 @@ async function writeMembers(
   }
 }
 
-/** A streamed file's compressed member, read from its start in 1 MiB chunks into `put`. */
-async function copyMember(handle: FileHandle, put: (chunk: Buffer) => Promise<void>, signal: AbortSignal) {
-  for (let at = 0; ;) {
+/** A streamed file's compressed member, the bytes written and no more, read in 1 MiB chunks into `put`. */
+async function copyMember(member: CompressedMember, put: (chunk: Buffer) => Promise<void>, signal: AbortSignal) {
+  for (let at = 0; at < member.compressedSize;) {
     signal.throwIfAborted();
-    const chunk = Buffer.allocUnsafe(1 << 20);
-    const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
-    if (bytesRead === 0) return;
+    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, member.compressedSize - at));
+    const { bytesRead } = await member.handle.read(chunk, 0, chunk.length, at);
+    if (bytesRead === 0) throw new ProfcpuError('IO', 'a compressed member of the archive shrank while it was copied');
     at += bytesRead;
     await put(chunk.subarray(0, bytesRead));
   }
@@ -446,11 +455,12 @@ function portableHeader(): (chunk: Buffer) => Buffer {
   };
 }
 
-/** portableHeader as a stream. */
-function portableGzipHeader(): Transform {
+/** portableHeader as a stream; `counted` is told the size of each chunk it passes on. */
+function portableGzipHeader(counted?: (bytes: number) => void): Transform {
   const header = portableHeader();
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
+      counted?.(chunk.length);
       done(null, header(chunk));
     },
   });

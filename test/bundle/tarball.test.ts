@@ -288,3 +288,23 @@ test('a streamed file abandoned before its end leaves no archive and no member f
     await folder.close();
   }
 });
+
+test('a streamed file’s member file that grows behind the writer fails the archive, with nothing left', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  try {
+    const writer = await startTarball(dir, { folder, name: 'grown.tar.gz' }, ['perf.data']);
+    const file = await writer.streamFile('flamescope/grown.out');
+    await new Promise<void>((resolve) => file.write(Buffer.alloc(1 << 20, 'y'), () => resolve()));
+    // Whoever can write in the folder adds bytes the archive must not take as the member's.
+    await writeFile(join(root, 'grown.tar.gz.partial.0'), Buffer.alloc(10_000, 'z'), { flag: 'a' });
+    await file.end();
+    await assert.rejects(writer.finish(), /changed while flamescope\/grown.out was compressed/);
+    assert.deepEqual(
+      (await import('node:fs')).readdirSync(root).filter((name) => name.startsWith('grown.tar.gz')),
+      [],
+    );
+  } finally {
+    await folder.close();
+  }
+});
