@@ -14,8 +14,8 @@ import { constants } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { once } from 'node:events';
-import { Transform, type TransformOptions, type Writable } from 'node:stream';
-import { finished, pipeline } from 'node:stream/promises';
+import type { TransformOptions, Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { constants as zlibConstants, createGzip, type Gzip, type ZlibOptions } from 'node:zlib';
 import { Header, Pax } from 'tar';
 import { ProfcpuError } from '../error.js';
@@ -149,8 +149,10 @@ export async function startTarball(
   const file = await into.folder.create(partial, outputModes.privateFile);
   /** The gzip streams under way (the archive's current member, streamed files' members): abandon() stops them. */
   const compressing = new Set<Gzip>();
-  /** Streamed files' members, by name in the output folder, removed at the end. */
-  const members: string[] = [];
+  /** The files holding streamed files' members (unnamed), closed at the end. */
+  const members = new Set<FileHandle>();
+  /** Streamed files not ended yet: finish() refuses to leave one out. */
+  let unended = 0;
   const writing = writeMembers(tarBlocks(queue, stop.signal), file.createWriteStream(), compressing, stop.signal);
   writing.catch(() => {});
   entry('', 'folder');
@@ -169,35 +171,46 @@ export async function startTarball(
     entry(relative, { handle });
   };
   const streamFile = async (relative: string): Promise<StreamedFile> => {
-    const name = `${partial}.${members.length}`;
-    members.push(name);
-    skip.add(name);
+    if (state !== 'writing') throw new Error('the archive is no longer being written');
+    // A file of its own with no name once opened (nothing can swap it, and a killed run leaves nothing behind):
+    // written and read back through the one handle.
+    const name = `${partial}.${members.size}`;
     const handle = await into.folder.create(name, outputModes.privateFile);
+    members.add(handle);
+    await into.folder.remove(name);
+    if (state !== 'writing') throw new Error('the archive is no longer being written');
     const gzip = archiveGzip(streamedLevel);
     compressing.add(gzip);
     let size = 0;
-    let compressedSize = 0;
-    const counted = portableGzipHeader((bytes) => (compressedSize += bytes));
-    // The stream closes its file when done (a FileHandle with a stream of its own open cannot be closed otherwise); it
-    // is opened again, as addFile's files are, to be read when its turn comes: then it must be the regular file of the
-    // size written, or the archive fails.
-    const member = pipeline(gzip, counted, handle.createWriteStream()).then(async () => {
-      const reopened = await open(join(into.folder.path, name), readFlags);
-      const stat = await reopened.stat().catch(() => undefined);
-      if (!stat?.isFile() || stat.size !== compressedSize) {
-        await reopened.close();
-        throw new ProfcpuError('IO', `${name} changed while ${relative} was compressed into it`);
+    let ended = false;
+    unended++;
+    const member = (async (): Promise<CompressedMember> => {
+      const header = portableHeader();
+      let at = 0;
+      for await (const chunk of gzip as AsyncIterable<Buffer>) {
+        const { bytesWritten } = await handle.write(header(chunk), 0, chunk.length, at);
+        if (bytesWritten !== chunk.length) throw new ProfcpuError('IO', `${name}: a short write`);
+        at += chunk.length;
       }
-      return { handle: reopened, size, compressedSize };
-    });
+      return { handle, size, compressedSize: at };
+    })();
     member.catch(() => {});
     return {
       write(bytes, done) {
+        if (ended) throw new Error(`${relative} was ended: no more bytes can be archived`);
         size += bytes.length;
         gzip.write(bytes, done);
       },
-      room: () => (gzip.writableNeedDrain ? once(gzip, 'drain', { signal: stop.signal }).then(() => {}) : undefined),
+      room() {
+        // A member that failed (its file cannot be written) ends the wait, and every wait after it, with its error.
+        if (gzip.destroyed) return member.then(() => undefined);
+        if (!gzip.writableNeedDrain) return undefined;
+        return Promise.race([once(gzip, 'drain', { signal: stop.signal }), member]).then(() => undefined);
+      },
       async end() {
+        if (ended) return;
+        ended = true;
+        unended--;
         gzip.end();
         parentsOf(relative);
         entry(relative, { member });
@@ -216,10 +229,11 @@ export async function startTarball(
     await queue.closeHandles();
     await file.close().catch(() => undefined);
     await into.folder.remove(partial).catch(() => undefined);
-    await removeMembers();
+    await closeMembers();
   };
-  const removeMembers = async () => {
-    for (const name of members) await into.folder.remove(name).catch(() => undefined);
+  const closeMembers = async () => {
+    for (const handle of members) await handle.close().catch(() => undefined);
+    members.clear();
   };
   return {
     addFile,
@@ -228,6 +242,7 @@ export async function startTarball(
     async finish() {
       let skipped: string[];
       try {
+        if (unended > 0) throw new Error('a streamed file of the archive was never ended');
         const rest = await listFolder(dir, skip);
         skipped = rest.skipped;
         add(rest, () => true);
@@ -235,7 +250,7 @@ export async function startTarball(
         await writing;
         await into.folder.rename(partial, into.name);
         state = 'done';
-        await removeMembers();
+        await closeMembers();
       } catch (error) {
         await abandon();
         throw error;
@@ -289,8 +304,6 @@ class EntryQueue {
     for (const entry of this.entries.splice(0))
       if (typeof entry.source === 'object' && 'handle' in entry.source)
         await entry.source.handle.close().catch(() => undefined);
-      else if (typeof entry.source === 'object' && 'member' in entry.source)
-        await entry.source.member.then(({ handle }) => handle.close()).catch(() => undefined);
   }
 }
 
@@ -316,15 +329,12 @@ async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerato
       continue;
     }
     if ('member' in source) {
+      // The member's file is the writer's to close.
       const member = await source.member;
-      try {
-        yield headerBlocks(entry, 'File', member.size);
-        yield member;
-        const padding = (BLOCK - (member.size % BLOCK)) % BLOCK;
-        if (padding > 0) yield Buffer.alloc(padding);
-      } finally {
-        await member.handle.close();
-      }
+      yield headerBlocks(entry, 'File', member.size);
+      yield member;
+      const padding = (BLOCK - (member.size % BLOCK)) % BLOCK;
+      if (padding > 0) yield Buffer.alloc(padding);
       continue;
     }
     const handle = 'handle' in source ? source.handle : await open(source.file, readFlags);
@@ -402,11 +412,10 @@ async function writeMembers(
     out.end();
     await finished(out);
   } catch (error) {
+    // onError stays: writes under way end later with errors of their own, which must not go unheard.
     gzip?.destroy();
     out.destroy();
     throw error;
-  } finally {
-    out.off('error', onError);
   }
 }
 
@@ -453,17 +462,6 @@ function portableHeader(): (chunk: Buffer) => Buffer {
     seen += chunk.length;
     return chunk;
   };
-}
-
-/** portableHeader as a stream; `counted` is told the size of each chunk it passes on. */
-function portableGzipHeader(counted?: (bytes: number) => void): Transform {
-  const header = portableHeader();
-  return new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      counted?.(chunk.length);
-      done(null, header(chunk));
-    },
-  });
 }
 
 export interface FolderListing {

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -263,7 +265,7 @@ test('a streamed file is archived in its place, in a gzip member of its own: tar
     assert.deepEqual(await readFile(join(into, top, 'perf.data')), await readFile(join(dir, 'perf.data')));
     // The member files are gone.
     assert.deepEqual(
-      (await import('node:fs')).readdirSync(root).filter((name) => name.includes('.partial')),
+      readdirSync(root).filter((name) => name.includes('.partial')),
       [],
     );
   } finally {
@@ -281,7 +283,7 @@ test('a streamed file abandoned before its end leaves no archive and no member f
     await new Promise<void>((resolve) => file.write(Buffer.alloc(3 << 20, 'x'), () => resolve()));
     await writer.abandon();
     assert.deepEqual(
-      (await import('node:fs')).readdirSync(root).filter((name) => name.startsWith('cut.tar.gz')),
+      readdirSync(root).filter((name) => name.startsWith('cut.tar.gz')),
       [],
     );
   } finally {
@@ -289,22 +291,61 @@ test('a streamed file abandoned before its end leaves no archive and no member f
   }
 });
 
-test('a streamed file’s member file that grows behind the writer fails the archive, with nothing left', async () => {
+test('a streamed file’s member has no name in the folder (nothing to swap, nothing left by a killed run); a streamed file is ended once, and archived only whole', async () => {
   const { startTarball } = await import('../../src/bundle/tarball.js');
   const folder = await OutputFolder.open(root);
+  const names = () => readdirSync(root).filter((name) => name.startsWith('whole.tar.gz'));
   try {
-    const writer = await startTarball(dir, { folder, name: 'grown.tar.gz' }, ['perf.data']);
-    const file = await writer.streamFile('flamescope/grown.out');
+    const writer = await startTarball(dir, { folder, name: 'whole.tar.gz' }, ['perf.data']);
+    const file = await writer.streamFile('flamescope/whole.out');
     await new Promise<void>((resolve) => file.write(Buffer.alloc(1 << 20, 'y'), () => resolve()));
-    // Whoever can write in the folder adds bytes the archive must not take as the member's.
-    await writeFile(join(root, 'grown.tar.gz.partial.0'), Buffer.alloc(10_000, 'z'), { flag: 'a' });
+    assert.deepEqual(names(), ['whole.tar.gz.partial']);
+    // Left unended: the archive refuses to leave it out, and leaves nothing.
+    const unended = await writer.streamFile('flamescope/unended.out');
     await file.end();
-    await assert.rejects(writer.finish(), /changed while flamescope\/grown.out was compressed/);
-    assert.deepEqual(
-      (await import('node:fs')).readdirSync(root).filter((name) => name.startsWith('grown.tar.gz')),
-      [],
-    );
+    assert.throws(() => file.write(Buffer.from('late'), () => {}), /was ended/);
+    await assert.rejects(writer.finish(), /never ended/);
+    assert.deepEqual(names(), []);
+    await assert.rejects(writer.streamFile('flamescope/after.out'), /no longer being written/);
+    await unended.end().catch(() => undefined);
   } finally {
+    await folder.close();
+  }
+});
+
+test('abandoned at any moment while a streamed member is copied into the archive: no error goes unheard, nothing left', async () => {
+  const { startTarball } = await import('../../src/bundle/tarball.js');
+  const folder = await OutputFolder.open(root);
+  // Incompressible, so that its copy into the archive takes a while.
+  const bytes = randomBytes(16 << 20);
+  const unheard: unknown[] = [];
+  const listener = (error: unknown) => unheard.push(error);
+  process.on('uncaughtException', listener);
+  try {
+    for (const delay of [0, 2, 5, 10, 20]) {
+      const writer = await startTarball(dir, { folder, name: 'copied.tar.gz' }, ['perf.data']);
+      const file = await writer.streamFile('flamescope/copied.out');
+      for (let at = 0; at < bytes.length; at += 1 << 20) {
+        file.write(bytes.subarray(at, at + (1 << 20)), () => {});
+        await file.room();
+      }
+      await file.end();
+      const finishing = writer.finish();
+      finishing.catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      await writer.abandon();
+      await finishing.catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(
+        readdirSync(root).filter((name) => name.startsWith('copied.tar.gz.')),
+        [],
+        `abandoned after ${delay} ms`,
+      );
+      await rm(join(root, 'copied.tar.gz'), { force: true });
+    }
+    assert.deepEqual(unheard, []);
+  } finally {
+    process.off('uncaughtException', listener);
     await folder.close();
   }
 });
