@@ -7,9 +7,9 @@
 // and reported. The archive is written through OutputFolder (no planted link is written through) and is itself
 // private, as it holds the raw data. The tar stream is made here (ustar headers from node-tar's Header) and compressed
 // by node's zlib on libuv's thread pool, off the main thread. A file given as it is made (streamFile: the FlameScope
-// text, the bulk of the archive) is compressed meanwhile into a gzip member of its own, kept in a private temporary file
-// until its entry's turn: the archive is then several gzip members one after the other, which gzip, tar, node's zlib
-// and Python's tarfile read as one stream (RFC 1952, 2.2).
+// text, the bulk of the archive) is compressed meanwhile into a gzip member of its own, kept in a private file of no
+// name until its entry's turn: the archive is then several gzip members one after the other, which gzip, GNU tar,
+// node's zlib and Python's tarfile (not its stream mode) read as one stream (RFC 1952, 2.2).
 import { constants } from 'node:fs';
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -178,7 +178,12 @@ export async function startTarball(
     const handle = await into.folder.create(name, outputModes.privateFile);
     members.add(handle);
     await into.folder.remove(name);
-    if (state !== 'writing') throw new Error('the archive is no longer being written');
+    if (state !== 'writing') {
+      // Finished or abandoned meanwhile: its files are closed already, but for this one.
+      members.delete(handle);
+      await handle.close();
+      throw new Error('the archive is no longer being written');
+    }
     const gzip = archiveGzip(streamedLevel);
     compressing.add(gzip);
     let size = 0;

@@ -55,8 +55,12 @@ export async function runNativeAndFold(
   const pids = nativePidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
-  const file = await outputs.openHashed(layout.perfScript);
-  const output = new NativeScriptOutput(file, stackFolder, resolver, context.archive);
+  const output = new NativeScriptOutput(
+    await outputs.openHashed(layout.perfScript),
+    stackFolder,
+    resolver,
+    context.archive,
+  );
   const perfMaps = await mapsToPlace(folder, warn);
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();
