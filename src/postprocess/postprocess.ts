@@ -7,14 +7,15 @@
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches target/. perf.data is changed once, when perf was killed before
 // finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record. prof.tar.gz is
-// started once perf.data is final and takes each output the moment it is (src/bundle/tarball.ts), so its compression,
-// on zlib's thread pool, runs beside the fold and the renders instead of after them.
+// started once perf.data is final and takes each output the moment it is (src/bundle/tarball.ts), the FlameScope text
+// as it is written, so its compression, on zlib's thread pool, runs beside the fold and the renders instead of after
+// them.
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { layout } from '../bundle/layout.js';
 import type { Manifest } from '../bundle/manifest.js';
 import { readTargetIds } from '../bundle/target-info.js';
-import { startTarball, type TarballWriter } from '../bundle/tarball.js';
+import { startTarball, type StreamedFile, type TarballWriter } from '../bundle/tarball.js';
 import type { StepReport } from '../collect/steps.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
@@ -203,13 +204,12 @@ async function postprocessFolder(
     if (opts.tarball) tarball = await startTarballOf(run);
     // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
     const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
-    // The native engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile; perf
-    // script's is added once written.
-    const scriptArchive = opts.engine === 'native' ? await tarball?.streamFile(layout.perfScript) : undefined;
+    // Either engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile.
+    const scriptArchive = await tarball?.streamFile(layout.perfScript);
     const script = await timed('perfScript', () =>
       opts.engine === 'native'
         ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving)
-        : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid }, resolving),
+        : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid, archive: scriptArchive }, resolving),
     );
     const { fold } = script;
     checkSamples(fold, dir);
@@ -224,7 +224,6 @@ async function postprocessFolder(
       const partial = outputs.partialOf(name);
       if (tarball && partial) await tarball.addFile(name, partial);
     };
-    if (!scriptArchive) await archive(layout.perfScript);
     await timed('render', () => writeRenders(outputs, fold, opts, signal, archive));
     const files = await outputs.commit();
 
@@ -334,6 +333,8 @@ async function runScriptAndFold(
   context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
     signal: AbortSignal | undefined;
     euid: number | undefined;
+    /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
+    archive: StreamedFile | undefined;
   },
   resolving: Promise<FrameResolver | undefined>,
 ) {
@@ -347,7 +348,11 @@ async function runScriptAndFold(
     if (resolver) tee.nameFrames(resolver);
     return (stackFolder ??= new StackFolder(opts.fold, warn, resolver));
   };
-  const tee = new PerfScriptTee(await outputs.open(layout.perfScript), (chunk) => stackFolder!.write(chunk));
+  const tee = new PerfScriptTee(
+    await outputs.open(layout.perfScript),
+    (chunk) => stackFolder!.write(chunk),
+    context.archive,
+  );
   let lastProgress = performance.now();
   const report = () =>
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);

@@ -7,6 +7,7 @@ import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
+import type { StreamedFile } from '../bundle/tarball.js';
 import type { ChunkSink } from '../perf/script.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
 import { LongLineCutter } from './long-lines.js';
@@ -31,10 +32,14 @@ export class PerfScriptTee {
   private readonly cutter = new LongLineCutter();
   private namer: ScriptNamer | undefined;
 
-  /** `fold` receives every chunk in order; `file` (closed by finish or destroy) gets a byte-for-byte copy. */
+  /**
+   * `fold` receives every chunk in order; `file` (closed by finish or destroy) gets a byte-for-byte copy, and so does
+   * `archive`, the file's entry in prof.tar.gz, which compresses it meanwhile.
+   */
   constructor(
     file: FileHandle,
     private readonly fold: (chunk: Uint8Array) => void,
+    private readonly archive?: StreamedFile,
   ) {
     this.file = file.createWriteStream();
     // An error surfaces through `once(..., 'drain')` or `finish()`; without a listener it would crash the process.
@@ -69,9 +74,10 @@ export class PerfScriptTee {
     const rest = this.cutter.end();
     if (rest.length > 0) await this.pass(rest);
     const held = this.namer?.end();
-    if (held && held.length > 0 && !this.file.write(held)) await once(this.file, 'drain');
+    if (held && held.length > 0) await this.put(held);
     this.file.end();
     await finished(this.file);
+    await this.archive?.end();
   }
 
   private async pass(chunk: Buffer): Promise<void> {
@@ -80,7 +86,14 @@ export class PerfScriptTee {
     this.countSamples(chunk);
     this.fold(chunk);
     const text = this.namer ? this.namer.transform(chunk) : chunk;
-    if (text.length > 0 && !this.file.write(text)) await once(this.file, 'drain');
+    if (text.length > 0) await this.put(text);
+  }
+
+  /** Bytes for the file and the archive (neither changes them, nor does this class after). */
+  private async put(text: Buffer): Promise<void> {
+    this.archive?.write(text, () => {});
+    if (!this.file.write(text)) await once(this.file, 'drain');
+    await this.archive?.room();
   }
 
   /** Closes the file without waiting for it (after a failure; the caller deletes it). */
