@@ -7,7 +7,7 @@
 // the command being run loads (commands.ts imports each lazily), with the npm packages inside them, so that
 // `profcpu --help` reads a handful of files instead of a hundred. Paths found from import.meta.url stay those of
 // tsc's files (ownModuleUrl below).
-// Two rewrites keep yargs's output what it is unbundled: its `string-width` imports get the printable-ASCII fast
+// Two rewrites keep yargs's output what it is unbundled: its `string-width` imports get the fast
 // path of src/cli/string-width.ts in front of the real package (loaded only for other text), and its locale files
 // are copied next to the chunks and looked up there.
 import { build } from 'esbuild';
@@ -39,9 +39,9 @@ const fastStringWidth = {
       const real = join(root, args.path);
       return {
         contents: [
-          `import { printableAsciiWidth } from ${JSON.stringify(join(root, 'src/cli/string-width.ts'))};`,
+          `import { narrowTextWidth } from ${JSON.stringify(join(root, 'src/cli/string-width.ts'))};`,
           `export default function stringWidth(text, options) {`,
-          `  return printableAsciiWidth(text) ?? require(${JSON.stringify(real)}).default(text, options);`,
+          `  return narrowTextWidth(text, options) ?? require(${JSON.stringify(real)}).default(text, options);`,
           `}`,
         ].join('\n'),
         resolveDir: dirname(real),

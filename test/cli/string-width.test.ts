@@ -1,4 +1,4 @@
-// The CLI bundle (scripts/build.mjs) puts printableAsciiWidth in front of the `string-width` packages yargs uses, and
+// The CLI bundle (scripts/build.mjs) puts narrowTextWidth in front of the `string-width` packages yargs uses, and
 // moves yargs into a chunk: its help and usage errors must stay what unbundled yargs prints (run here from the
 // TypeScript source through tsx), in English and in a language yargs has locale files for.
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { execa } from 'execa';
-import { printableAsciiWidth } from '../../src/cli/string-width.js';
+import { narrowTextWidth } from '../../src/cli/string-width.js';
 import { repoRoot, runCli } from '../support/cli.js';
 
 /** Every installed copy of `string-width` (yargs, cliui and wrap-ansi import two versions of it). */
@@ -18,18 +18,43 @@ function stringWidthFiles(): string[] {
   return dirs.filter((dir) => existsSync(join(dir, 'index.js'))).map((dir) => join(dir, 'index.js'));
 }
 
-test('printableAsciiWidth gives the widths string-width gives, and leaves other text to it', async () => {
+test('narrowTextWidth gives the widths string-width gives, and leaves other text to it', async () => {
   const printable = Array.from({ length: 0x7f - 0x20 }, (_, i) => String.fromCharCode(0x20 + i));
-  const texts = [...printable, '', printable.join(''), '  -h, --help  Show help  [boolean]', '[k]_[j] 0x7f01'];
+  const punctuation = ['\u2018', '\u2019', '\u201c', '\u201d', '\u2013', '\u2014', '\u2026', '\u2192'];
+  const texts = [
+    ...printable,
+    ...punctuation,
+    '',
+    printable.join(''),
+    '  -h, --help  Show help  [boolean]',
+    '[k]_[j] 0x7f01',
+    'collect\u2019s target/ snapshots \u2192 \u201cfolded\u201d \u2014 \u2026',
+  ];
   const files = stringWidthFiles();
   assert.ok(files.length >= 2, files.join(', '));
   for (const file of files) {
-    const { default: stringWidth } = (await import(pathToFileURL(file).href)) as { default: (s: string) => number };
-    for (const text of texts) assert.equal(printableAsciiWidth(text), stringWidth(text), `${file}: ${text}`);
+    const { default: stringWidth } = (await import(pathToFileURL(file).href)) as {
+      default: (s: string, options?: { ambiguousIsNarrow?: boolean }) => number;
+    };
+    for (const text of texts) assert.equal(narrowTextWidth(text), stringWidth(text), `${file}: ${text}`);
+    // Asked to count ambiguous characters wide, string-width counts the punctuation 2: the fast path leaves it.
+    for (const text of punctuation) {
+      assert.equal(narrowTextWidth(text, { ambiguousIsNarrow: false }), undefined, text);
+      assert.equal(stringWidth(text, { ambiguousIsNarrow: false }), 2, `${file}: ${text}`);
+    }
   }
-  for (const other of ['a\nb', 'tab\there', '\u001b[1mbold', 'caf\u00e9', '\u2026', '\u{1f525}', '\u007f'])
-    assert.equal(printableAsciiWidth(other), undefined, JSON.stringify(other));
-  assert.equal(printableAsciiWidth(undefined), undefined);
+  for (const other of ['a\nb', 'tab\there', '\u001b[1mbold', 'caf\u00e9', '\u2190', '\u{1f525}', '\u007f'])
+    assert.equal(narrowTextWidth(other), undefined, JSON.stringify(other));
+  assert.equal(narrowTextWidth(undefined), undefined);
+});
+
+test('every command’s help is laid out by the fast path: yargs lays it out on every run of the command', async () => {
+  const names = ['collect', 'watch', 'postprocess', 'dump', 'demo', 'doctor', 'ps', 'symbols', 'fold', 'render'];
+  for (const args of [['--help'], ...names.map((name) => [name, '--help'])]) {
+    const { all, exitCode } = await runCli(args, { env: { COLUMNS: undefined } });
+    assert.equal(exitCode, 0, args.join(' '));
+    for (const line of all.split('\n')) assert.notEqual(narrowTextWidth(line), undefined, `${args.join(' ')}: ${line}`);
+  }
 });
 
 test('the bundled CLI prints the help and usage errors unbundled yargs prints', async () => {
