@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { execa } from 'execa';
+import { commands } from '../../src/cli/commands.js';
 import { narrowTextWidth } from '../../src/cli/string-width.js';
 import { repoRoot, runCli } from '../support/cli.js';
 
@@ -49,7 +50,7 @@ test('narrowTextWidth gives the widths string-width gives, and leaves other text
 });
 
 test('every command’s help is laid out by the fast path: yargs lays it out on every run of the command', async () => {
-  const names = ['collect', 'watch', 'postprocess', 'dump', 'demo', 'doctor', 'ps', 'symbols', 'fold', 'render'];
+  const names = commands.map((entry) => entry.command.split(' ')[0]!);
   for (const args of [['--help'], ...names.map((name) => [name, '--help'])]) {
     const { all, exitCode } = await runCli(args, { env: { COLUMNS: undefined } });
     assert.equal(exitCode, 0, args.join(' '));
