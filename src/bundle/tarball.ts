@@ -190,13 +190,12 @@ export async function startTarball(
     let ended = false;
     unended++;
     const member = (async (): Promise<CompressedMember> => {
-      const header = portableHeader();
       let at = 0;
-      for await (const chunk of gzip as AsyncIterable<Buffer>) {
-        const { bytesWritten } = await handle.write(header(chunk), 0, chunk.length, at);
+      await drainMember(gzip, async (chunk) => {
+        const { bytesWritten } = await handle.write(chunk, 0, chunk.length, at);
         if (bytesWritten !== chunk.length) throw new ProfcpuError('IO', `${name}: a short write`);
         at += chunk.length;
-      }
+      });
       return { handle, size, compressedSize: at };
     })();
     member.catch(() => {});
@@ -386,10 +385,7 @@ async function writeMembers(
   let draining: Promise<void> = Promise.resolve();
   const startMember = (stream: Gzip) => {
     compressing.add(stream);
-    draining = (async () => {
-      const header = portableHeader();
-      for await (const chunk of stream) await put(header(chunk as Buffer));
-    })();
+    draining = drainMember(stream, put);
     draining.catch(() => {});
     return stream;
   };
@@ -422,6 +418,12 @@ async function writeMembers(
     out.destroy();
     throw error;
   }
+}
+
+/** Each chunk `gzip` makes, its header made portable (portableHeader), into `sink`, until the member ends. */
+async function drainMember(gzip: Gzip, sink: (chunk: Buffer) => Promise<void>): Promise<void> {
+  const header = portableHeader();
+  for await (const chunk of gzip as AsyncIterable<Buffer>) await sink(header(chunk));
 }
 
 /** A streamed file's compressed member, the bytes written and no more, read in 1 MiB chunks into `put`. */
