@@ -10,7 +10,7 @@ import { lstat, mkdir, readlink, realpath, rm, stat, symlink } from 'node:fs/pro
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, normalize, relative } from 'node:path';
 import { ProfcpuError } from '../error.js';
-import { runPerf, type PerfExecOptions } from './exec.js';
+import type { PerfExecOptions } from './exec.js';
 
 /** The value of `key` in `perf config` output (`key=value` lines), if set. */
 export function parsePerfConfigValue(stdout: string, key: string): string | undefined {
@@ -37,6 +37,7 @@ export async function perfBuildIdDir(options: PerfBuildIdDirOptions = {}): Promi
   const home = options.home ?? options.env?.['HOME'] ?? homedir();
   try {
     const env = { ...options.env, HOME: home };
+    const { runPerf } = await import('./exec.js');
     const { stdout } = await runPerf(['config', 'buildid.dir'], { ...options, env });
     const configured = parsePerfConfigValue(stdout, 'buildid.dir');
     if (configured) return configured.startsWith('~/') ? join(home, configured.slice(2)) : configured;
@@ -119,6 +120,7 @@ export function parseBuildIdList(stdout: string): SampledFile[] {
 
 /** Every file with samples in `perfData`, by build-id (`perf buildid-list --with-hits`). */
 export async function sampledFiles(perfData: string, options: PerfExecOptions = {}): Promise<SampledFile[]> {
+  const { runPerf } = await import('./exec.js');
   const { stdout } = await runPerf(['buildid-list', '-i', perfData, '--with-hits'], options);
   return parseBuildIdList(stdout);
 }

@@ -5,6 +5,7 @@
 import { execa, ExecaError } from 'execa';
 import type { Readable } from 'node:stream';
 import { ProfcpuError, type ErrorCode } from '../error.js';
+import { defaultPerfPath } from './perf-path.js';
 
 export interface PerfExecOptions {
   /** The perf executable, a path or a name looked up on PATH. Default `perf`. */
@@ -19,7 +20,7 @@ export interface PerfExecOptions {
   wrapper?: readonly string[];
 }
 
-export const defaultPerfPath = 'perf';
+export { defaultPerfPath };
 
 /** How much of perf's stderr a PerfError keeps: the end is where perf says what went wrong. */
 const stderrTailLimit = 4096;

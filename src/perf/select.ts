@@ -6,7 +6,8 @@ import { constants } from 'node:fs';
 import { access, readdir, stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { ProfcpuError } from '../error.js';
-import { defaultPerfPath, type PerfExecOptions } from './exec.js';
+import type { PerfExecOptions } from './exec.js';
+import { defaultPerfPath } from './perf-path.js';
 import { kernelRelease, perfVersion } from './version.js';
 
 export interface PerfCandidate {

@@ -2,10 +2,12 @@
 // the running kernel's release, and what a recording's own header says about the machine that recorded it (the `#`
 // lines `perf script --header` prints before the first sample).
 import { release } from 'node:os';
-import { runPerf, type PerfExecOptions } from './exec.js';
+import type { PerfExecOptions } from './exec.js';
 
 /** The version `perf version` prints (`perf version 6.1.187` → `6.1.187`), or its whole first line if unusual. */
 export async function perfVersion(options: PerfExecOptions = {}): Promise<string> {
+  // Loaded when asked: the manifest's other facts (kernelRelease) need no process-running code.
+  const { runPerf } = await import('./exec.js');
   const { stdout } = await runPerf(['version'], options);
   return parsePerfVersion(stdout);
 }

@@ -21,8 +21,7 @@ import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
-import { defaultPerfPath } from '../perf/exec.js';
-import { isolationAvailable, perfScript, perfScriptArgs } from '../perf/script.js';
+import { defaultPerfPath } from '../perf/perf-path.js';
 import { parseRecordingHeader, perfVersion } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
@@ -203,7 +202,14 @@ async function postprocessFolder(
     // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.
     if (opts.tarball) tarball = await startTarballOf(run);
     // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
-    const scriptCommand = [opts.perfPath, ...perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+    // The perf engine's code (and execa's) loads only for that engine.
+    const scriptCommand =
+      opts.engine === 'native'
+        ? undefined
+        : [
+            opts.perfPath,
+            ...(await import('../perf/script.js')).perfScriptArgs(layout.perfData, perfScriptOptions(opts)),
+          ];
     // Either engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile.
     const scriptArchive = await tarball?.streamFile(layout.perfScript);
     const script = await timed('perfScript', () =>
@@ -237,7 +243,7 @@ async function postprocessFolder(
         recording: script.header,
         postprocess: {
           engine: opts.engine,
-          commands: opts.engine === 'native' ? [] : [[opts.perfPath, 'version'], scriptCommand],
+          commands: scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [],
           durationsMs,
           perfScriptBytes: script.scriptBytes,
           ...(script.linesCut > 0 && { linesCut: script.linesCut }),
@@ -339,6 +345,7 @@ async function runScriptAndFold(
   resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
+  const { isolationAvailable, perfScript } = await import('../perf/script.js');
   const dir = folder.path;
   let stackFolder: StackFolder | undefined;
   // Until the first chunk arrives the resolver may still be loading; awaiting it there holds perf back meanwhile.
