@@ -15,30 +15,15 @@ import { lstat, mkdtemp, open, rename, rm, type FileHandle } from 'node:fs/promi
 import { basename, dirname, join, resolve } from 'node:path';
 import { pipeline, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { Parser, type ReadEntry } from 'tar';
+import { Parser } from 'tar/parse';
+import type { ReadEntry } from 'tar/read-entry';
 import type { Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { layout } from './layout.js';
-import { folderLimits } from './tarball.js';
+import { defaultUnpackLimits, type UnpackLimits } from './unpack-limits.js';
 
-export interface UnpackLimits {
-  /** Entries the archive may hold (folders included). Default: an output folder's, 10 000. */
-  maxEntries: number;
-  /** Folders below the top one. Default: an output folder's, 8. */
-  maxDepth: number;
-  /** Bytes of file contents, all entries together (the disk's free space less 256 MiB caps it further). 4 GiB. */
-  maxBytes: number;
-  /** Milliseconds the whole unpacking may take. Default 5 minutes. */
-  deadlineMs: number;
-}
-
-export const defaultUnpackLimits: Readonly<UnpackLimits> = Object.freeze({
-  maxEntries: folderLimits.maxEntries,
-  maxDepth: folderLimits.maxDepth,
-  maxBytes: 4 * 1024 ** 3,
-  deadlineMs: 5 * 60_000,
-});
+export { defaultUnpackLimits, type UnpackLimits } from './unpack-limits.js';
 
 export interface UnpackOptions {
   /** The folder to create (it must not exist). Default: the archive's top folder name, next to the archive. */

@@ -10,7 +10,7 @@ import { dirname, relative } from 'node:path';
 import { isInstalled } from '../perf/select.js';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { layout } from '../bundle/layout.js';
-import { defaultUnpackLimits as unpackLimits, unpackTarball } from '../bundle/unpack.js';
+import { defaultUnpackLimits as unpackLimits } from '../bundle/unpack-limits.js';
 import { ProfcpuError } from '../error.js';
 import {
   defaultPostprocessOptions,
@@ -188,6 +188,8 @@ async function folderOf(
     return input;
   }
   reporter.info(`unpacking ${input}`);
+  // The archive code (node-tar's parser) loads only for an archive.
+  const { unpackTarball } = await import('../bundle/unpack.js');
   const unpacked = await unpackTarball(input, { ...(out !== undefined && { into: out }), signal, warn: reporter.warn });
   const megabytes = (unpacked.bytes / 1024 ** 2).toFixed(1);
   reporter.info(`unpacked ${input} into ${unpacked.dir} (${unpacked.files} files, ${megabytes} MB)`);
