@@ -1,6 +1,8 @@
 // perf's build-id cache: where it is (perfBuildIdDir), its entries (buildIdEntry, made the way perf makes them), and
 // which files a recording sampled (sampledFiles, through `perf buildid-list`). Putting a debug file into an entry is
 // src/symbols/debug-placement.ts's job; kept binaries reach perf script through src/postprocess/buildid-view.ts.
+// exec.ts (and execa with it) is imported when perf is run, not with this module: the native engine's postprocess
+// loads this module and never runs perf.
 //
 // perf 6.1 layout: `<dir>/.build-id/<xx>/<rest>` is a symlink to `<dir>/<dso path>/<build-id>/`, which holds `elf`
 // (the binary) and, when present, `debug`, which perf prefers for symbols. `perf buildid-cache --add FILE.dbg` does
@@ -35,9 +37,9 @@ export interface PerfBuildIdDirOptions extends PerfExecOptions {
 export async function perfBuildIdDir(options: PerfBuildIdDirOptions = {}): Promise<string> {
   if (options.explicit) return options.explicit;
   const home = options.home ?? options.env?.['HOME'] ?? homedir();
+  const { runPerf } = await import('./exec.js');
   try {
     const env = { ...options.env, HOME: home };
-    const { runPerf } = await import('./exec.js');
     const { stdout } = await runPerf(['config', 'buildid.dir'], { ...options, env });
     const configured = parsePerfConfigValue(stdout, 'buildid.dir');
     if (configured) return configured.startsWith('~/') ? join(home, configured.slice(2)) : configured;

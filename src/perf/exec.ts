@@ -20,8 +20,6 @@ export interface PerfExecOptions {
   wrapper?: readonly string[];
 }
 
-export { defaultPerfPath };
-
 /** How much of perf's stderr a PerfError keeps: the end is where perf says what went wrong. */
 const stderrTailLimit = 4096;
 

@@ -2,7 +2,8 @@
 // buffered whole, and a slow sink slows perf down (the pipe fills) rather than memory growing. Gives the command run
 // and the byte count; failures are PerfErrors (see exec.ts).
 import { execa } from 'execa';
-import { defaultPerfPath, PerfError, startPerf, type PerfExecOptions } from './exec.js';
+import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
+import { defaultPerfPath } from './perf-path.js';
 
 /**
  * perf script looks a live target up by its PID: it enters the target's mount namespace and reads its perf map and
