@@ -7,16 +7,12 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { benchNodeEnv, describeNodeEnv } from './node-env.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
 const runs = Number(process.env['PROFCPU_BENCH_RUNS'] ?? 20);
 const time = existsSync('/usr/bin/time');
-/** Without NODE_EXTRA_CA_CERTS (as engines.ts runs them: see its runEnv); `PROFCPU_BENCH_KEEP_ENV=1` keeps it. */
-const keepEnv = process.env['PROFCPU_BENCH_KEEP_ENV'] === '1';
-const env = Object.fromEntries(
-  Object.entries(process.env).filter(([name]) => keepEnv || name !== 'NODE_EXTRA_CA_CERTS'),
-);
 
 function measure(args: string[]): { wall: number[]; cpu: number[] } {
   const wall: number[] = [];
@@ -26,9 +22,9 @@ function measure(args: string[]): { wall: number[]; cpu: number[] } {
     const r = time
       ? spawnSync('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, ...args], {
           stdio: ['ignore', 'ignore', 'pipe'],
-          env,
+          env: benchNodeEnv,
         })
-      : spawnSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+      : spawnSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: benchNodeEnv });
     wall.push(Number(process.hrtime.bigint() - start) / 1e9);
     if (r.status !== 0) throw new Error(`node ${args.join(' ')} exited ${r.status}: ${r.stderr.toString()}`);
     const usage = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(r.stderr.toString());
@@ -39,12 +35,7 @@ function measure(args: string[]): { wall: number[]; cpu: number[] } {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const minMedian = (xs: number[]) => `${Math.min(...xs).toFixed(3)} s    ${median(xs).toFixed(3)} s`;
-if (process.env['NODE_EXTRA_CA_CERTS'] !== undefined)
-  console.log(
-    keepEnv
-      ? 'NODE_EXTRA_CA_CERTS is set and kept: every node start reads its certificates'
-      : 'NODE_EXTRA_CA_CERTS is set here: the runs go without it (PROFCPU_BENCH_KEEP_ENV=1 keeps it)',
-  );
+describeNodeEnv();
 console.log(
   `${runs} runs each of ${cli}, load average ${loadavg()
     .map((l) => l.toFixed(1))

@@ -7,11 +7,12 @@
 // `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js`
 // times another build (a copy of main's dist, say); `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes);
 // `PROFCPU_BENCH_ENGINES=native` leaves the perf engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment
-// (see runEnv). Never asserted: read the figures.
+// (node-env.ts). Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
 import { closeSync, cpSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { benchNodeEnv, describeNodeEnv } from './node-env.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}bench-out/`;
@@ -26,23 +27,13 @@ interface Run {
   peakMiB: number;
 }
 
-/**
- * The environment of the timed runs: without NODE_EXTRA_CA_CERTS, which a machine behind a TLS-intercepting proxy
- * sets (this one does), and which has every node process read and parse those certificates as it starts (30 ms here,
- * half of `node -e 0`), though postprocess opens no TLS connection. `PROFCPU_BENCH_KEEP_ENV=1` keeps it.
- */
-const keepEnv = process.env['PROFCPU_BENCH_KEEP_ENV'] === '1';
-const runEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([name]) => keepEnv || name !== 'NODE_EXTRA_CA_CERTS'),
-);
-
 /** Runs the command under /usr/bin/time, its output to /dev/null, or to the file `stdout` names. */
 function timed(command: string, args: string[], stdout?: string): Run {
   const out = stdout === undefined ? 'ignore' : openSync(stdout, 'w');
   const start = performance.now();
   const result = spawnSync('/usr/bin/time', ['-f', 'maxrss %M cpu %U %S', command, ...args], {
     stdio: ['ignore', out, 'pipe'],
-    env: runEnv,
+    env: benchNodeEnv,
   });
   if (typeof out === 'number') closeSync(out);
   const seconds = (performance.now() - start) / 1000;
@@ -85,12 +76,7 @@ if (!existsSync(cli)) {
 console.log(
   `engines: ${cli}, node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}`,
 );
-if (process.env['NODE_EXTRA_CA_CERTS'] !== undefined)
-  console.log(
-    keepEnv
-      ? 'NODE_EXTRA_CA_CERTS is set and kept: every node start reads its certificates'
-      : 'NODE_EXTRA_CA_CERTS is set here: the runs go without it (PROFCPU_BENCH_KEEP_ENV=1 keeps it)',
-  );
+describeNodeEnv();
 for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);
