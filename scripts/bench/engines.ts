@@ -1,15 +1,15 @@
 // Engines benchmark: records the whole machine under a CPU and kernel load into bench-out/engines-<N>k/perf.data (as
 // many samples as asked, about: 10 000 samples a second at -F 5000 on 2 CPUs), then times, three runs each, `perf
 // script` alone (what the perf engine waits for; twice: its text to /dev/null, the issue's figure, and to a file, as
-// the original tool and postprocess write it), `profcpu postprocess --engine perf` and `--engine native` (built CLI,
-// no tarball), and `--engine native` with prof.tar.gz, and prints wall seconds (median, min-max), CPU seconds and peak
-// RSS, and the ratio the issue asks for: postprocess wall time over perf script's. Needs root and perf.
-// `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses the sizes; `PROFCPU_BENCH_CLI=path/to/main.js`
-// times another build (a copy of main's dist, say); `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes);
-// `PROFCPU_BENCH_ENGINES=native` leaves the perf engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment
-// (node-env.ts). Never asserted: read the figures.
+// the original tool and postprocess write it), `profcpu postprocess --engine perf` and `--engine native` (built CLI, no
+// tarball), and `--engine native` with prof.tar.gz and on a folder holding the kallsyms snapshot collect keeps, and
+// prints wall seconds (median, min-max), CPU seconds and peak RSS, and the ratio the issue asks for: postprocess wall
+// time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses
+// the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say);
+// `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes); `PROFCPU_BENCH_ENGINES=native` leaves the perf
+// engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment (node-env.ts). Never asserted: read the figures.
 import { spawnSync } from 'node:child_process';
-import { closeSync, cpSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { benchNodeEnv, describeNodeEnv } from './node-env.js';
@@ -77,6 +77,12 @@ console.log(
   `engines: ${cli}, node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}`,
 );
 describeNodeEnv();
+/** The code symbols of /proc/kallsyms, as collect keeps them (src/collect/kallsyms-step.ts). */
+const kallsymsSnapshot = readFileSync('/proc/kallsyms', 'utf8')
+  .split('\n')
+  .filter((line) => /^[0-9a-f]+ [tTwW] /.test(line))
+  .map((line) => `${line}\n`)
+  .join('');
 for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);
@@ -87,6 +93,7 @@ for (const thousands of sizes) {
     perf: [] as Run[],
     native: [] as Run[],
     tarball: [] as Run[],
+    snapshot: [] as Run[],
   };
   for (let i = 0; i < runs; i++) {
     const scriptArgs = ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline'];
@@ -107,15 +114,27 @@ for (const thousands of sizes) {
     rmSync(copy, { recursive: true, force: true });
     cpSync(dir, copy, { recursive: true });
     results.tarball.push(timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '-q']));
+    // A folder as collect writes it keeps the kernel's symbols (target/kallsyms, its code symbols): the native
+    // engine reads that file rather than /proc/kallsyms, which the kernel writes out a page at a time (perf script
+    // reads /proc/kallsyms either way).
+    rmSync(copy, { recursive: true, force: true });
+    cpSync(dir, copy, { recursive: true });
+    mkdirSync(`${copy}/target`);
+    writeFileSync(`${copy}/target/kallsyms`, kallsymsSnapshot);
+    results.snapshot.push(
+      timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '--no-tarball', '-q']),
+    );
   }
   const script = summary('perf script alone', results.script);
   const scriptToFile = summary('  its text to a file', results.scriptToFile);
   const perf = results.perf.length > 0 ? summary('postprocess --engine perf', results.perf) : undefined;
   const native = summary('postprocess --engine native', results.native);
   const tarball = summary('  with prof.tar.gz', results.tarball);
+  const snapshot = summary('  with target/kallsyms', results.snapshot);
   console.log(
     `  postprocess / perf script: ${perf === undefined ? '' : `perf engine ${(perf / script).toFixed(2)}, `}` +
-      `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz); ` +
+      `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz, ` +
+      `${(snapshot / script).toFixed(2)} with target/kallsyms); ` +
       `over perf script writing a file: native engine ${(native / scriptToFile).toFixed(2)}`,
   );
 }
