@@ -188,7 +188,7 @@ export async function startTarball(
       await handle.close();
       throw new Error('the archive is no longer being written');
     }
-    const gzip = archiveGzip(gzipLevel);
+    const gzip = archiveGzip();
     compressing.add(gzip);
     let size = 0;
     let ended = false;
@@ -350,14 +350,7 @@ async function* tarBlocks(queue: EntryQueue, signal: AbortSignal): AsyncGenerato
       const stat = await handle.stat();
       if (!stat.isFile()) throw new ProfcpuError('IO', `${entry.path} is no longer a regular file`);
       yield headerBlocks(entry, 'File', stat.size);
-      for (let at = 0; at < stat.size;) {
-        signal.throwIfAborted();
-        const chunk = Buffer.allocUnsafe(Math.min(1 << 20, stat.size - at));
-        const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
-        if (bytesRead === 0) throw new ProfcpuError('IO', `${entry.path} shrank while it was archived`);
-        at += bytesRead;
-        yield chunk.subarray(0, bytesRead);
-      }
+      yield* chunksOf(handle, stat.size, signal, `${entry.path} shrank while it was archived`);
       const padding = (BLOCK - (stat.size % BLOCK)) % BLOCK;
       if (padding > 0) yield Buffer.alloc(padding);
     } finally {
@@ -404,7 +397,7 @@ async function writeMembers(
     for await (const block of blocks) {
       signal.throwIfAborted();
       if (Buffer.isBuffer(block)) {
-        gzip ??= startMember(archiveGzip(gzipLevel));
+        gzip ??= startMember(archiveGzip());
         // The member's output failing (the archive cannot be written) ends the wait too.
         if (!gzip.write(block)) await Promise.race([once(gzip, 'drain', { signal }), draining]);
       } else {
@@ -432,23 +425,36 @@ async function drainMember(gzip: Gzip, sink: (chunk: Buffer) => Promise<void>): 
 
 /** A streamed file's compressed member, the bytes written and no more, read in 1 MiB chunks into `put`. */
 async function copyMember(member: CompressedMember, put: (chunk: Buffer) => Promise<void>, signal: AbortSignal) {
-  for (let at = 0; at < member.compressedSize;) {
+  const shrank = 'a compressed member of the archive shrank while it was copied';
+  for await (const chunk of chunksOf(member.handle, member.compressedSize, signal, shrank)) await put(chunk);
+}
+
+/**
+ * The first `size` bytes of `handle`, read from its start in 1 MiB chunks, each read after the last was taken; an
+ * error saying `shrank` when the file ends before them.
+ */
+async function* chunksOf(handle: FileHandle, size: number, signal: AbortSignal, shrank: string) {
+  for (let at = 0; at < size;) {
     signal.throwIfAborted();
-    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, member.compressedSize - at));
-    const { bytesRead } = await member.handle.read(chunk, 0, chunk.length, at);
-    if (bytesRead === 0) throw new ProfcpuError('IO', 'a compressed member of the archive shrank while it was copied');
+    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, size - at));
+    const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
+    if (bytesRead === 0) throw new ProfcpuError('IO', shrank);
     at += bytesRead;
-    await put(chunk.subarray(0, bytesRead));
+    yield chunk.subarray(0, bytesRead);
   }
 }
 
 /**
- * A gzip stream for the archive. Output chunks of 1 MiB: each is one job on the thread pool and one turn of the main
+ * A gzip stream for the archive, at gzipLevel. Output chunks of 1 MiB: each is one job on the thread pool and one turn of the main
  * thread's loop, which the engine keeps busy meanwhile (zlib's default 16 KiB made the compression wait on it).
  */
-function archiveGzip(level: number): Gzip {
+function archiveGzip(): Gzip {
   // The options go to the Transform too (ZlibOptions does not name them).
-  const options: ZlibOptions & TransformOptions = { chunkSize: 1 << 20, writableHighWaterMark: gzipBacklog, level };
+  const options: ZlibOptions & TransformOptions = {
+    chunkSize: 1 << 20,
+    writableHighWaterMark: gzipBacklog,
+    level: gzipLevel,
+  };
   return createGzip(options);
 }
 
