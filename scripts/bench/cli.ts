@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { benchNodeEnv, describeNodeEnv } from './node-env.js';
+import { benchNodeEnv, describeNodeEnv } from './support/node-env.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;

@@ -7,12 +7,14 @@
 // time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses
 // the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say);
 // `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes); `PROFCPU_BENCH_ENGINES=native` leaves the perf
-// engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment (node-env.ts). Never asserted: read the figures.
+// engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment (support/node-env.ts). Never asserted: read the
+// figures.
 import { spawnSync } from 'node:child_process';
 import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { benchNodeEnv, describeNodeEnv } from './node-env.js';
+import { codeSymbols } from '../../src/collect/kallsyms-step.js';
+import { benchNodeEnv, describeNodeEnv } from './support/node-env.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}bench-out/`;
@@ -77,12 +79,9 @@ console.log(
   `engines: ${cli}, node ${process.version}, ${availableParallelism()} cpus, load ${loadavg()[0]!.toFixed(1)}`,
 );
 describeNodeEnv();
-/** The code symbols of /proc/kallsyms, as collect keeps them (src/collect/kallsyms-step.ts). */
-const kallsymsSnapshot = readFileSync('/proc/kallsyms', 'utf8')
-  .split('\n')
-  .filter((line) => /^[0-9a-f]+ [tTwW] /.test(line))
-  .map((line) => `${line}\n`)
-  .join('');
+/** The code symbols of /proc/kallsyms, as collect keeps them. */
+const kallsymsSnapshot = codeSymbols(readFileSync('/proc/kallsyms', 'utf8'));
+if (kallsymsSnapshot === undefined) throw new Error('/proc/kallsyms hides its addresses (root needed)');
 for (const thousands of sizes) {
   const dir = record(thousands);
   const samples = spawnSync('sh', ['-c', `perf script -i ${dir}/perf.data -F event 2>/dev/null | wc -l`]);
