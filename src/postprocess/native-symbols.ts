@@ -1,6 +1,7 @@
 // Names for the native engine (src/perf/data/script-text.ts), from what an output folder holds and what perf itself
 // would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
-// /proc/kallsyms when the recording's kernel is the running one (same build-id), as perf does; file mappings from the
+// /proc/kallsyms when the recording's kernel is the running one (same build-id), else from the copy perf record kept in
+// this machine's build-id cache (~/.debug/[kernel.kallsyms]/<build-id>/kallsyms), as perf does; file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
 // when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
 // build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
@@ -36,7 +37,7 @@ const maxPerfMapBytes = 1 << 30;
 export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
 
 export interface NativeSymbolSources {
-  /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`), or undefined. */
+  /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`, the build-id cache's copy), or undefined. */
   kernel: string | undefined;
 }
 
@@ -340,7 +341,17 @@ async function kernelTable(
   if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
   const running = await runningKernelBuildId();
   if (recordedBuildId && running !== recordedBuildId) {
-    warn('kernel frames stay unnamed: the folder has no kallsyms snapshot and the recording’s kernel is not this one');
+    // Another kernel (this machine's before a reboot, or another machine's): perf reads the copy of its kallsyms that
+    // perf record left in the build-id cache, found by the recorded build-id.
+    const cached = await cachedKallsyms(recordedBuildId);
+    if (cached) {
+      const table = kallsymsTable(cached.bytes);
+      if (table.size > 0) return { table, source: cached.path };
+    }
+    warn(
+      'kernel frames stay unnamed: the folder has no kallsyms snapshot, the recording’s kernel is not this one, and ' +
+        `perf’s build-id cache has no kallsyms of it (~/.debug/[kernel.kallsyms]/${recordedBuildId}/kallsyms)`,
+    );
     return { table: tableOf([]), source: undefined };
   }
   // Read whole in one blocking call: the kernel gives /proc/kallsyms a page per read(), and a thousand round trips
@@ -353,6 +364,30 @@ async function kernelTable(
   }
   const table = kallsymsTable(text);
   return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
+}
+
+/**
+ * The kallsyms perf record keeps of the kernel with build-id `buildId` in this machine's build-id cache,
+ * `~/.debug/[kernel.kallsyms]/<build-id>/kallsyms` (perf's dso__find_kallsyms looks there for a kernel other than the
+ * running one): read whole up to maxKallsymsBytes when it is a regular file; undefined otherwise, or when `buildId`
+ * is not one (perf.data may come from anybody: the build-id becomes part of a path).
+ */
+async function cachedKallsyms(buildId: string): Promise<{ bytes: Buffer; path: string } | undefined> {
+  if (!/^[0-9a-f]{2,128}$/.test(buildId)) return undefined;
+  const path = join(homedir(), '.debug', '[kernel.kallsyms]', buildId, 'kallsyms');
+  const handle = await openLocal(path);
+  if (!handle) return undefined;
+  try {
+    const { size } = await handle.stat();
+    if (size <= 0 || size > maxKallsymsBytes) return undefined;
+    const bytes = Buffer.alloc(size);
+    const { bytesRead } = await handle.read(bytes, 0, size, 0);
+    return { bytes: bytes.subarray(0, bytesRead), path };
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The running kernel's build-id, from the NT_GNU_BUILD_ID note in /sys/kernel/notes. */

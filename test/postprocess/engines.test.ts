@@ -3,7 +3,7 @@
 // flamescope/perf_script.out (every line but the `#` header, which perf fills with facts of the machine and file that
 // profcpu does not repeat) byte for byte.
 import assert from 'node:assert/strict';
-import { cp, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +79,46 @@ test('a kernel-heavy native program: the same folded stacks from both engines', 
   const load = 'dd if=/dev/zero of=/dev/null bs=4k count=300000; dd if=/dev/urandom of=/dev/null bs=64k count=1500';
   await recordCommand(join(dir, 'perf.data'), ['sh', '-c', load]);
   await assertSameFold(t, dir);
+});
+
+test('a recording of another kernel: both engines name its frames from the kallsyms in perf’s build-id cache', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await recordCommand(join(dir, 'perf.data'), ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=4k count=300000']);
+  // The recording made another kernel's: the running kernel's build-id replaced in perf.data's build-id table, and
+  // that kernel's kallsyms (this one's, under the new build-id) in the build-id cache of a HOME of its own. perf then
+  // reads the cache's copy, not /proc/kallsyms (dso__find_kallsyms); so must the native engine.
+  const running = (await execa('perf', ['buildid-list', '-k'])).stdout.trim();
+  assert.match(running, /^[0-9a-f]{40}$/);
+  const other = 'cd'.repeat(20);
+  const data = await readFile(join(dir, 'perf.data'));
+  const replaced = Buffer.from(
+    data
+      .toString('latin1')
+      .replaceAll(Buffer.from(running, 'hex').toString('latin1'), Buffer.from(other, 'hex').toString('latin1')),
+    'latin1',
+  );
+  assert.notDeepEqual(replaced, data, 'perf.data holds the running kernel’s build-id');
+  await writeFile(join(dir, 'perf.data'), replaced);
+  const home = await mkdtemp(join(tmpdir(), 'profcpu-engines-home-'));
+  t.after(() => rm(home, { recursive: true, force: true }));
+  const entry = join(home, '.debug', '[kernel.kallsyms]', other);
+  await mkdir(entry, { recursive: true });
+  await writeFile(join(entry, 'kallsyms'), await readFile('/proc/kallsyms'));
+  const saved = process.env['HOME'];
+  process.env['HOME'] = home;
+  t.after(() => {
+    process.env['HOME'] = saved;
+  });
+  const native = await assertSameFold(t, dir);
+  const kernelFrames = [...native.keys()].filter((stack) => /;entry_SYSCALL_64/.test(stack));
+  assert.ok(kernelFrames.length > 0, [...native.keys()].slice(0, 5).join('\n'));
+
+  // Without the cache's copy, neither names them.
+  await rm(entry, { recursive: true });
+  const unnamed = await assertSameFold(t, dir);
+  assert.equal([...unnamed.keys()].filter((stack) => /;entry_SYSCALL_64/.test(stack)).length, 0);
 });
 
 test('a native program whose stripped library has its debug file beside it: the same folded stacks', async (t) => {

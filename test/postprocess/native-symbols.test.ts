@@ -155,3 +155,71 @@ test(
     }
   },
 );
+
+/** Kernel names for `buildId`'s recording, with HOME at `home` (whose .debug is perf's build-id cache). */
+async function kernelNames(home: string, buildId: string, addresses: bigint[]) {
+  const saved = process.env['HOME'];
+  process.env['HOME'] = home;
+  const folder = await OutputFolder.open(join(home, 'out'));
+  try {
+    const warnings: string[] = [];
+    const entry = { buildId, filename: '[kernel.kallsyms]', pid: -1, cpumode: 1 };
+    const recorded: PerfDataHeader = {
+      ...header(hostname()),
+      features: { ...header(hostname()).features, buildIds: [entry] },
+    };
+    const symbols = await nativeSymbols(folder, recorded, [], (w) => warnings.push(w));
+    const names = addresses.map((address) => symbols.kernel(address)?.name);
+    return { names, source: symbols.sources.kernel, warnings };
+  } finally {
+    await folder.close();
+    process.env['HOME'] = saved;
+  }
+}
+
+test('a recording of another kernel: its names from the kallsyms perf record kept in the build-id cache', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    mkdirSync(join(home, 'out'));
+    // Not the running kernel's build-id: perf reads ~/.debug/[kernel.kallsyms]/<build-id>/kallsyms then, not
+    // /proc/kallsyms.
+    const buildId = 'cd'.repeat(20);
+    const entry = join(home, '.debug', '[kernel.kallsyms]', buildId);
+    mkdirSync(entry, { recursive: true });
+    const kallsyms = [
+      'ffffffff81000000 T _stext',
+      'ffffffff81001000 T profcpu_cached_function',
+      'ffffffff81002000 t profcpu_cached_static',
+      'ffffffff81003000 T _etext',
+    ];
+    writeFileSync(join(entry, 'kallsyms'), `${kallsyms.join('\n')}\n`);
+    const found = await kernelNames(home, buildId, [0xffffffff81001010n, 0xffffffff81002fffn]);
+    assert.deepEqual(found.names, ['profcpu_cached_function', 'profcpu_cached_static']);
+    assert.equal(found.source, join(entry, 'kallsyms'));
+    assert.deepEqual(found.warnings, []);
+
+    // Another build-id: no copy, no names, and the warning says where perf would have looked.
+    const other = await kernelNames(home, 'ef'.repeat(20), [0xffffffff81001010n]);
+    assert.deepEqual(other.names, [undefined]);
+    assert.equal(other.source, undefined);
+    assert.match(other.warnings.join('\n'), /no kallsyms snapshot.*build-id cache has no kallsyms of it/);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
+
+test('a recorded kernel build-id is only ever a build-id: one that climbs out of the cache reads nothing', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    mkdirSync(join(home, 'out'));
+    // `../secret` would make ~/.debug/[kernel.kallsyms]/../secret/kallsyms, that is ~/.debug/secret/kallsyms.
+    mkdirSync(join(home, '.debug', 'secret'), { recursive: true });
+    writeFileSync(join(home, '.debug', 'secret', 'kallsyms'), 'ffffffff81001000 T profcpu_secret_function\n');
+    mkdirSync(join(home, '.debug', '[kernel.kallsyms]'), { recursive: true });
+    const found = await kernelNames(home, '../secret', [0xffffffff81001010n]);
+    assert.deepEqual(found.names, [undefined]);
+    assert.equal(found.source, undefined);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
