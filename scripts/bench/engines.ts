@@ -2,7 +2,8 @@
 // many samples as asked, about: 10 000 samples a second at -F 5000 on 2 CPUs), then times, three runs each, `perf
 // script` alone (what the perf engine waits for; twice: its text to /dev/null, the issue's figure, and to a file, as
 // the original tool and postprocess write it), `profcpu postprocess --engine perf` and `--engine native` (built CLI, no
-// tarball), and `--engine native` with prof.tar.gz and on a folder holding the kallsyms snapshot collect keeps, and
+// tarball), and `--engine native` with prof.tar.gz, on a folder holding the kallsyms snapshot collect keeps, and naming
+// no sample (what it costs before the first: every record read and ordered, every listed table loaded), and
 // prints wall seconds (median, min-max), CPU seconds and peak RSS, and the ratio the issue asks for: postprocess wall
 // time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses
 // the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say);
@@ -71,6 +72,17 @@ function summary(label: string, results: Run[]): number {
   return median;
 }
 
+/** The built postprocess module (next to the CLI), and a script running it on a folder with no sample kept. */
+const postprocessModule = new URL('../postprocess/postprocess.js', new URL(cli, 'file:///')).href;
+const floorScript = `
+const [moduleUrl, dir] = process.argv.slice(1);
+const { postprocess } = await import(moduleUrl);
+try {
+  await postprocess(dir, { engine: 'native', tarball: false, perfScriptArgs: ['--pid=2147483647'] });
+} catch (error) {
+  if (error.code !== 'NO_SAMPLES') throw error;
+}`;
+
 if (!existsSync(cli)) {
   console.log(`${cli} is missing: run \`npm run build\` first`);
   process.exit(1);
@@ -93,6 +105,7 @@ for (const thousands of sizes) {
     native: [] as Run[],
     tarball: [] as Run[],
     snapshot: [] as Run[],
+    floor: [] as Run[],
   };
   for (let i = 0; i < runs; i++) {
     const scriptArgs = ['script', '-i', `${dir}/perf.data`, '--header', '--no-inline'];
@@ -123,6 +136,12 @@ for (const thousands of sizes) {
     results.snapshot.push(
       timed(process.execPath, [cli, 'postprocess', '--dir', copy, '--engine', 'native', '--no-tarball', '-q']),
     );
+    // What the native engine costs before it names a sample: the same run keeping only the samples of a process
+    // that is not there (perf script's --pid), which reads and orders every record and loads every table perf.data
+    // lists, then ends without outputs (NO_SAMPLES).
+    rmSync(copy, { recursive: true, force: true });
+    cpSync(dir, copy, { recursive: true });
+    results.floor.push(timed(process.execPath, ['--input-type=module', '-e', floorScript, postprocessModule, copy]));
   }
   const script = summary('perf script alone', results.script);
   const scriptToFile = summary('  its text to a file', results.scriptToFile);
@@ -130,10 +149,12 @@ for (const thousands of sizes) {
   const native = summary('postprocess --engine native', results.native);
   const tarball = summary('  with prof.tar.gz', results.tarball);
   const snapshot = summary('  with target/kallsyms', results.snapshot);
+  const floor = summary('  naming no sample', results.floor);
   console.log(
     `  postprocess / perf script: ${perf === undefined ? '' : `perf engine ${(perf / script).toFixed(2)}, `}` +
       `native engine ${(native / script).toFixed(2)} (${(tarball / script).toFixed(2)} with prof.tar.gz, ` +
       `${(snapshot / script).toFixed(2)} with target/kallsyms); ` +
-      `over perf script writing a file: native engine ${(native / scriptToFile).toFixed(2)}`,
+      `over perf script writing a file: native engine ${(native / scriptToFile).toFixed(2)}; ` +
+      `native engine naming no sample ${(floor / script).toFixed(2)}`,
   );
 }
