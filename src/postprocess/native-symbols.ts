@@ -1,7 +1,8 @@
 // Names for the native engine (src/perf/data/script-text.ts), from what an output folder holds and what perf itself
 // would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
 // /proc/kallsyms when the recording's kernel is the running one (same build-id), else from the copy perf record kept in
-// this machine's build-id cache (~/.debug/[kernel.kallsyms]/<build-id>/kallsyms), as perf does; file mappings from the
+// this machine's build-id cache (~/.debug/[kernel.kallsyms]/<build-id>/kallsyms), as perf does, and moved to where
+// the recording's kernel had them when that text is of another boot (perf's kallsyms delta); file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
 // when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
 // build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
@@ -23,7 +24,7 @@ import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
 import { bytesSource, fileByteSource, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
 import { fixup, readFunctionTable, tableOf, type FunctionTable, type PltRules } from '../symbols/elf-functions.js';
 import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
-import { kallsymsTable } from '../symbols/kallsyms.js';
+import { kallsymsDelta, kallsymsTable } from '../symbols/kallsyms.js';
 import { readPerfMap } from '../symbols/perfmap.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
@@ -37,7 +38,7 @@ const maxPerfMapBytes = 1 << 30;
 export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
 
 export interface NativeSymbolSources {
-  /** Kernel symbols read, and from where (`target/kallsyms`, `/proc/kallsyms`, the build-id cache's copy), or undefined. */
+  /** Where the kernel's symbols are read (`target/kallsyms`, `/proc/kallsyms`, the build-id cache's copy), if anywhere. */
   kernel: string | undefined;
 }
 
@@ -51,7 +52,7 @@ export async function nativeSymbols(
   const buildIds = new Map<string, string>();
   for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
   // The kernel's table loads while the kept index is read and the files' tables start loading (below).
-  const kernelLoad = kernelTable(folder, buildIds.get('[kernel.kallsyms]'), warn);
+  const kernelLoad = kernelText(folder, buildIds.get('[kernel.kallsyms]'), warn);
   kernelLoad.catch(() => {});
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   // A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
@@ -109,10 +110,33 @@ export async function nativeSymbols(
   };
   prefetch();
   const kernel = await kernelLoad;
+  // The kernel's table is made when the first kernel frame asks, after the kernel's mapping record has said where
+  // its symbols lay at recording (perf loads kallsyms as late).
+  let kernelTable: FunctionTable | undefined;
+  let reference: { name: string; address: bigint } | undefined;
+  const kernelSymbols = (): FunctionTable => {
+    kernelTable = tableOf([]);
+    if (!kernel) return kernelTable;
+    // Collect's snapshot is of the recording's boot: its addresses are the recording's (and, kept to the code
+    // symbols, or trimmed, it may lack the reference symbol).
+    const delta = reference && kernel.source !== layout.kallsyms ? kallsymsDelta(kernel.text, reference) : 0n;
+    if (delta === undefined) {
+      warn(
+        `kernel frames stay unnamed: ${kernel.source} has no symbol ${JSON.stringify(reference!.name)}, by which ` +
+          'perf.data places the kernel',
+      );
+      return kernelTable;
+    }
+    return (kernelTable = kallsymsTable(kernel.text, delta));
+  };
   const loaded = new Map<string, FunctionTable>();
   return {
-    sources: { kernel: kernel.source },
-    kernel: (address) => kernel.table.lookup(address),
+    sources: { kernel: kernel?.source },
+    kernel: (address) => (kernelTable ?? kernelSymbols()).lookup(address),
+    kernelReference(name, address) {
+      // perf keeps the last one seen before its kallsyms loads.
+      if (!kernelTable) reference = { name, address };
+    },
     file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
       const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
       const ready = loaded.get(key);
@@ -329,41 +353,41 @@ async function readVdsoImage(path: string): Promise<Buffer | undefined> {
   }
 }
 
-async function kernelTable(
+/**
+ * The kallsyms text that names the recording's kernel, and where it was read: the folder's snapshot; else this
+ * machine's /proc/kallsyms when the recording's kernel runs here; else the copy perf record kept in the build-id
+ * cache. Undefined when there is none (with a warning).
+ */
+async function kernelText(
   folder: OutputFolder,
   recordedBuildId: string | undefined,
   warn: Warn,
-): Promise<{ table: FunctionTable; source: string | undefined }> {
+): Promise<{ text: Buffer; source: string } | undefined> {
   const kept = await folder
     .read(layout.kallsyms, { maxBytes: maxKallsymsBytes, timeoutMs: 10_000 })
     .then(({ bytes }) => bytes)
     .catch(() => undefined);
-  if (kept !== undefined) return { table: kallsymsTable(kept), source: layout.kallsyms };
+  if (kept !== undefined) return { text: kept, source: layout.kallsyms };
   const running = await runningKernelBuildId();
   if (recordedBuildId && running !== recordedBuildId) {
     // Another kernel (this machine's before a reboot, or another machine's): perf reads the copy of its kallsyms that
     // perf record left in the build-id cache, found by the recorded build-id.
     const cached = await cachedKallsyms(recordedBuildId);
-    if (cached) {
-      const table = kallsymsTable(cached.bytes);
-      if (table.size > 0) return { table, source: cached.path };
-    }
+    if (cached) return { text: cached.bytes, source: cached.path };
     warn(
       'kernel frames stay unnamed: the folder has no kallsyms snapshot, the recording’s kernel is not this one, and ' +
         `perf’s build-id cache has no kallsyms of it (~/.debug/[kernel.kallsyms]/${recordedBuildId}/kallsyms)`,
     );
-    return { table: tableOf([]), source: undefined };
+    return undefined;
   }
   // Read whole in one blocking call: the kernel gives /proc/kallsyms a page per read(), and a thousand round trips
   // through the thread pool (where the files' tables load meanwhile) took twice as long as the ~50 ms this takes.
-  let text: Buffer | string = '';
   try {
-    text = readFileSync('/proc/kallsyms');
+    return { text: readFileSync('/proc/kallsyms'), source: '/proc/kallsyms' };
   } catch {
     // No kernel symbols then, as when addresses are hidden.
+    return undefined;
   }
-  const table = kallsymsTable(text);
-  return { table, source: table.size > 0 ? '/proc/kallsyms' : undefined };
 }
 
 /**

@@ -1,6 +1,7 @@
 // The kernel's function symbols from kallsyms text (`address type name [module]`, as /proc/kallsyms and collect's
 // target/kallsyms snapshot hold it), as perf reads them (tools/perf/util/symbol.c, kallsyms__parse): text symbols
-// (t, T, w, W) only, of symbols at one address the last listed, each ending where the next begins. In columns
+// (t, T, w, W) only, of symbols at one address the last listed, each ending where the next begins, the kernel's own
+// moved to where the recording's kernel had them when it lay elsewhere (kallsymsDelta). In columns
 // (function-columns.ts) for what the kernel writes; as bigint objects (elf-functions.ts) for any other text.
 import { fixup, tableOf, type FunctionSymbol, type FunctionTable } from './elf-functions.js';
 import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
@@ -9,12 +10,18 @@ import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js
  * kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. In
  * columns, addresses relative to the lowest, names decoded when a lookup returns them; as objects when a line is not
  * what the kernel writes (an address that is not 1 to 16 hex digits) or the addresses span 2^52 or more.
+ *
+ * `delta`: how far the kernel of the text lay from the recording's (kallsymsDelta), by which its own symbols (not
+ * its modules') move, modulo 2^64, as perf's maps__split_kallsyms moves them.
  */
-export function kallsymsTable(text: string | Uint8Array): FunctionTable {
+export function kallsymsTable(text: string | Uint8Array, delta = 0n): FunctionTable {
   const bytes =
     typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
-  const lines = kallsymsLines(bytes);
-  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'));
+  // The delta as a signed number, when the columns can hold the moved addresses exactly.
+  const signed = BigInt.asIntN(64, delta);
+  const shift = signed > -(2n ** 52n) && signed < 2n ** 52n ? Number(signed) : undefined;
+  const lines = shift === undefined ? undefined : kallsymsLines(bytes, shift);
+  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'), delta);
   const { count, base, starts, nameStarts, nameEnds, bindings } = lines;
   if (count === 0) return tableOf([]);
   const rows = new FunctionRows(count);
@@ -27,11 +34,48 @@ export function kallsymsTable(text: string | Uint8Array): FunctionTable {
 }
 
 /**
- * The text symbols of kallsyms in columns (addresses relative to the lowest, `base`; names as byte ranges), as
- * kallsymsObjects reads them from the same text; undefined when an address is one kallsymsObjects would read
- * otherwise, or the addresses span maxColumnValue or more.
+ * The address perf's kallsyms__get_function_start finds for `name` in kallsyms text: that of the first symbol of that
+ * name (a module's name no match) whose type is a function's (t, T, w, W) or an absolute one's (A); undefined when
+ * there is none.
  */
-function kallsymsLines(bytes: Buffer) {
+export function kallsymsAddress(text: Uint8Array, name: string): bigint | undefined {
+  const bytes = Buffer.from(text.buffer, text.byteOffset, text.byteLength);
+  const needle = Buffer.from(` ${name}\n`);
+  const last = Buffer.from(` ${name}`);
+  for (let at = bytes.indexOf(needle); ; at = bytes.indexOf(needle, at + 1)) {
+    // The last line may end without a newline.
+    if (at < 0 && bytes.length >= last.length && bytes.subarray(bytes.length - last.length).equals(last))
+      at = bytes.length - last.length;
+    if (at < 0) return undefined;
+    const type = bytes[at - 1];
+    const lineStart = bytes.lastIndexOf(10, at - 1) + 1;
+    // `address type name`: the type one letter between the address and the name.
+    const typed = type === 0x74 || type === 0x54 || type === 0x77 || type === 0x57 || type === 0x41;
+    if (typed && bytes[at - 2] === 32 && at - 2 - lineStart <= 16) {
+      const address = bytes.toString('latin1', lineStart, at - 2);
+      if (/^[0-9a-fA-F]{1,16}$/.test(address)) return BigInt(`0x${address}`);
+    }
+    if (at === bytes.length - last.length) return undefined;
+  }
+}
+
+/**
+ * How far the kernel whose kallsyms `text` is lay from the kernel perf.data was recorded on, modulo 2^64 (perf's
+ * kallsyms__delta): the address of the reference symbol (`_text`, named in perf.data's kernel mapping record) in
+ * the text less its address at recording (the record's pgoff). 0 for the same boot; a kernel placed elsewhere at
+ * boot (KASLR) gives another. Undefined when the text has no such symbol: perf then loads no kernel symbol at all.
+ */
+export function kallsymsDelta(text: Uint8Array, reference: { name: string; address: bigint }): bigint | undefined {
+  const found = kallsymsAddress(text, reference.name);
+  return found === undefined ? undefined : BigInt.asUintN(64, found - reference.address);
+}
+
+/**
+ * The text symbols of kallsyms in columns (addresses relative to the lowest, `base`; names as byte ranges), the
+ * kernel's own less `shift` (modules' as they are), as kallsymsObjects reads them from the same text; undefined when
+ * an address is one kallsymsObjects would read otherwise, or the addresses span maxColumnValue or more.
+ */
+function kallsymsLines(bytes: Buffer, shift: number) {
   let capacity = (bytes.length >> 5) + 16;
   let starts = new Float64Array(capacity);
   let nameStarts = new Uint32Array(capacity);
@@ -70,7 +114,8 @@ function kallsymsLines(bytes: Buffer) {
         if (hi0 < 0) [hi0, lo0] = [hi, lo];
         // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
         if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
-        const start = (hi - hi0) * 2 ** 32 + (lo - lo0);
+        // A module's symbol has its module's name after a tab; the kernel's own move by the shift.
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0) - (nextTab < end ? 0 : shift);
         if (start < low) low = start;
         if (start > high) high = start;
         starts[count] = start;
@@ -84,6 +129,8 @@ function kallsymsLines(bytes: Buffer) {
   if (high - low >= maxColumnValue) return undefined;
   if (low < 0) for (let i = 0; i < count; i++) starts[i] = starts[i]! - low;
   const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
+  // A shift that moves an address past either end of the 64-bit space: the objects wrap it as perf does.
+  if (base < 0n || base + BigInt(high - low) >= 2n ** 64n) return undefined;
   return { count, base, starts, nameStarts, nameEnds, bindings };
 }
 
@@ -106,7 +153,7 @@ function grown<T extends Float64Array | Uint32Array | Uint8Array>(array: T, capa
 }
 
 /** kallsymsTable as objects with bigint addresses, for text the columns cannot hold. */
-function kallsymsObjects(text: string): FunctionTable {
+function kallsymsObjects(text: string, delta: bigint): FunctionTable {
   const symbols: FunctionSymbol[] = [];
   for (let from = 0; from < text.length;) {
     const newline = text.indexOf('\n', from);
@@ -121,8 +168,9 @@ function kallsymsObjects(text: string): FunctionTable {
       const name = tab < 0 ? rest : rest.slice(0, tab);
       const address = text.slice(from, space);
       // An address that is no hex number (a forged snapshot) names nothing, rather than failing the run.
-      const start = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
-      if (start !== 0n && name)
+      const read = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
+      const start = tab < 0 ? BigInt.asUintN(64, read - delta) : read;
+      if (read !== 0n && name)
         symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
     }
     from = end + 1;

@@ -156,8 +156,16 @@ test(
   },
 );
 
-/** Kernel names for `buildId`'s recording, with HOME at `home` (whose .debug is perf's build-id cache). */
-async function kernelNames(home: string, buildId: string, addresses: bigint[]) {
+/**
+ * Kernel names for `buildId`'s recording, with HOME at `home` (whose .debug is perf's build-id cache), the kernel's
+ * mapping record naming `reference` when given.
+ */
+async function kernelNames(
+  home: string,
+  buildId: string,
+  addresses: bigint[],
+  reference?: { name: string; address: bigint },
+) {
   const saved = process.env['HOME'];
   process.env['HOME'] = home;
   const folder = await OutputFolder.open(join(home, 'out'));
@@ -169,6 +177,7 @@ async function kernelNames(home: string, buildId: string, addresses: bigint[]) {
       features: { ...header(hostname()).features, buildIds: [entry] },
     };
     const symbols = await nativeSymbols(folder, recorded, [], (w) => warnings.push(w));
+    if (reference) symbols.kernelReference!(reference.name, reference.address);
     const names = addresses.map((address) => symbols.kernel(address)?.name);
     return { names, source: symbols.sources.kernel, warnings };
   } finally {
@@ -219,6 +228,44 @@ test('a recorded kernel build-id is only ever a build-id: one that climbs out of
     const found = await kernelNames(home, '../secret', [0xffffffff81001010n]);
     assert.deepEqual(found.names, [undefined]);
     assert.equal(found.source, undefined);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
+
+test('kernel symbols of another boot move to where perf.data’s kernel mapping says `_text` was; without it, none', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  try {
+    mkdirSync(join(home, 'out'));
+    const buildId = 'cd'.repeat(20);
+    const entry = join(home, '.debug', '[kernel.kallsyms]', buildId);
+    mkdirSync(entry, { recursive: true });
+    // That boot placed the kernel 16 MiB higher than the recording's did.
+    const kallsyms = [
+      'ffffffff82000000 T _text',
+      'ffffffff82001000 T profcpu_cached_function',
+      'ffffffff82002000 T _etext',
+      'ffffffffc0001000 t profcpu_module_function\t[profmod]',
+      'ffffffffc0002000 t profcpu_module_end\t[profmod]',
+    ];
+    writeFileSync(join(entry, 'kallsyms'), `${kallsyms.join('\n')}\n`);
+    const addresses = [0xffffffff81001010n, 0xffffffff82001010n, 0xffffffffc0001010n];
+    const moved = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
+    // The text's own address of the function is the recording's _etext then (which ends where the module begins).
+    assert.deepEqual(moved.names, ['profcpu_cached_function', '_etext', 'profcpu_module_function']);
+    assert.deepEqual(moved.warnings, []);
+
+    // A reference symbol the text does not have (perf then loads no kernel symbol): no names, and a warning.
+    const missing = await kernelNames(home, buildId, addresses, { name: '_nothere', address: 0xffffffff81000000n });
+    assert.deepEqual(missing.names, [undefined, undefined, undefined]);
+    assert.match(missing.warnings.join('\n'), /has no symbol "_nothere", by which perf\.data places the kernel/);
+
+    // Collect's snapshot is of the recording's boot: it is read as it is, whatever the record says.
+    mkdirSync(join(home, 'out', 'target'));
+    writeFileSync(join(home, 'out', 'target', 'kallsyms'), `${kallsyms.slice(1, 3).join('\n')}\n`);
+    const kept = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
+    assert.deepEqual(kept.names, [undefined, 'profcpu_cached_function', undefined]);
+    assert.equal(kept.source, 'target/kallsyms');
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

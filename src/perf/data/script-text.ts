@@ -26,6 +26,11 @@ export interface SymbolHit {
 export interface ScriptSymbols {
   /** The symbol at a kernel address. */
   kernel(address: bigint): SymbolHit | undefined;
+  /**
+   * The kernel's mapping record names a symbol and the address it had at recording (`[kernel.kallsyms]_text` at
+   * pgoff): what perf places the kernel's symbols by (its ref_reloc_sym) when the kallsyms it reads is of another boot.
+   */
+  kernelReference?(name: string, address: bigint): void;
   /** The symbol at `offset` in the file mapped as `mapping` (path and build-id as perf recorded them). */
   file(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined>;
 }
@@ -131,6 +136,9 @@ const firstSpace = 3;
 const frameSlotBits = 16;
 const frameSlots = 1 << frameSlotBits;
 const maxExact = 1n << 53n;
+
+/** The name of the kernel's mapping record, followed by the reference symbol's (`[kernel.kallsyms]_text`). */
+const kernelMapName = '[kernel.kallsyms]';
 
 export class ScriptTextWriter {
   private readonly threads = new Map<number, Thread>();
@@ -264,6 +272,11 @@ export class ScriptTextWriter {
   }
 
   private mmap(event: MmapEvent): void {
+    // The kernel's mapping names the symbol its place is known by, with that place as pgoff (0 when addresses were
+    // hidden at recording): perf's machine__process_kernel_mmap_event, which compares the name's first 16 characters
+    // only and keeps 255 of it.
+    if (event.cpumode === misc.kernel && event.pgoff !== 0n && event.filename.startsWith(kernelMapName.slice(0, -1)))
+      this.symbols.kernelReference?.(event.filename.slice(0, 255).slice(kernelMapName.length), event.pgoff);
     // The kernel's mappings (pid -1) are looked up by address range alone: see frame().
     if (event.pid < 0 || event.cpumode === misc.kernel) return;
     if (event.prot !== undefined && (event.prot & 4) === 0) return;
