@@ -325,7 +325,7 @@ async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefin
   for (const image of [
     kept,
     recordedBuildId
-      ? await readVdsoImage(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'))
+      ? await readLocalFile(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'), maxVdsoBytes)
       : await ownVdso().catch(() => undefined),
   ]) {
     if (!image) continue;
@@ -338,16 +338,21 @@ async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefin
   return tableOf([]);
 }
 
-/** A vdso image in a file, read whole up to maxVdsoBytes. */
-async function readVdsoImage(path: string): Promise<Buffer | undefined> {
+/**
+ * A file of this machine read whole, when it is a regular file (openLocal's rules) of at most `maxBytes`; undefined
+ * otherwise, or when it cannot be read.
+ */
+async function readLocalFile(path: string, maxBytes: number): Promise<Buffer | undefined> {
   const handle = await openLocal(path);
   if (!handle) return undefined;
   try {
     const { size } = await handle.stat();
-    if (size <= 0 || size > maxVdsoBytes) return undefined;
+    if (size <= 0 || size > maxBytes) return undefined;
     const bytes = Buffer.alloc(size);
     const { bytesRead } = await handle.read(bytes, 0, size, 0);
     return bytes.subarray(0, bytesRead);
+  } catch {
+    return undefined;
   } finally {
     await handle.close();
   }
@@ -399,19 +404,8 @@ async function kernelText(
 async function cachedKallsyms(buildId: string): Promise<{ bytes: Buffer; path: string } | undefined> {
   if (!/^[0-9a-f]{2,128}$/.test(buildId)) return undefined;
   const path = join(homedir(), '.debug', '[kernel.kallsyms]', buildId, 'kallsyms');
-  const handle = await openLocal(path);
-  if (!handle) return undefined;
-  try {
-    const { size } = await handle.stat();
-    if (size <= 0 || size > maxKallsymsBytes) return undefined;
-    const bytes = Buffer.alloc(size);
-    const { bytesRead } = await handle.read(bytes, 0, size, 0);
-    return { bytes: bytes.subarray(0, bytesRead), path };
-  } catch {
-    return undefined;
-  } finally {
-    await handle.close();
-  }
+  const bytes = await readLocalFile(path, maxKallsymsBytes);
+  return bytes && { bytes, path };
 }
 
 /** The running kernel's build-id, from the NT_GNU_BUILD_ID note in /sys/kernel/notes. */

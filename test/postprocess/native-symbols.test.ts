@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { setTimeout } from 'node:timers/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import type { PerfDataHeader } from '../../src/perf/data/reader.js';
 import type { Mapping } from '../../src/perf/data/script-text.js';
@@ -186,35 +186,39 @@ async function kernelNames(
   }
 }
 
-test('a recording of another kernel: its names from the kallsyms perf record kept in the build-id cache', async () => {
+/**
+ * A new HOME (removed after the test) with an `out` folder, whose build-id cache holds `lines` as the kallsyms of the
+ * kernel with build-id `buildId`: not the running kernel's, so perf reads that copy rather than /proc/kallsyms.
+ */
+function cacheHome(t: TestContext, buildId: string, lines: string[]) {
   const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-  try {
-    mkdirSync(join(home, 'out'));
-    // Not the running kernel's build-id: perf reads ~/.debug/[kernel.kallsyms]/<build-id>/kallsyms then, not
-    // /proc/kallsyms.
-    const buildId = 'cd'.repeat(20);
-    const entry = join(home, '.debug', '[kernel.kallsyms]', buildId);
-    mkdirSync(entry, { recursive: true });
-    const kallsyms = [
-      'ffffffff81000000 T _stext',
-      'ffffffff81001000 T profcpu_cached_function',
-      'ffffffff81002000 t profcpu_cached_static',
-      'ffffffff81003000 T _etext',
-    ];
-    writeFileSync(join(entry, 'kallsyms'), `${kallsyms.join('\n')}\n`);
+  t.after(() => rmSync(home, { recursive: true, force: true }));
+  mkdirSync(join(home, 'out'));
+  const entry = join(home, '.debug', '[kernel.kallsyms]', buildId);
+  mkdirSync(entry, { recursive: true });
+  writeFileSync(join(entry, 'kallsyms'), `${lines.join('\n')}\n`);
+  return { home, kallsyms: join(entry, 'kallsyms') };
+}
+
+test('a recording of another kernel: its names from the kallsyms perf record kept in the build-id cache', async (t) => {
+  const buildId = 'cd'.repeat(20);
+  const { home, kallsyms } = cacheHome(t, buildId, [
+    'ffffffff81000000 T _stext',
+    'ffffffff81001000 T profcpu_cached_function',
+    'ffffffff81002000 t profcpu_cached_static',
+    'ffffffff81003000 T _etext',
+  ]);
+  {
     const found = await kernelNames(home, buildId, [0xffffffff81001010n, 0xffffffff81002fffn]);
     assert.deepEqual(found.names, ['profcpu_cached_function', 'profcpu_cached_static']);
-    assert.equal(found.source, join(entry, 'kallsyms'));
+    assert.equal(found.source, kallsyms);
     assert.deepEqual(found.warnings, []);
-
-    // Another build-id: no copy, no names, and the warning says where perf would have looked.
-    const other = await kernelNames(home, 'ef'.repeat(20), [0xffffffff81001010n]);
-    assert.deepEqual(other.names, [undefined]);
-    assert.equal(other.source, undefined);
-    assert.match(other.warnings.join('\n'), /no kallsyms snapshot.*build-id cache has no kallsyms of it/);
-  } finally {
-    rmSync(home, { recursive: true, force: true });
   }
+  // Another build-id: no copy, no names, and the warning says where perf would have looked.
+  const other = await kernelNames(home, 'ef'.repeat(20), [0xffffffff81001010n]);
+  assert.deepEqual(other.names, [undefined]);
+  assert.equal(other.source, undefined);
+  assert.match(other.warnings.join('\n'), /no kallsyms snapshot.*build-id cache has no kallsyms of it/);
 });
 
 test('a recorded kernel build-id is only ever a build-id: one that climbs out of the cache reads nothing', async () => {
@@ -233,40 +237,32 @@ test('a recorded kernel build-id is only ever a build-id: one that climbs out of
   }
 });
 
-test('kernel symbols of another boot move to where perf.data’s kernel mapping says `_text` was; without it, none', async () => {
-  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-  try {
-    mkdirSync(join(home, 'out'));
-    const buildId = 'cd'.repeat(20);
-    const entry = join(home, '.debug', '[kernel.kallsyms]', buildId);
-    mkdirSync(entry, { recursive: true });
-    // That boot placed the kernel 16 MiB higher than the recording's did.
-    const kallsyms = [
-      'ffffffff82000000 T _text',
-      'ffffffff82001000 T profcpu_cached_function',
-      'ffffffff82002000 T _etext',
-      'ffffffffc0001000 t profcpu_module_function\t[profmod]',
-      'ffffffffc0002000 t profcpu_module_end\t[profmod]',
-    ];
-    writeFileSync(join(entry, 'kallsyms'), `${kallsyms.join('\n')}\n`);
-    const addresses = [0xffffffff81001010n, 0xffffffff82001010n, 0xffffffffc0001010n];
-    const moved = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
-    // The text's own address of the function is the recording's _etext then (which ends where the module begins).
-    assert.deepEqual(moved.names, ['profcpu_cached_function', '_etext', 'profcpu_module_function']);
-    assert.deepEqual(moved.warnings, []);
+test('kernel symbols of another boot move to where perf.data’s kernel mapping says `_text` was; without it, none', async (t) => {
+  const buildId = 'cd'.repeat(20);
+  // That boot placed the kernel 16 MiB higher than the recording's did.
+  const lines = [
+    'ffffffff82000000 T _text',
+    'ffffffff82001000 T profcpu_cached_function',
+    'ffffffff82002000 T _etext',
+    'ffffffffc0001000 t profcpu_module_function\t[profmod]',
+    'ffffffffc0002000 t profcpu_module_end\t[profmod]',
+  ];
+  const { home } = cacheHome(t, buildId, lines);
+  const addresses = [0xffffffff81001010n, 0xffffffff82001010n, 0xffffffffc0001010n];
+  const moved = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
+  // The text's own address of the function is the recording's _etext then (which ends where the module begins).
+  assert.deepEqual(moved.names, ['profcpu_cached_function', '_etext', 'profcpu_module_function']);
+  assert.deepEqual(moved.warnings, []);
 
-    // A reference symbol the text does not have (perf then loads no kernel symbol): no names, and a warning.
-    const missing = await kernelNames(home, buildId, addresses, { name: '_nothere', address: 0xffffffff81000000n });
-    assert.deepEqual(missing.names, [undefined, undefined, undefined]);
-    assert.match(missing.warnings.join('\n'), /has no symbol "_nothere", by which perf\.data places the kernel/);
+  // A reference symbol the text does not have (perf then loads no kernel symbol): no names, and a warning.
+  const missing = await kernelNames(home, buildId, addresses, { name: '_nothere', address: 0xffffffff81000000n });
+  assert.deepEqual(missing.names, [undefined, undefined, undefined]);
+  assert.match(missing.warnings.join('\n'), /has no symbol "_nothere", by which perf\.data places the kernel/);
 
-    // Collect's snapshot is of the recording's boot: it is read as it is, whatever the record says.
-    mkdirSync(join(home, 'out', 'target'));
-    writeFileSync(join(home, 'out', 'target', 'kallsyms'), `${kallsyms.slice(1, 3).join('\n')}\n`);
-    const kept = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
-    assert.deepEqual(kept.names, [undefined, 'profcpu_cached_function', undefined]);
-    assert.equal(kept.source, 'target/kallsyms');
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
+  // Collect's snapshot is of the recording's boot: it is read as it is, whatever the record says.
+  mkdirSync(join(home, 'out', 'target'));
+  writeFileSync(join(home, 'out', 'target', 'kallsyms'), `${lines.slice(1, 3).join('\n')}\n`);
+  const kept = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
+  assert.deepEqual(kept.names, [undefined, 'profcpu_cached_function', undefined]);
+  assert.equal(kept.source, 'target/kallsyms');
 });
