@@ -3,9 +3,9 @@
 // script` alone (what the perf engine waits for; twice: its text to /dev/null, the issue's figure, and to a file, as
 // the original tool and postprocess write it), `profcpu postprocess --engine perf` and `--engine native` (built CLI, no
 // tarball), and `--engine native` with prof.tar.gz, on a folder holding the kallsyms snapshot collect keeps, and naming
-// no sample (what it costs before the first: every record read and ordered, every listed table loaded), and
-// prints wall seconds (median, min-max), CPU seconds and peak RSS, and the ratio the issue asks for: postprocess wall
-// time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses
+// no sample (what it costs before the first: every record read and ordered, every listed table loaded, kallsyms read
+// but not parsed: that waits for a kernel frame), and prints wall seconds (median, min-max), CPU seconds and peak
+// RSS, and the ratio the issue asks for: postprocess wall time over perf script's. Needs root and perf. `PROFCPU_BENCH_SAMPLES=10,100,1000` (thousands, the default) chooses
 // the sizes; `PROFCPU_BENCH_CLI=path/to/main.js` times another build (a copy of main's dist, say);
 // `PROFCPU_BENCH_RUNS=1` runs each once (1M samples take minutes); `PROFCPU_BENCH_ENGINES=native` leaves the perf
 // engine out; NODE_EXTRA_CA_CERTS is left out of the runs' environment (support/node-env.ts). Never asserted: read the
@@ -138,7 +138,8 @@ for (const thousands of sizes) {
     );
     // What the native engine costs before it names a sample: the same run keeping only the samples of a process
     // that is not there (perf script's --pid), which reads and orders every record and loads every table perf.data
-    // lists, then ends without outputs (NO_SAMPLES).
+    // lists, then ends without outputs (NO_SAMPLES). The kernel's table is parsed at the first kernel frame, so not
+    // here (about 30 ms of /proc/kallsyms's 5 MB here).
     rmSync(copy, { recursive: true, force: true });
     cpSync(dir, copy, { recursive: true });
     results.floor.push(timed(process.execPath, ['--input-type=module', '-e', floorScript, postprocessModule, copy]));
