@@ -133,9 +133,9 @@ export async function nativeSymbols(
   return {
     sources: { kernel: kernel?.source },
     kernel: (address) => (kernelTable ?? kernelSymbols()).lookup(address),
-    kernelReference(name, address) {
-      // perf keeps the last one seen before its kallsyms loads.
-      if (!kernelTable) reference = { name, address };
+    kernelReference(given) {
+      // perf keeps the last record's before its kallsyms loads.
+      if (!kernelTable) reference = given;
     },
     file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
       const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;

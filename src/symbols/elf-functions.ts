@@ -49,6 +49,8 @@ export interface FunctionSymbol {
   binding: number;
   /** Its size was 0: its end was set to the next symbol's start. */
   label?: boolean;
+  /** kallsyms: the symbol is a module's (its line names the module after a tab). */
+  module?: boolean;
   /**
    * Set while `name` is still the C++ mangled name: demangled (and this suffix appended) by nameOf when first needed,
    * as most symbols of a library are never looked up.
@@ -454,7 +456,7 @@ function extent(values: number[]): [number, number] {
  */
 export function fixup(syms: FunctionSymbol[], endsFirst = false): FunctionSymbol[] {
   syms.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
-  if (endsFirst) fixupEnds(syms);
+  if (endsFirst) fixupEnds(syms, true);
   const kept: FunctionSymbol[] = [];
   for (const sym of syms) {
     const last = kept[kept.length - 1];
@@ -468,14 +470,24 @@ export function fixup(syms: FunctionSymbol[], endsFirst = false): FunctionSymbol
   return kept;
 }
 
-function fixupEnds(syms: FunctionSymbol[]): void {
-  for (let i = 0; i + 1 < syms.length; i++)
-    if (syms[i]!.end === syms[i]!.start) {
-      syms[i]!.end = syms[i + 1]!.start;
-      syms[i]!.label = true;
+/**
+ * Ends for symbols of size 0: the next symbol's start, or a page past its page for the last one and, in kallsyms
+ * (`kallsyms`), for one followed by a symbol of the other kind (module or not), as perf's symbols__fixup_end leaves
+ * the gap between the kernel and its modules to no symbol.
+ */
+function fixupEnds(syms: FunctionSymbol[], kallsyms = false): void {
+  const pageAfter = (start: bigint) => ((start + 4095n) / 4096n) * 4096n + 4096n;
+  for (let i = 0; i + 1 < syms.length; i++) {
+    const sym = syms[i]!;
+    if (sym.end !== sym.start) continue;
+    if (kallsyms && !sym.module !== !syms[i + 1]!.module) sym.end = pageAfter(sym.start);
+    else {
+      sym.end = syms[i + 1]!.start;
+      sym.label = true;
     }
+  }
   const last = syms[syms.length - 1];
-  if (last && last.end === last.start) last.end = ((last.start + 4095n) / 4096n) * 4096n + 4096n;
+  if (last && last.end === last.start) last.end = pageAfter(last.start);
 }
 
 /** perf's choose_best_symbol: true when `a` wins over `b`. */

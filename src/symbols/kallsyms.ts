@@ -1,8 +1,9 @@
 // The kernel's function symbols from kallsyms text (`address type name [module]`, as /proc/kallsyms and collect's
 // target/kallsyms snapshot hold it), as perf reads them (tools/perf/util/symbol.c, kallsyms__parse): text symbols
-// (t, T, w, W) only, of symbols at one address the last listed, each ending where the next begins, the kernel's own
-// moved to where the recording's kernel had them when it lay elsewhere (kallsymsDelta). In columns
-// (function-columns.ts) for what the kernel writes; as bigint objects (elf-functions.ts) for any other text.
+// (t, T, w, W) only, of symbols at one address the last listed, each ending where the next begins (the kernel's last
+// before its modules, and a module's last before the kernel's, a page past their page), the kernel's own moved to
+// where the recording's kernel had them when it lay elsewhere (kallsymsDelta). In columns (function-columns.ts) for
+// what the kernel writes; as bigint objects (elf-functions.ts) for any other text.
 import { fixup, tableOf, type FunctionSymbol, type FunctionTable } from './elf-functions.js';
 import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
 
@@ -22,7 +23,7 @@ export function kallsymsTable(text: string | Uint8Array, delta = 0n): FunctionTa
   const shift = signed > -(2n ** 52n) && signed < 2n ** 52n ? Number(signed) : undefined;
   const lines = shift === undefined ? undefined : kallsymsLines(bytes, shift);
   if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'), delta);
-  const { count, base, starts, nameStarts, nameEnds, bindings } = lines;
+  const { count, base, starts, nameStarts, nameEnds, bindings, modules } = lines;
   if (count === 0) return tableOf([]);
   const rows = new FunctionRows(count);
   rows.starts.set(starts.subarray(0, count));
@@ -30,7 +31,7 @@ export function kallsymsTable(text: string | Uint8Array, delta = 0n): FunctionTa
   rows.bindings.set(bindings.subarray(0, count));
   rows.count = count;
   const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
-  return columnTable(rows, name, { functions: count, base, endsFirst: true });
+  return columnTable(rows, name, { functions: count, base, endsFirst: true, modules: modules.subarray(0, count) });
 }
 
 /**
@@ -63,7 +64,8 @@ export function kallsymsAddress(text: Uint8Array, name: string): bigint | undefi
  * How far the kernel whose kallsyms `text` is lay from the kernel perf.data was recorded on, modulo 2^64 (perf's
  * kallsyms__delta): the address of the reference symbol (`_text`, named in perf.data's kernel mapping record) in
  * the text less its address at recording (the record's pgoff). 0 for the same boot; a kernel placed elsewhere at
- * boot (KASLR) gives another. Undefined when the text has no such symbol: perf then loads no kernel symbol at all.
+ * boot (KASLR) gives another. Undefined when the text has no such symbol: perf's kallsyms load fails then, and it
+ * names (next to) no kernel frame.
  */
 export function kallsymsDelta(text: Uint8Array, reference: { name: string; address: bigint }): bigint | undefined {
   const found = kallsymsAddress(text, reference.name);
@@ -81,6 +83,7 @@ function kallsymsLines(bytes: Buffer, shift: number) {
   let nameStarts = new Uint32Array(capacity);
   let nameEnds = new Uint32Array(capacity);
   let bindings = new Uint8Array(capacity);
+  let modules = new Uint8Array(capacity);
   let count = 0;
   // Addresses relative to the first one's (hi0, lo0) while reading, then to the lowest.
   let hi0 = -1;
@@ -110,17 +113,20 @@ function kallsymsLines(bytes: Buffer, shift: number) {
           nameStarts = grown(nameStarts, capacity);
           nameEnds = grown(nameEnds, capacity);
           bindings = grown(bindings, capacity);
+          modules = grown(modules, capacity);
         }
         if (hi0 < 0) [hi0, lo0] = [hi, lo];
         // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
         if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
         // A module's symbol has its module's name after a tab; the kernel's own move by the shift.
-        const start = (hi - hi0) * 2 ** 32 + (lo - lo0) - (nextTab < end ? 0 : shift);
+        const module = nextTab < end;
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0) - (module ? 0 : shift);
         if (start < low) low = start;
         if (start > high) high = start;
         starts[count] = start;
         nameStarts[count] = space + 3;
         nameEnds[count] = nameEnd;
+        modules[count] = module ? 1 : 0;
         bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
       }
     }
@@ -131,7 +137,7 @@ function kallsymsLines(bytes: Buffer, shift: number) {
   const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
   // A shift that moves an address past either end of the 64-bit space: the objects wrap it as perf does.
   if (base < 0n || base + BigInt(high - low) >= 2n ** 64n) return undefined;
-  return { count, base, starts, nameStarts, nameEnds, bindings };
+  return { count, base, starts, nameStarts, nameEnds, bindings, modules };
 }
 
 /** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
@@ -171,7 +177,7 @@ function kallsymsObjects(text: string, delta: bigint): FunctionTable {
       const read = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
       const start = tab < 0 ? BigInt.asUintN(64, read - delta) : read;
       if (read !== 0n && name)
-        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0 });
+        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0, module: tab >= 0 });
     }
     from = end + 1;
   }

@@ -3,7 +3,7 @@
 // it is opened), and this machine's files name frames only when perf.data was recorded here (its hostname).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { setTimeout } from 'node:timers/promises';
 import { hostname, tmpdir } from 'node:os';
@@ -14,7 +14,7 @@ import type { PerfDataHeader } from '../../src/perf/data/reader.js';
 import type { Mapping } from '../../src/perf/data/script-text.js';
 import { nativeSymbols } from '../../src/postprocess/native-symbols.js';
 import { buildNativeLib } from '../fixtures/native-lib/build.js';
-import { needCommand } from '../support/requirements.js';
+import { need, needCommand, needRoot } from '../support/requirements.js';
 
 function header(host: string): PerfDataHeader {
   return { mode: 'file', attrs: [], features: { hostname: host, perfVersion: '6.1.0', buildIds: [] } };
@@ -177,7 +177,7 @@ async function kernelNames(
       features: { ...header(hostname()).features, buildIds: [entry] },
     };
     const symbols = await nativeSymbols(folder, recorded, [], (w) => warnings.push(w));
-    if (reference) symbols.kernelReference!(reference.name, reference.address);
+    if (reference) symbols.kernelReference!(reference);
     const names = addresses.map((address) => symbols.kernel(address)?.name);
     return { names, source: symbols.sources.kernel, warnings };
   } finally {
@@ -250,8 +250,9 @@ test('kernel symbols of another boot move to where perf.data’s kernel mapping 
   const { home } = cacheHome(t, buildId, lines);
   const addresses = [0xffffffff81001010n, 0xffffffff82001010n, 0xffffffffc0001010n];
   const moved = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
-  // The text's own address of the function is the recording's _etext then (which ends where the module begins).
-  assert.deepEqual(moved.names, ['profcpu_cached_function', '_etext', 'profcpu_module_function']);
+  // The text's own address of the function is past the recording's _etext then, the kernel's last symbol before
+  // the modules, which ends a page past its page.
+  assert.deepEqual(moved.names, ['profcpu_cached_function', undefined, 'profcpu_module_function']);
   assert.deepEqual(moved.warnings, []);
 
   // A reference symbol the text does not have (perf then loads no kernel symbol): no names, and a warning.
@@ -265,4 +266,27 @@ test('kernel symbols of another boot move to where perf.data’s kernel mapping 
   const kept = await kernelNames(home, buildId, addresses, { name: '_text', address: 0xffffffff81000000n });
   assert.deepEqual(kept.names, [undefined, 'profcpu_cached_function', undefined]);
   assert.equal(kept.source, 'target/kallsyms');
+});
+
+test('this machine’s /proc/kallsyms for a recording of another boot of its kernel: moved as perf moves it', async (t) => {
+  if (!needRoot(t)) return;
+  const text = readFileSync('/proc/kallsyms', 'utf8');
+  const found = /^([0-9a-f]{16}) [tT] schedule$/m.exec(text);
+  const textStart = /^([0-9a-f]{16}) [tT] _text$/m.exec(text);
+  if (!need(t, !!found && !!textStart && BigInt(`0x${found[1]}`) !== 0n, '/proc/kallsyms with its addresses')) return;
+  const schedule = BigInt(`0x${found![1]}`);
+  const text0 = BigInt(`0x${textStart![1]}`);
+  const folder = await OutputFolder.open(mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-')));
+  t.after(async () => {
+    await folder.close();
+    rmSync(folder.path, { recursive: true, force: true });
+  });
+  // No build-id recorded: this machine's kallsyms, as perf reads it. The recording's boot put the kernel 16 MiB lower.
+  const symbols = await nativeSymbols(folder, header(hostname()), [], () => {});
+  symbols.kernelReference!({ name: '_text', address: text0 - 0x1000000n });
+  assert.deepEqual(symbols.kernel(schedule - 0x1000000n + 4n), { name: 'schedule', offset: 4n });
+  // Once the table is made, later records change nothing (perf loads kallsyms once).
+  symbols.kernelReference!(undefined);
+  assert.deepEqual(symbols.kernel(schedule - 0x1000000n + 4n), { name: 'schedule', offset: 4n });
+  assert.equal(symbols.sources.kernel, '/proc/kallsyms');
 });

@@ -58,3 +58,36 @@ test('kallsymsTable with a delta: the kernel’s own symbols move, its modules�
   assert.deepEqual(wrapped.lookup(0x3001004n), { name: 'profcpu_core', offset: 4n });
   assert.deepEqual(kallsymsTable(text, 0n).lookup(0xffffffff83001004n), { name: 'profcpu_core', offset: 4n });
 });
+
+test('kallsymsTable: the kernel’s last symbol before its modules, and a module’s last before the kernel’s, end a page past their page', () => {
+  // perf's symbols__fixup_end for kallsyms: the gap between the kernel and its modules belongs to no symbol.
+  const lines = [
+    'ffffffff81000000 T profcpu_first',
+    'ffffffff81000800 T profcpu_last_core',
+    'ffffffffc0001000 t profcpu_module\t[profmod]',
+    'ffffffffc0001800 t profcpu_module_last\t[profmod]',
+    'ffffffffff600000 T profcpu_after_modules',
+  ];
+  // As written, and with a low symbol that makes the span too wide for the columns: the same table as objects.
+  for (const extra of ['', '\n0000000000001000 T profcpu_low']) {
+    const table = kallsymsTable(Buffer.from(lines.join('\n') + extra));
+    assert.deepEqual(table.lookup(0xffffffff81000004n), { name: 'profcpu_first', offset: 4n });
+    assert.deepEqual(table.lookup(0xffffffff81000ffcn), { name: 'profcpu_last_core', offset: 0x7fcn });
+    assert.deepEqual(table.lookup(0xffffffff81001ffcn), { name: 'profcpu_last_core', offset: 0x17fcn }, extra);
+    assert.equal(table.lookup(0xffffffff81002000n), undefined, extra);
+    assert.equal(table.lookup(0xffffffffa0000000n), undefined, extra);
+    assert.deepEqual(table.lookup(0xffffffffc0001004n), { name: 'profcpu_module', offset: 4n });
+    assert.deepEqual(table.lookup(0xffffffffc0002ffcn), { name: 'profcpu_module_last', offset: 0x17fcn });
+    assert.equal(table.lookup(0xffffffffc0003000n), undefined, extra);
+    assert.deepEqual(table.lookup(0xffffffffff600004n), { name: 'profcpu_after_modules', offset: 4n });
+  }
+});
+
+test('kallsymsTable with a delta that moves a kernel symbol below 0: it wraps, on the objects', () => {
+  const table = kallsymsTable(
+    Buffer.from('0000000000002000 T profcpu_low\nffffffffc0001000 t profcpu_m\t[m]\n'),
+    0x3000n,
+  );
+  assert.deepEqual(table.lookup(0xfffffffffffff004n), { name: 'profcpu_low', offset: 4n });
+  assert.deepEqual(table.lookup(0xffffffffc0001004n), { name: 'profcpu_m', offset: 4n });
+});

@@ -27,10 +27,11 @@ export interface ScriptSymbols {
   /** The symbol at a kernel address. */
   kernel(address: bigint): SymbolHit | undefined;
   /**
-   * The kernel's mapping record names a symbol and the address it had at recording (`[kernel.kallsyms]_text` at
-   * pgoff): what perf places the kernel's symbols by (its ref_reloc_sym) when the kallsyms it reads is of another boot.
+   * A kernel mapping record: it names a symbol and the address it had at recording (`[kernel.kallsyms]_text` at
+   * pgoff), what perf places the kernel's symbols by (its ref_reloc_sym) when the kallsyms it reads is of another
+   * boot; undefined for a record with pgoff 0 (addresses hidden at recording), which leaves perf none.
    */
-  kernelReference?(name: string, address: bigint): void;
+  kernelReference?(reference: { name: string; address: bigint } | undefined): void;
   /** The symbol at `offset` in the file mapped as `mapping` (path and build-id as perf recorded them). */
   file(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined>;
 }
@@ -139,6 +140,14 @@ const maxExact = 1n << 53n;
 
 /** The name of the kernel's mapping record, followed by the reference symbol's (`[kernel.kallsyms]_text`). */
 const kernelMapName = '[kernel.kallsyms]';
+
+/** The reference symbol's name in a kernel mapping record's file name, as perf keeps it (see mmap()). */
+function referenceName(filename: string): string {
+  const kept = Buffer.from(filename).subarray(0, 255).toString('utf8');
+  const name = kept.slice(kernelMapName.length);
+  const bracket = name.indexOf(']');
+  return bracket < 0 ? name : name.slice(0, bracket);
+}
 
 export class ScriptTextWriter {
   private readonly threads = new Map<number, Thread>();
@@ -274,9 +283,12 @@ export class ScriptTextWriter {
   private mmap(event: MmapEvent): void {
     // The kernel's mapping names the symbol its place is known by, with that place as pgoff (0 when addresses were
     // hidden at recording): perf's machine__process_kernel_mmap_event, which compares the name's first 16 characters
-    // only and keeps 255 of it.
-    if (event.cpumode === misc.kernel && event.pgoff !== 0n && event.filename.startsWith(kernelMapName.slice(0, -1)))
-      this.symbols.kernelReference?.(event.filename.slice(0, 255).slice(kernelMapName.length), event.pgoff);
+    // only and keeps 255 bytes of it, and map__set_kallsyms_ref_reloc_sym, which ends it at a `]`. Each such record
+    // makes the kernel's map anew, without a reference when its pgoff is 0.
+    if (event.cpumode === misc.kernel && event.filename.startsWith(kernelMapName.slice(0, -1)))
+      this.symbols.kernelReference?.(
+        event.pgoff === 0n ? undefined : { name: referenceName(event.filename), address: event.pgoff },
+      );
     // The kernel's mappings (pid -1) are looked up by address range alone: see frame().
     if (event.pid < 0 || event.cpumode === misc.kernel) return;
     if (event.prot !== undefined && (event.prot & 4) === 0) return;

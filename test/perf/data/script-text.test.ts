@@ -74,3 +74,37 @@ test('a frame given again is looked up again once its process maps a file over i
     [a, unknown('20020')],
   ]);
 });
+
+test('kernel mapping records give the symbols the reference perf places the kernel by, as perf reads them', async () => {
+  const given: ({ name: string; address: bigint } | undefined)[] = [];
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: () => undefined, kernelReference: (reference) => void given.push(reference) },
+    { header: () => {}, sample: () => {} },
+  );
+  await writer.header(header);
+  const kernelMap = (filename: string, pgoff: bigint, cpumode = 1): MmapEvent => ({
+    ...mmap(filename, 0xffffffff81000000n),
+    pid: -1,
+    tid: 0,
+    pgoff,
+    cpumode,
+  });
+  await writer.event(kernelMap('[kernel.kallsyms]_text', 0xffffffff81000000n));
+  // Addresses hidden at recording (pgoff 0): the map is made anew without a reference.
+  await writer.event(kernelMap('[kernel.kallsyms]_text', 0n));
+  // perf compares the first 16 characters only, and ends the name at a `]`.
+  await writer.event(kernelMap('[kernel.kallsymsX_stext]rest', 0x1000n));
+  // Not the kernel's: a module's record, a user-mode one, another name.
+  await writer.event(kernelMap('[profmod]', 0x2000n));
+  await writer.event(kernelMap('/lib/modules/profmod.ko', 0x2000n));
+  await writer.event(kernelMap('[kernel.kallsyms]_text', 0x3000n, 2));
+  await writer.event(kernelMap('[kernel.kallsym', 0x3000n));
+  // perf keeps 255 bytes of the record's name.
+  await writer.event(kernelMap(`[kernel.kallsyms]${'x'.repeat(300)}`, 0x4000n));
+  assert.deepEqual(given, [
+    { name: '_text', address: 0xffffffff81000000n },
+    undefined,
+    { name: '_stext', address: 0x1000n },
+    { name: 'x'.repeat(255 - 17), address: 0x4000n },
+  ]);
+});
