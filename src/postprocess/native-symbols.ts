@@ -127,7 +127,8 @@ export async function nativeSymbols(
       );
       return kernelTable;
     }
-    return (kernelTable = kallsymsTable(kernel.text, delta));
+    // Symbols end by the rule of the perf that recorded (as PLT entries are named by it).
+    return (kernelTable = kallsymsTable(kernel.text, delta, plt));
   };
   const loaded = new Map<string, FunctionTable>();
   return {

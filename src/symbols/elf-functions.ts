@@ -49,8 +49,8 @@ export interface FunctionSymbol {
   binding: number;
   /** Its size was 0: its end was set to the next symbol's start. */
   label?: boolean;
-  /** kallsyms: the symbol is a module's (its line names the module after a tab). */
-  module?: boolean;
+  /** kallsyms: 0 for the kernel's own symbol, another number for a module's (see kallsyms.ts), for the end rule. */
+  group?: number;
   /**
    * Set while `name` is still the C++ mangled name: demangled (and this suffix appended) by nameOf when first needed,
    * as most symbols of a library are never looked up.
@@ -472,15 +472,15 @@ export function fixup(syms: FunctionSymbol[], endsFirst = false): FunctionSymbol
 
 /**
  * Ends for symbols of size 0: the next symbol's start, or a page past its page for the last one and, in kallsyms
- * (`kallsyms`), for one followed by a symbol of the other kind (module or not), as perf's symbols__fixup_end leaves
- * the gap between the kernel and its modules to no symbol.
+ * (`kallsyms`), for one followed by a symbol of another group, as perf's symbols__fixup_end leaves the gap between
+ * the kernel and its modules to no symbol.
  */
 function fixupEnds(syms: FunctionSymbol[], kallsyms = false): void {
   const pageAfter = (start: bigint) => ((start + 4095n) / 4096n) * 4096n + 4096n;
   for (let i = 0; i + 1 < syms.length; i++) {
     const sym = syms[i]!;
     if (sym.end !== sym.start) continue;
-    if (kallsyms && !sym.module !== !syms[i + 1]!.module) sym.end = pageAfter(sym.start);
+    if (kallsyms && (sym.group ?? 0) !== (syms[i + 1]!.group ?? 0)) sym.end = pageAfter(sym.start);
     else {
       sym.end = syms[i + 1]!.start;
       sym.label = true;

@@ -80,11 +80,11 @@ export interface ColumnTableOptions {
   /** Ends fixed before duplicates are reduced (perf's order for kallsyms: of one address, the last listed wins). */
   endsFirst?: boolean;
   /**
-   * With endsFirst (kallsyms): 1 for a row of a module's symbol. A row of size 0 followed by one of the other kind
-   * (the kernel's last before the modules, a module's last before the kernel's) ends a page past its page rather
-   * than at the next row, as perf's symbols__fixup_end leaves the gap between them to no symbol.
+   * With endsFirst (kallsyms): a number per row (0 for the kernel's own symbols, another for a module's; see
+   * kallsyms.ts). A row of size 0 followed by a row of another number ends a page past its page rather than at the
+   * next row, as perf's symbols__fixup_end leaves the gap between the kernel and its modules to no symbol.
    */
-  modules?: Uint8Array;
+  groups?: Uint8Array | Uint32Array;
 }
 
 /** Rows `rows` ordered by start, rows of one start in the order given (a stable sort). */
@@ -123,7 +123,7 @@ function rowsFrom(from: number, to: number): Uint32Array {
  * objects: one entry per address (a group of rows, its winner chosen on first lookup) and then the added rows.
  */
 export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTableOptions): FunctionTable {
-  const { functions, base = 0n, endsFirst = false, modules } = options;
+  const { functions, base = 0n, endsFirst = false, groups: rowGroups } = options;
   const { starts, ends, bindings } = rows;
   const sorted = byStart(starts, rowsFrom(0, functions));
   // Groups: the sorted positions [first[g], first[g + 1]) share one start.
@@ -142,9 +142,9 @@ export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTa
   };
   // A sorted row's end and label as duplicates are reduced: with endsFirst, a row of size 0 ends where the next
   // sorted row begins (at its own start when that row shares it), or a page past its page when it is the last or the
-  // next is of the other kind (module or not).
+  // next is of another group.
   const boundaryAt = (p: number) =>
-    p + 1 >= functions || (modules !== undefined && modules[sorted[p]!] !== modules[sorted[p + 1]!]);
+    p + 1 >= functions || (rowGroups !== undefined && rowGroups[sorted[p]!] !== rowGroups[sorted[p + 1]!]);
   const endAt = (p: number) => {
     const row = sorted[p]!;
     if (!endsFirst || ends[row] !== starts[row]) return ends[row]!;

@@ -8,22 +8,47 @@ import { fixup, tableOf, type FunctionSymbol, type FunctionTable } from './elf-f
 import { columnTable, FunctionRows, maxColumnValue } from './function-columns.js';
 
 /**
+ * Which perf's rule ends the symbols of size 0 that kallsyms lists (symbols__fixup_end): each at the next symbol,
+ * except, in perf 6.1, the kernel's last before its modules and a module's last before the kernel's, which end a page
+ * past their page; in perf 6.12 also a module's last before another module's (BPF code may lie between).
+ */
+export type KallsymsEnds = '6.1' | '6.12';
+
+/**
+ * A number for the module a symbol's line names (perf compares the text from its `[` on), 0 for the kernel's own:
+ * symbols of different numbers are apart for the end rule. With 6.1's rule every module is one group.
+ */
+class ModuleGroups {
+  private readonly numbers = new Map<string, number>();
+
+  constructor(private readonly ends: KallsymsEnds) {}
+
+  group(module: string): number {
+    if (this.ends === '6.1') return 1;
+    let number = this.numbers.get(module);
+    if (number === undefined) this.numbers.set(module, (number = this.numbers.size + 1));
+    return number;
+  }
+}
+
+/**
  * kallsyms text (`address type name [module]`) to a table of its text symbols; empty when addresses are hidden. In
  * columns, addresses relative to the lowest, names decoded when a lookup returns them; as objects when a line is not
  * what the kernel writes (an address that is not 1 to 16 hex digits) or the addresses span 2^52 or more.
  *
  * `delta`: how far the kernel of the text lay from the recording's (kallsymsDelta), by which its own symbols (not
- * its modules') move, modulo 2^64, as perf's maps__split_kallsyms moves them.
+ * its modules') move, modulo 2^64, as perf's maps__split_kallsyms moves them. `ends`: the rule of the perf that
+ * recorded, for where symbols end.
  */
-export function kallsymsTable(text: string | Uint8Array, delta = 0n): FunctionTable {
+export function kallsymsTable(text: string | Uint8Array, delta = 0n, ends: KallsymsEnds = '6.1'): FunctionTable {
   const bytes =
     typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text.buffer, text.byteOffset, text.byteLength);
   // The delta as a signed number, when the columns can hold the moved addresses exactly.
   const signed = BigInt.asIntN(64, delta);
   const shift = signed > -(2n ** 52n) && signed < 2n ** 52n ? Number(signed) : undefined;
-  const lines = shift === undefined ? undefined : kallsymsLines(bytes, shift);
-  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'), delta);
-  const { count, base, starts, nameStarts, nameEnds, bindings, modules } = lines;
+  const lines = shift === undefined ? undefined : kallsymsLines(bytes, shift, ends);
+  if (!lines) return kallsymsObjects(typeof text === 'string' ? text : bytes.toString('utf8'), delta, ends);
+  const { count, base, starts, nameStarts, nameEnds, bindings, groups } = lines;
   if (count === 0) return tableOf([]);
   const rows = new FunctionRows(count);
   rows.starts.set(starts.subarray(0, count));
@@ -31,7 +56,7 @@ export function kallsymsTable(text: string | Uint8Array, delta = 0n): FunctionTa
   rows.bindings.set(bindings.subarray(0, count));
   rows.count = count;
   const name = (row: number) => bytes.toString('utf8', nameStarts[row], nameEnds[row]);
-  return columnTable(rows, name, { functions: count, base, endsFirst: true, modules: modules.subarray(0, count) });
+  return columnTable(rows, name, { functions: count, base, endsFirst: true, groups: groups.subarray(0, count) });
 }
 
 /**
@@ -77,22 +102,24 @@ export function kallsymsDelta(text: Uint8Array, reference: { name: string; addre
  * kernel's own less `shift` (modules' as they are), as kallsymsObjects reads them from the same text; undefined when
  * an address is one kallsymsObjects would read otherwise, or the addresses span maxColumnValue or more.
  */
-function kallsymsLines(bytes: Buffer, shift: number) {
+function kallsymsLines(bytes: Buffer, shift: number, ends: KallsymsEnds) {
   let capacity = (bytes.length >> 5) + 16;
   let starts = new Float64Array(capacity);
   let nameStarts = new Uint32Array(capacity);
   let nameEnds = new Uint32Array(capacity);
   let bindings = new Uint8Array(capacity);
-  let modules = new Uint8Array(capacity);
+  let groups = new Uint32Array(capacity);
   let count = 0;
+  const modules = new ModuleGroups(ends);
   // Addresses relative to the first one's (hi0, lo0) while reading, then to the lowest.
   let hi0 = -1;
   let lo0 = 0;
   let low = 0;
   let high = 0;
-  // The next space and tab at or after where the scan is: each found once, however long the lines without them.
+  // The next space, tab and `[` at or after where the scan is: each found once, however long the lines without them.
   let nextSpace = -1;
   let nextTab = -1;
+  let nextBracket = -1;
   for (let from = 0; from < bytes.length;) {
     const newline = bytes.indexOf(10, from);
     const end = newline < 0 ? bytes.length : newline;
@@ -113,20 +140,20 @@ function kallsymsLines(bytes: Buffer, shift: number) {
           nameStarts = grown(nameStarts, capacity);
           nameEnds = grown(nameEnds, capacity);
           bindings = grown(bindings, capacity);
-          modules = grown(modules, capacity);
+          groups = grown(groups, capacity);
         }
         if (hi0 < 0) [hi0, lo0] = [hi, lo];
         // Exact while the high halves differ by less than 2^20 (past that the span is too wide anyway).
         if (Math.abs(hi - hi0) >= maxColumnValue / 2 ** 32) return undefined;
         // A module's symbol has its module's name after a tab; the kernel's own move by the shift.
-        const module = nextTab < end;
-        const start = (hi - hi0) * 2 ** 32 + (lo - lo0) - (module ? 0 : shift);
+        const start = (hi - hi0) * 2 ** 32 + (lo - lo0) - (nextTab < end ? 0 : shift);
+        if (nextBracket < space + 3) nextBracket = bytes.indexOf(0x5b, space + 3) >>> 0;
         if (start < low) low = start;
         if (start > high) high = start;
         starts[count] = start;
         nameStarts[count] = space + 3;
         nameEnds[count] = nameEnd;
-        modules[count] = module ? 1 : 0;
+        groups[count] = nextBracket < end ? modules.group(bytes.toString('latin1', nextBracket, end)) : 0;
         bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
       }
     }
@@ -137,7 +164,7 @@ function kallsymsLines(bytes: Buffer, shift: number) {
   const base = (BigInt(Math.max(hi0, 0)) << 32n) + BigInt(lo0) + BigInt(low);
   // A shift that moves an address past either end of the 64-bit space: the objects wrap it as perf does.
   if (base < 0n || base + BigInt(high - low) >= 2n ** 64n) return undefined;
-  return { count, base, starts, nameStarts, nameEnds, bindings, modules };
+  return { count, base, starts, nameStarts, nameEnds, bindings, groups };
 }
 
 /** The hex digits bytes[from, to) as a number (0 when empty), or -1 when one is not a hex digit. */
@@ -159,7 +186,8 @@ function grown<T extends Float64Array | Uint32Array | Uint8Array>(array: T, capa
 }
 
 /** kallsymsTable as objects with bigint addresses, for text the columns cannot hold. */
-function kallsymsObjects(text: string, delta: bigint): FunctionTable {
+function kallsymsObjects(text: string, delta: bigint, ends: KallsymsEnds): FunctionTable {
+  const modules = new ModuleGroups(ends);
   const symbols: FunctionSymbol[] = [];
   for (let from = 0; from < text.length;) {
     const newline = text.indexOf('\n', from);
@@ -176,8 +204,10 @@ function kallsymsObjects(text: string, delta: bigint): FunctionTable {
       // An address that is no hex number (a forged snapshot) names nothing, rather than failing the run.
       const read = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
       const start = tab < 0 ? BigInt.asUintN(64, read - delta) : read;
+      const bracket = rest.indexOf('[');
+      const group = bracket < 0 ? 0 : modules.group(rest.slice(bracket));
       if (read !== 0n && name)
-        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0, module: tab >= 0 });
+        symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0, group });
     }
     from = end + 1;
   }

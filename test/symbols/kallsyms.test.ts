@@ -83,6 +83,28 @@ test('kallsymsTable: the kernel’s last symbol before its modules, and a module
   }
 });
 
+test('kallsymsTable by perf 6.12’s rule: a module’s last symbol before another module’s ends a page past its page too', () => {
+  const lines = [
+    'ffffffffc0001000 t profcpu_a_first\t[profmod_a]',
+    'ffffffffc0001800 t profcpu_a_last\t[profmod_a]',
+    'ffffffffc0009000 t bpf_prog_profcpu\t[bpf]',
+    'ffffffffc000a000 t profcpu_b\t[profmod_b]',
+  ];
+  for (const extra of ['', '\n0000000000001000 T profcpu_low']) {
+    const text = Buffer.from(lines.join('\n') + extra);
+    // perf 6.1: the modules are one group, each symbol ends at the next.
+    assert.deepEqual(kallsymsTable(text, 0n, '6.1').lookup(0xffffffffc0008ffcn), {
+      name: 'profcpu_a_last',
+      offset: 0x77fcn,
+    });
+    const table = kallsymsTable(text, 0n, '6.12');
+    assert.deepEqual(table.lookup(0xffffffffc0002ffcn), { name: 'profcpu_a_last', offset: 0x17fcn }, extra);
+    assert.equal(table.lookup(0xffffffffc0003000n), undefined, extra);
+    assert.deepEqual(table.lookup(0xffffffffc0001004n), { name: 'profcpu_a_first', offset: 4n });
+    assert.deepEqual(table.lookup(0xffffffffc0009ffcn), { name: 'bpf_prog_profcpu', offset: 0xffcn });
+  }
+});
+
 test('kallsymsTable with a delta that moves a kernel symbol below 0: it wraps, on the objects', () => {
   const table = kallsymsTable(
     Buffer.from('0000000000002000 T profcpu_low\nffffffffc0001000 t profcpu_m\t[m]\n'),
