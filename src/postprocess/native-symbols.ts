@@ -398,15 +398,19 @@ async function kernelText(
 
 /**
  * The kallsyms perf record keeps of the kernel with build-id `buildId` in this machine's build-id cache,
- * `~/.debug/[kernel.kallsyms]/<build-id>/kallsyms` (perf's dso__find_kallsyms looks there for a kernel other than the
- * running one): read whole up to maxKallsymsBytes when it is a regular file; undefined otherwise, or when `buildId`
- * is not one (perf.data may come from anybody: the build-id becomes part of a path).
+ * `~/.debug/[kernel.kallsyms]/<build-id>/kallsyms`, else at the older layout's `~/.debug/[kernel.kallsyms]/<build-id>`
+ * (perf's build_id_cache__kallsyms_path, where dso__find_kallsyms looks for a kernel other than the running one):
+ * read whole up to maxKallsymsBytes when it is a regular file; undefined otherwise, or when `buildId` is not one
+ * (perf.data may come from anybody: the build-id becomes part of a path).
  */
 async function cachedKallsyms(buildId: string): Promise<{ bytes: Buffer; path: string } | undefined> {
   if (!/^[0-9a-f]{2,128}$/.test(buildId)) return undefined;
-  const path = join(homedir(), '.debug', '[kernel.kallsyms]', buildId, 'kallsyms');
-  const bytes = await readLocalFile(path, maxKallsymsBytes);
-  return bytes && { bytes, path };
+  const entry = join(homedir(), '.debug', '[kernel.kallsyms]', buildId);
+  for (const path of [join(entry, 'kallsyms'), entry]) {
+    const bytes = await readLocalFile(path, maxKallsymsBytes);
+    if (bytes) return { bytes, path };
+  }
+  return undefined;
 }
 
 /** The running kernel's build-id, from the NT_GNU_BUILD_ID note in /sys/kernel/notes. */

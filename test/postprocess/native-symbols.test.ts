@@ -214,6 +214,12 @@ test('a recording of another kernel: its names from the kallsyms perf record kep
     assert.equal(found.source, kallsyms);
     assert.deepEqual(found.warnings, []);
   }
+  // The older layout of perf's cache: the entry is the file itself.
+  const older = 'ab'.repeat(20);
+  writeFileSync(join(home, '.debug', '[kernel.kallsyms]', older), 'ffffffff81001000 T profcpu_older_layout\n');
+  const old = await kernelNames(home, older, [0xffffffff81001010n]);
+  assert.deepEqual(old.names, ['profcpu_older_layout']);
+  assert.equal(old.source, join(home, '.debug', '[kernel.kallsyms]', older));
   // Another build-id: no copy, no names, and the warning says where perf would have looked.
   const other = await kernelNames(home, 'ef'.repeat(20), [0xffffffff81001010n]);
   assert.deepEqual(other.names, [undefined]);
