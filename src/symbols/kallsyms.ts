@@ -16,15 +16,18 @@ export type KallsymsEnds = '6.1' | '6.12';
 
 /**
  * A number for the module a symbol's line names (perf compares the text from its `[` on), 0 for the kernel's own:
- * symbols of different numbers are apart for the end rule. With 6.1's rule every module is one group.
+ * symbols of different numbers are apart for the end rule. With 6.1's rule every module is one group, and the text is
+ * not even read.
  */
 class ModuleGroups {
   private readonly numbers = new Map<string, number>();
 
   constructor(private readonly ends: KallsymsEnds) {}
 
-  group(module: string): number {
+  /** The group of the module named by `line[from, to)` (a kallsyms line, as text or bytes). */
+  group(line: string | Buffer, from: number, to: number): number {
     if (this.ends === '6.1') return 1;
+    const module = typeof line === 'string' ? line.slice(from, to) : line.toString('latin1', from, to);
     let number = this.numbers.get(module);
     if (number === undefined) this.numbers.set(module, (number = this.numbers.size + 1));
     return number;
@@ -153,7 +156,7 @@ function kallsymsLines(bytes: Buffer, shift: number, ends: KallsymsEnds) {
         starts[count] = start;
         nameStarts[count] = space + 3;
         nameEnds[count] = nameEnd;
-        groups[count] = nextBracket < end ? modules.group(bytes.toString('latin1', nextBracket, end)) : 0;
+        groups[count] = nextBracket < end ? modules.group(bytes, nextBracket, end) : 0;
         bindings[count++] = type === 0x54 ? 1 : type === 0x57 ? 2 : 0;
       }
     }
@@ -205,7 +208,7 @@ function kallsymsObjects(text: string, delta: bigint, ends: KallsymsEnds): Funct
       const read = /^[0-9a-fA-F]{1,16}$/.test(address) ? BigInt(`0x${address}`) : 0n;
       const start = tab < 0 ? BigInt.asUintN(64, read - delta) : read;
       const bracket = rest.indexOf('[');
-      const group = bracket < 0 ? 0 : modules.group(rest.slice(bracket));
+      const group = bracket < 0 ? 0 : modules.group(rest, bracket, rest.length);
       if (read !== 0n && name)
         symbols.push({ start, end: start, name, binding: type === 'T' ? 1 : type === 'W' ? 2 : 0, group });
     }
