@@ -17,11 +17,12 @@ import { homedir, hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
+import { readLimitDefaults, withDeadline } from '../files/bounded-read.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
-import { bytesSource, fileByteSource, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
+import { bytesSource, fileByteSource, isBuildId, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
 import { fixup, readFunctionTable, tableOf, type FunctionTable, type PltRules } from '../symbols/elf-functions.js';
 import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
 import { kallsymsDelta, kallsymsTable } from '../symbols/kallsyms.js';
@@ -340,23 +341,25 @@ async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefin
 }
 
 /**
- * A file of this machine read whole, when it is a regular file (openLocal's rules) of at most `maxBytes`; undefined
- * otherwise, or when it cannot be read.
+ * A file of this machine read whole, when it is a regular file (openLocal's rules) of at most `maxBytes`, within
+ * bounded-read.ts's default deadline (a home folder on a hung network file system); undefined otherwise, or when it
+ * cannot be read in time.
  */
 async function readLocalFile(path: string, maxBytes: number): Promise<Buffer | undefined> {
-  const handle = await openLocal(path);
-  if (!handle) return undefined;
-  try {
-    const { size } = await handle.stat();
-    if (size <= 0 || size > maxBytes) return undefined;
-    const bytes = Buffer.alloc(size);
-    const { bytesRead } = await handle.read(bytes, 0, size, 0);
-    return bytes.subarray(0, bytesRead);
-  } catch {
-    return undefined;
-  } finally {
-    await handle.close();
-  }
+  const read = async (): Promise<Buffer | undefined> => {
+    const handle = await openLocal(path);
+    if (!handle) return undefined;
+    try {
+      const { size } = await handle.stat();
+      if (size <= 0 || size > maxBytes) return undefined;
+      const bytes = Buffer.alloc(size);
+      const { bytesRead } = await handle.read(bytes, 0, size, 0);
+      return bytes.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+  };
+  return withDeadline(readLimitDefaults, path, read).catch(() => undefined);
 }
 
 /**
@@ -404,7 +407,7 @@ async function kernelText(
  * (perf.data may come from anybody: the build-id becomes part of a path).
  */
 async function cachedKallsyms(buildId: string): Promise<{ bytes: Buffer; path: string } | undefined> {
-  if (!/^[0-9a-f]{2,128}$/.test(buildId)) return undefined;
+  if (!isBuildId(buildId)) return undefined;
   const entry = join(homedir(), '.debug', '[kernel.kallsyms]', buildId);
   for (const path of [join(entry, 'kallsyms'), entry]) {
     const bytes = await readLocalFile(path, maxKallsymsBytes);
