@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { readFile } from 'node:fs/promises';
 import { setTimeout } from 'node:timers/promises';
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import type { PerfDataHeader } from '../../src/perf/data/reader.js';
@@ -52,9 +52,10 @@ async function lookup(
  * A FIFO in a new folder, with a writer blocked in its open until somebody opens the FIFO for reading; `opened()` says,
  * after a while, whether anybody did (the writer left its open).
  */
-async function watchedFifo() {
+async function watchedFifo(name = 'watchdog') {
   const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-  const fifo = join(dir, 'watchdog');
+  const fifo = join(dir, name);
+  mkdirSync(dirname(fifo), { recursive: true });
   execFileSync('mkfifo', [fifo]);
   const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
   // Once the writer waits in its open (wchan wait_for_partner), an open for reading wakes it.
@@ -296,3 +297,21 @@ test('this machine’s /proc/kallsyms for a recording of another boot of its ker
   assert.deepEqual(symbols.kernel(schedule - 0x1000000n + 4n), { name: 'schedule', offset: 4n });
   assert.equal(symbols.sources.kernel, '/proc/kallsyms');
 });
+
+test(
+  'a FIFO in the build-id cache where the kallsyms copy would be is not opened, and the lookup ends',
+  { timeout: 30_000 },
+  async () => {
+    const buildId = 'cd'.repeat(20);
+    const { dir, opened, remove } = await watchedFifo(`.debug/[kernel.kallsyms]/${buildId}/kallsyms`);
+    try {
+      mkdirSync(join(dir, 'out'));
+      const found = await kernelNames(dir, buildId, [0xffffffff81001010n]);
+      assert.deepEqual(found.names, [undefined]);
+      assert.equal(found.source, undefined);
+      assert.equal(await opened(), false, 'the FIFO was opened');
+    } finally {
+      remove();
+    }
+  },
+);
