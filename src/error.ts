@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'NO_SAMPLES'
   | 'ALL_FILTERED'
   | 'BAD_INPUT'
+  | 'NEEDS_PERF'
   | 'NO_TARGET'
   | 'TARGET_NOT_VISIBLE'
   | 'TARGET_AMBIGUOUS'

@@ -19,9 +19,12 @@ export const recordType = Object.freeze({
   headerTracingData: 66,
   headerBuildId: 67,
   finishedRound: 68,
+  auxtraceInfo: 70,
   auxtrace: 71,
   headerFeature: 80,
   compressed: 81,
+  /** perf 7's COMPRESSED: its payload's size, then the payload, padded to 8 bytes. */
+  compressed2: 83,
 });
 
 /** perf_event_sample_format bits. */
@@ -36,8 +39,15 @@ export const sampleBit = Object.freeze({
   cpu: 1n << 7n,
   period: 1n << 8n,
   streamId: 1n << 9n,
+  raw: 1n << 10n,
+  branchStack: 1n << 11n,
+  regsUser: 1n << 12n,
+  stackUser: 1n << 13n,
   identifier: 1n << 16n,
 });
+
+/** perf_branch_sample_type's CALL_STACK bit: the branch stack is the call stack (perf record --call-graph lbr). */
+export const branchCallStack = 1n << 11n;
 
 /** perf_event_read_format bits. */
 export const readBit = Object.freeze({ totalTimeEnabled: 1n, totalTimeRunning: 2n, id: 4n, group: 8n, lost: 16n });
@@ -170,6 +180,15 @@ export interface EventAttr {
   sampleType: bigint;
   readFormat: bigint;
   sampleIdAll: boolean;
+  /** perf_event_attr.inherit: counted in the threads the task makes too. */
+  inherit: boolean;
+  /**
+   * perf_event_attr.sample_period (or sample_freq: the same field): the period perf gives a sample that does not
+   * carry its own (PERF_SAMPLE_PERIOD not recorded: `perf record -c N`).
+   */
+  samplePeriod: bigint;
+  /** perf_event_attr.branch_sample_type (0 in attributes too short to hold it). */
+  branchSampleType: bigint;
   /** The sample ids the kernel gives this event's records (one per CPU or thread it was opened on). */
   ids: bigint[];
   /** The event's name, from the EVENT_DESC feature when the file has it. */
@@ -188,8 +207,11 @@ export function badInput(source: string, why: string, cause?: unknown): ProfcpuE
   });
 }
 
-/** Decodes the attr at `bytes[at, at + size)`, size checked by the caller to be at least attrMinBytes. */
-export function decodeAttr(bytes: Buffer, at: number): Omit<EventAttr, 'ids' | 'name'> {
+/**
+ * Decodes the attr at `bytes[at, at + size)`, size checked by the caller to be at least attrMinBytes; `size` is the
+ * attribute's own (its field at offset 4), which says whether it reaches branch_sample_type (PERF_ATTR_SIZE_VER2).
+ */
+export function decodeAttr(bytes: Buffer, at: number, size = attrMinBytes): Omit<EventAttr, 'ids' | 'name'> {
   const flags = bytes.readBigUInt64LE(at + 40);
   return {
     type: bytes.readUInt32LE(at),
@@ -197,6 +219,9 @@ export function decodeAttr(bytes: Buffer, at: number): Omit<EventAttr, 'ids' | '
     sampleType: bytes.readBigUInt64LE(at + 24),
     readFormat: bytes.readBigUInt64LE(at + 32),
     sampleIdAll: ((flags >> 18n) & 1n) === 1n,
+    inherit: ((flags >> 1n) & 1n) === 1n,
+    samplePeriod: bytes.readBigUInt64LE(at + 16),
+    branchSampleType: size >= 80 && at + 80 <= bytes.length ? bytes.readBigUInt64LE(at + 72) : 0n,
   };
 }
 

@@ -6,11 +6,13 @@
 // The file may come from anybody: the data is streamed (never held whole), each size and count read from it is
 // checked against the file and against `limits` before anything is allocated, and a damaged file ends in a BAD_INPUT
 // ProfcpuError naming the offset, never a hang: every record advances by at least 8 bytes and the data section has an
-// end. Records profcpu does not use are counted and skipped; compressed data (`perf record -z`) is refused.
+// end. Records profcpu does not use are counted and skipped; compressed records (`perf record -z`) are decompressed
+// (compressed.ts) and their records read as the others.
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { ProfcpuError } from '../../error.js';
 import { ByteStream } from './byte-stream.js';
+import { CompressedRecords, CompressedStreamError } from './compressed.js';
 import { decodeBuildIdRecord, decodeFeature, type Features } from './features.js';
 import {
   attrMinBytes,
@@ -20,10 +22,19 @@ import {
   feature,
   limits,
   recordType,
+  sampleBit,
   type EventAttr,
 } from './format.js';
 import { TimeOrder } from './order.js';
-import { CallchainSlab, decodeOther, decodeSample, RecordError, RecordLayout, type PerfEvent } from './records.js';
+import {
+  CallchainSlab,
+  decodeOther,
+  decodeSample,
+  RecordError,
+  RecordLayout,
+  type PerfEvent,
+  type SampleEvent,
+} from './records.js';
 
 export type { PerfEvent } from './records.js';
 
@@ -53,6 +64,8 @@ export interface ReadSummary {
   unknownIdSamples: number;
   /** Build-ids given by HEADER_BUILD_ID records (pipe mode), also added to header.features.buildIds. */
   pipeBuildIds: number;
+  /** Bytes the compressed records (perf record -z) held once decompressed; 0 without any. */
+  decompressedBytes: number;
 }
 
 export interface ReadHandlers {
@@ -71,6 +84,8 @@ export interface ReadOptions {
 }
 
 const fileHeaderBytes = 104;
+/** Counter values kept to make the periods of PERF_SAMPLE_READ samples (one per event id, or id and thread). */
+const maxReadCounters = 1 << 20;
 const pipeHeaderBytes = 16;
 const readChunkBytes = 1 << 20;
 
@@ -114,6 +129,84 @@ export async function readPerfDataFile(
     });
     const stream = new ByteStream(chunks, header.dataOffset);
     return await deliverRecords(stream, header.parsed, handlers, name, options, header.dataOffset + header.dataSize);
+  } finally {
+    await file.close();
+  }
+}
+
+/** What inspectPerfData learns from a perf.data's header and its first records. */
+export interface PerfDataOutline {
+  header: PerfDataHeader;
+  /** The recording holds hardware trace data (AUXTRACE_INFO: Intel PT, CoreSight...), from which perf makes samples. */
+  auxtrace: boolean;
+  /** The first compressed record's zstd stream was refused (a window larger than profcpu decodes, or damaged). */
+  compressedError: CompressedStreamError | undefined;
+  /** The first records were read to the end of the file (a short recording: nothing left unseen). */
+  complete: boolean;
+}
+
+/** Bytes of records inspectPerfData reads at most. */
+const outlineBytes = 4 << 20;
+
+/**
+ * The attributes and features of the perf.data at `path` (file or pipe mode) and what its first records say (up to
+ * 4 MiB of them: a pipe's attributes, trace data, the start of a compressed stream), without delivering any event.
+ * Throws as readPerfDataFile does for a file that is not a perf.data.
+ */
+export async function inspectPerfData(path: string, options: Pick<ReadOptions, 'name'> = {}): Promise<PerfDataOutline> {
+  const name = options.name ?? path;
+  let file: FileHandle;
+  try {
+    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    const stats = await file.stat();
+    if (!stats.isFile()) throw badInput(name, 'not a regular file');
+    const start = await readAt(file, 0, fileHeaderBytes);
+    let header: PerfDataHeader;
+    let from: number;
+    let end: number;
+    if (start.length >= pipeHeaderBytes && isMagic(start, name) && start.readBigUInt64LE(8) === 16n) {
+      header = { mode: 'pipe', attrs: [], features: { buildIds: [] } };
+      [from, end] = [pipeHeaderBytes, stats.size];
+    } else {
+      const fileHeader = await readFileHeader(file, start, stats.size, name);
+      header = fileHeader.parsed;
+      [from, end] = [fileHeader.dataOffset, fileHeader.dataOffset + fileHeader.dataSize];
+    }
+    const bytes = await readAt(file, from, Math.min(end - from, outlineBytes));
+    const outline: PerfDataOutline = {
+      header,
+      auxtrace: false,
+      compressedError: undefined,
+      complete: from + bytes.length >= end,
+    };
+    for (let at = 0; at + 8 <= bytes.length;) {
+      const type = bytes.readUInt32LE(at);
+      const size = bytes.readUInt16LE(at + 6);
+      if (size < 8 || at + size > bytes.length) break;
+      const record = bytes.subarray(at, at + size);
+      if (type === recordType.auxtraceInfo) outline.auxtrace = true;
+      if (type === recordType.headerAttr && header.mode === 'pipe' && size >= 8 + attrMinBytes) {
+        const attrBytes = record.readUInt32LE(12);
+        if (attrBytes >= attrMinBytes && 8 + attrBytes <= size && header.attrs.length < limits.maxAttrs)
+          header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids: [], name: undefined });
+      }
+      if ((type === recordType.compressed || type === recordType.compressed2) && !outline.compressedError) {
+        const payload = type === recordType.compressed ? record.subarray(8) : record.subarray(16);
+        try {
+          new CompressedRecords().take(payload);
+        } catch (error) {
+          if (error instanceof CompressedStreamError) outline.compressedError = error;
+        }
+        // Only the stream's start is checked here: the rest is read with it.
+        break;
+      }
+      at += size;
+    }
+    return outline;
   } finally {
     await file.close();
   }
@@ -175,7 +268,7 @@ async function readFileHeader(file: FileHandle, bytes: Buffer, fileSize: number,
     const idBytes = await readAt(file, idsOffset, idsSize);
     const ids: bigint[] = [];
     for (let i = 0; i + 8 <= idBytes.length; i += 8) ids.push(idBytes.readBigUInt64LE(i));
-    attrs.push({ ...decodeAttr(attrBytes, at), ids, name: undefined });
+    attrs.push({ ...decodeAttr(attrBytes, at, attrSize - 16), ids, name: undefined });
   }
   const features: Features = { buildIds: [] };
   // The feature sections follow the data: a table of {offset, size}, one per bit set, in bit order.
@@ -243,12 +336,48 @@ async function deliverRecords(
     samples: 0,
     unknownIdSamples: 0,
     pipeBuildIds: 0,
+    decompressedBytes: 0,
   };
+  let compressed: CompressedRecords | undefined;
   let layout: RecordLayout | undefined;
   // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
   // bytes too.
+  // A PERF_SAMPLE_READ sample is, to perf script, one sample per value it holds, of that value's event, its period
+  // what the counter grew by since the last one of the same id; none when it did not grow (session.c's
+  // deliver_sample_value), made when delivered, in perf's order. For an inherited event that samples its tid (perf 7
+  // records leader sampling so; earlier perfs turned inherit off) the last value is kept per id and thread
+  // (perf_sample_id__get_period_storage), as each thread's counter counts on its own. At most maxReadCounters are
+  // kept: past them (a file no perf wrote) they start afresh.
+  const lastValue = new Map<number | bigint | string, number | bigint>();
+  const deliverReads = (sample: SampleEvent): void | Promise<void> => {
+    const reads = sample.reads!;
+    const own = header.attrs[sample.attr]!;
+    const perThread = own.inherit && (own.sampleType & sampleBit.tid) !== 0n;
+    if (lastValue.size >= maxReadCounters) lastValue.clear();
+    const next = (i: number): void | Promise<void> => {
+      for (; i < reads.length; i++) {
+        const { id, value } = reads[i]!;
+        const attr = layout!.byId.get(id);
+        if (attr === undefined) {
+          summary.unknownIdSamples++;
+          continue;
+        }
+        const key = perThread ? `${id}/${sample.tid}` : id;
+        const previous = lastValue.get(key);
+        lastValue.set(key, value);
+        const period =
+          typeof value === 'number' && typeof previous !== 'bigint'
+            ? value - (previous ?? 0)
+            : BigInt.asUintN(64, BigInt(value) - BigInt(previous ?? 0));
+        if (period === 0 || period === 0n) continue;
+        const delivered = handlers.event({ ...sample, attr, period, reads: undefined });
+        if (delivered) return delivered.then(() => next(i + 1));
+      }
+    };
+    return next(0);
+  };
   const order = new TimeOrder<PerfEvent>(
-    (event) => handlers.event(event),
+    (event) => (event.kind === 'sample' && event.reads ? deliverReads(event) : handlers.event(event)),
     undefined,
     (event) => (event.kind === 'sample' ? event.callchain?.buffer : undefined),
   );
@@ -300,9 +429,12 @@ async function deliverRecords(
         throw error;
       }
     }
+    if (compressed && compressed.pending > 0)
+      throw badInput(name, `its compressed data ends inside a record (${compressed.pending} bytes of it)`);
     if (layout) await order.finish();
     else await started();
     counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
+    summary.decompressedBytes = compressed?.bytes ?? 0;
     return summary;
   } finally {
     await stream.close();
@@ -355,7 +487,8 @@ async function deliverRecords(
         return;
       }
       case recordType.compressed:
-        throw new RecordError('compressed records (perf record -z), which profcpu does not decompress');
+      case recordType.compressed2:
+        return decompressed(record, type, offset);
       default: {
         if (type >= 64) return;
         const l = await started();
@@ -364,6 +497,34 @@ async function deliverRecords(
         event.offset = offset;
         return order.push(event.time, event);
       }
+    }
+  }
+
+  /** The records a COMPRESSED record holds, each handled as if it stood in its place. */
+  async function decompressed(record: Buffer, type: number, offset: number): Promise<void> {
+    let payload = record.subarray(8);
+    if (type === recordType.compressed2) {
+      if (record.length < 16) throw new RecordError('a compressed record too short');
+      const size = safe(record.readBigUInt64LE(8));
+      if (size > record.length - 16) throw new RecordError('a compressed record shorter than its data');
+      payload = record.subarray(16, 16 + size);
+    }
+    compressed ??= new CompressedRecords();
+    let records: Buffer[];
+    try {
+      records = compressed.take(payload);
+    } catch (error) {
+      if (!(error instanceof CompressedStreamError)) throw error;
+      if (error.tooLargeWindow) throw windowTooLarge(name, error);
+      throw new RecordError(`compressed data (perf record -z) with ${error.message}`);
+    }
+    for (const inner of records) {
+      const innerType = inner.readUInt32LE(0);
+      if (innerType === recordType.compressed || innerType === recordType.compressed2)
+        throw new RecordError('a compressed record inside compressed data');
+      counts[innerType < 128 ? innerType : 128]!++;
+      const handled = handleRecord(inner, innerType, offset);
+      if (handled) await handled;
     }
   }
 
@@ -376,7 +537,7 @@ async function deliverRecords(
     if (header.attrs.length >= limits.maxAttrs) throw new RecordError(`more than ${limits.maxAttrs} attributes`);
     const ids: bigint[] = [];
     for (let at = 8 + attrBytes; at + 8 <= record.length; at += 8) ids.push(record.readBigUInt64LE(at));
-    header.attrs.push({ ...decodeAttr(record, 8), ids, name: undefined });
+    header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids, name: undefined });
   }
 
   function addPipeFeature(record: Buffer, offset: number): void {
@@ -388,6 +549,21 @@ async function deliverRecords(
       throw badInput(name, `feature ${bit} at offset ${offset}: ${(error as Error).message}`, error);
     }
   }
+}
+
+/** A recording compressed with a larger zstd window than profcpu decodes: perf can read it. */
+export function windowTooLarge(name: string, cause: CompressedStreamError): ProfcpuError {
+  return new ProfcpuError(
+    'NEEDS_PERF',
+    `${name} was recorded with perf record -z at a zstd level above 7 (${cause.message}), which the built-in ` +
+      'engine does not decompress',
+    {
+      remedy:
+        'Post-process it with `--engine perf` where perf is installed, or record again with a lower level (`-z` ' +
+        'alone is level 1).',
+      cause,
+    },
+  );
 }
 
 async function wholeRecord(stream: ByteStream, head: Buffer, size: number): Promise<Buffer> {

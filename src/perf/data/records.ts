@@ -57,6 +57,11 @@ export interface SampleEvent extends At {
   period: number | bigint;
   /** The callchain as recorded, context markers included (PERF_CONTEXT_KERNEL...), capped at maxCallchain. */
   callchain: BigUint64Array | undefined;
+  /**
+   * The counter values of a PERF_SAMPLE_READ sample, by sample id (one per group member with PERF_FORMAT_GROUP):
+   * perf script makes one sample of each, of the member's event, its period what the value grew by (reader.ts).
+   */
+  reads?: { id: number | bigint; value: number | bigint }[];
 }
 
 export interface LostEvent extends At {
@@ -269,13 +274,20 @@ export function decodeSample(
     cpu = record.readUInt32LE(at);
     at += 8;
   }
-  let period: number | bigint = 1;
+  // Without its own period a sample has its event's (perf's evsel__parse_sample).
+  let period: number | bigint = attr.samplePeriod < exactU64 ? Number(attr.samplePeriod) : attr.samplePeriod;
   if (type & bit.period) {
     if (at + 8 > end) throw short();
     period = readU64(record, at);
     at += 8;
   }
-  if (type & bit.read) at += readBytes(attr.readFormat, record, at);
+  let reads: SampleEvent['reads'];
+  if (type & bit.read) {
+    const bytes = readBytes(attr.readFormat, record, at);
+    if (at + bytes > end) throw short();
+    reads = readValues(attr.readFormat, record, at);
+    at += bytes;
+  }
   let callchain: BigUint64Array | undefined;
   if (type & bit.callchain) {
     if (at + 8 > end) throw short();
@@ -297,6 +309,7 @@ export function decodeSample(
     cpu,
     period,
     callchain,
+    ...(reads && { reads }),
   };
 }
 
@@ -309,6 +322,26 @@ function readBytes(format: bigint, record: Buffer, at: number): number {
   const nr = record.readBigUInt64LE(at);
   if (nr > BigInt(record.length)) throw new RecordError('a read group larger than its sample');
   return (1 + times + Number(nr) * perValue) * 8;
+}
+
+/**
+ * The values of a sample's READ field at `at` (its size checked by the caller) with their ids: a group's members, or
+ * the event's one value. Without PERF_FORMAT_ID the id is 0, which names no event (perf counts such a sample as of
+ * an unknown id).
+ */
+function readValues(format: bigint, record: Buffer, at: number): NonNullable<SampleEvent['reads']> {
+  const hasId = (format & readBit.id) !== 0n;
+  const perValue = 1 + (hasId ? 1 : 0) + (format & readBit.lost ? 1 : 0);
+  const times = (format & readBit.totalTimeEnabled ? 1 : 0) + (format & readBit.totalTimeRunning ? 1 : 0);
+  if (!(format & readBit.group)) {
+    const value = readU64(record, at);
+    return [{ id: hasId ? readU64(record, at + (1 + times) * 8) : 0, value }];
+  }
+  const nr = Number(record.readBigUInt64LE(at));
+  const values: NonNullable<SampleEvent['reads']> = [];
+  for (let i = 0, v = at + (1 + times) * 8; i < nr; i++, v += perValue * 8)
+    values.push({ value: readU64(record, v), id: hasId ? readU64(record, v + 8) : 0 });
+  return values;
 }
 
 /** Decodes one of the side-band records profcpu uses, or undefined for other types. */
