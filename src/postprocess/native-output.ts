@@ -270,11 +270,20 @@ export class NativeScriptOutput implements ScriptSink {
     return entry;
   }
 
+  /** A sample perf prints on one line (no callchain), the tee's way. */
+  oneLine(text: string): Promise<void> {
+    return this.asTextOf(text);
+  }
+
   /** The tee's way: the sample's text through the cutter into the fold, and through the namer into the file. */
-  private async asText(header: string, frames: readonly ScriptFrame[], count: number): Promise<void> {
+  private asText(header: string, frames: readonly ScriptFrame[], count: number): Promise<void> {
     let text = `${header}\n`;
     for (let i = 0; i < count; i++) text += `${frames[i]!.line}\n`;
-    const raw = Buffer.from(`${text}\n`);
+    return this.asTextOf(`${text}\n`);
+  }
+
+  private async asTextOf(text: string): Promise<void> {
+    const raw = Buffer.from(text);
     this.bytes += raw.length;
     const cut = this.cutter.cut(raw);
     this.folder.write(cut);

@@ -11,7 +11,7 @@
 // from kallsyms, file mappings by their offset in the file (the address printed is that offset), anonymous executable
 // memory as `/tmp/perf-<pid>.map` with the address as is. Frames past perf script's default --max-stack (127) are
 // dropped, as perf drops them.
-import { context, contextMax, misc } from './format.js';
+import { context, contextMax, misc, sampleBit, type EventAttr } from './format.js';
 import type { PerfDataHeader, PerfEvent } from './reader.js';
 import type { MmapEvent, PerfTime, SampleEvent } from './records.js';
 import { scriptHeader } from './script-header.js';
@@ -69,6 +69,11 @@ export interface ScriptSink {
    * line followed by a newline, then a blank line). `frames` is reused for the next sample.
    */
   sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void>;
+  /**
+   * A sample perf prints without a callchain: its whole text, lines ending in a newline, and no blank line after (a
+   * header line ending in its one frame, or a tracepoint's header line alone).
+   */
+  oneLine(text: string): void | Promise<void>;
 }
 
 export interface ScriptTextOptions {
@@ -105,6 +110,70 @@ interface Thread {
   /** `comm tid ` as the sample header starts, made for `prefixComm`. */
   prefix: string;
   prefixComm: string | undefined;
+  /** `%16s %5d `: the same with the comm padded, as a sample without a callchain starts. */
+  paddedPrefix?: string;
+  paddedComm?: string;
+}
+
+/**
+ * What perf script prints of an event's samples by default (builtin-script.c's `output[]`): the fields of its type
+ * (tracepoints: comm, tid, cpu, time, event name and the tracepoint's fields; the others: comm, tid, cpu, time,
+ * period, event name and the frames), less those its type's first event does not record (evsel__check_attr), the
+ * frames of tracepoints only when one of them has a callchain.
+ */
+interface SampleLayout {
+  tid: boolean;
+  cpu: boolean;
+  time: boolean;
+  period: boolean;
+  /** The tracepoint's fields follow the event name. */
+  trace: boolean;
+  /** The frames are printed: the callchain on lines of their own, else the sample's address after the event. */
+  ip: boolean;
+  /** The sample has a callchain (its own lines, then a blank line); without, the comm is padded to 16 columns. */
+  callchain: boolean;
+}
+
+/** perf_event_attr.type values perf script knows (PERF_TYPE_MAX is 6; others print as OUTPUT_TYPE_OTHER). */
+const tracepointType = 2;
+const otherType = 6;
+
+/** Each attribute's layout, as perf script decides it from the attributes (see SampleLayout). */
+function sampleLayouts(attrs: readonly EventAttr[]): SampleLayout[] {
+  const typeOf = (attr: EventAttr) => (attr.type < 6 ? attr.type : otherType);
+  const isDummy = (attr: EventAttr) => attr.type === 1 && attr.config === 9n;
+  const has = (attr: EventAttr, bit: bigint) => (attr.sampleType & bit) !== 0n;
+  const byType = new Map<number, SampleLayout>();
+  for (const attr of attrs) {
+    const type = typeOf(attr);
+    if (byType.has(type) || isDummy(attr)) continue;
+    const tracepoint = type === tracepointType;
+    byType.set(type, {
+      tid: has(attr, sampleBit.tid),
+      cpu: has(attr, sampleBit.cpu),
+      time: has(attr, sampleBit.time),
+      period: !tracepoint,
+      trace: tracepoint,
+      ip: !tracepoint && has(attr, sampleBit.ip),
+      callchain: false,
+    });
+  }
+  // Tracepoints show frames when one of them has a callchain (and so does any event, as perf's use_callchain says).
+  const tracepoints = byType.get(tracepointType);
+  if (tracepoints && attrs.some((attr) => typeOf(attr) === tracepointType && has(attr, sampleBit.callchain)))
+    tracepoints.ip = true;
+  return attrs.map((attr) => {
+    const layout = byType.get(typeOf(attr)) ?? {
+      tid: true,
+      cpu: false,
+      time: true,
+      period: true,
+      trace: false,
+      ip: true,
+      callchain: false,
+    };
+    return { ...layout, callchain: layout.ip && has(attr, sampleBit.callchain) };
+  });
 }
 
 /** A mapping as the writer keeps it: its bounds as numbers for the search, and the frame lines made in it. */
@@ -155,6 +224,7 @@ export class ScriptTextWriter {
   private nameWidth = 0;
   private style: ScriptStyle = styleOf(undefined);
   private names: string[] = [];
+  private layouts: SampleLayout[] = [];
   private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
   /**
@@ -190,6 +260,9 @@ export class ScriptTextWriter {
   private words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   private wordsBuffer: ArrayBufferLike | undefined;
   samples = 0;
+  /** The first and last times of the samples written (perf.data's header may lack them: --buildid-mmap). */
+  firstTime: PerfTime | undefined;
+  lastTime: PerfTime | undefined;
 
   constructor(
     private readonly symbols: ScriptSymbols,
@@ -203,6 +276,7 @@ export class ScriptTextWriter {
   async header(header: PerfDataHeader): Promise<void> {
     this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
+    this.layouts = sampleLayouts(header.attrs);
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     this.eventTails = this.names.map((name) => `${name.padStart(this.nameWidth)}: `);
     await this.sink.header(scriptHeader(header, this.names, this.style.attrLines));
@@ -330,24 +404,41 @@ export class ScriptTextWriter {
   private sample(sample: SampleEvent): void | Promise<void> {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
     this.samples++;
+    if (this.firstTime === undefined) this.firstTime = sample.time;
+    if (sample.time !== undefined) this.lastTime = sample.time;
     const thread = this.thread(sample.pid, sample.tid);
-    if (thread.prefixComm !== thread.comm) {
-      thread.prefix = `${thread.comm} ${String(sample.tid).padStart(this.style.tidWidth)} `;
-      thread.prefixComm = thread.comm;
+    const layout = this.layouts[sample.attr] ?? defaultLayout;
+    let line: string;
+    if (layout.callchain) {
+      if (thread.prefixComm !== thread.comm) {
+        thread.prefix = `${thread.comm} ${layout.tid ? `${String(sample.tid).padStart(this.style.tidWidth)} ` : ''}`;
+        thread.prefixComm = thread.comm;
+      }
+      line = thread.prefix;
+    } else {
+      if (thread.paddedComm !== thread.comm) {
+        thread.paddedPrefix = `${thread.comm.padStart(16)} ${String(sample.tid).padStart(this.style.tidWidth)} `;
+        thread.paddedComm = thread.comm;
+      }
+      line = layout.tid ? thread.paddedPrefix! : `${thread.comm.padStart(16)} `;
     }
-    let line = thread.prefix;
-    if (sample.cpu !== undefined) line += this.cpuText(sample.cpu);
-    if (sample.time !== undefined) line += this.timeText(sample.time);
-    if (sample.period !== this.lastPeriod) {
-      this.lastPeriod = sample.period;
-      this.periodText = `${String(sample.period).padStart(10)} `;
+    if (layout.cpu && sample.cpu !== undefined) line += this.cpuText(sample.cpu);
+    if (layout.time && sample.time !== undefined) line += this.timeText(sample.time);
+    if (layout.period) {
+      if (sample.period !== this.lastPeriod) {
+        this.lastPeriod = sample.period;
+        this.periodText = `${String(sample.period).padStart(10)} `;
+      }
+      line += this.periodText;
     }
-    line += this.periodText;
     line += this.eventTails[sample.attr] ?? `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid) ?? noMaps;
-    const chain = sample.callchain ?? BigUint64Array.of(sample.ip);
-    // With a callchain, its context markers say where each frame is; a lone ip is where the sample's mode says.
-    return this.frameLines(line, chain, 0, 0, sample.callchain ? 0 : sample.cpumode, maps);
+    if (layout.callchain && sample.callchain)
+      // With a callchain, its context markers say where each frame is.
+      return this.frameLines(line, sample.callchain, 0, 0, 0, maps);
+    // Without, perf prints the sample's address (as it is, not as a file offset) after the event, on its line.
+    if (!layout.ip) return this.sink.oneLine(`${line}\n`);
+    return this.frameLines(line, BigUint64Array.of(sample.ip), 0, 0, sample.cpumode, maps, true);
   }
 
   /** `[cpu] ` as perf prints it. */
@@ -382,6 +473,7 @@ export class ScriptTextWriter {
     made: number,
     mode: number,
     maps: Maps,
+    oneLine = false,
   ): void | Promise<void> {
     if (chain.buffer !== this.wordsBuffer) {
       this.wordsBuffer = chain.buffer;
@@ -429,10 +521,11 @@ export class ScriptTextWriter {
       if (frame instanceof Promise)
         return frame.then((line) => {
           this.frames[frames] = line;
-          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps);
+          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps, oneLine);
         });
       this.frames[frames++] = frame;
     }
+    if (oneLine) return this.sink.oneLine(`${header} ${oneLineFrame(this.frames[0]!, chain[0]!)}\n`);
     return this.sink.sample(header, this.frames, frames);
   }
 
@@ -505,6 +598,27 @@ export class ScriptTextWriter {
     cache.set(key, line);
     this.linesCached++;
   }
+}
+
+/** A sample of an event perf script knows nothing of: its defaults for other types. */
+const defaultLayout: SampleLayout = Object.freeze({
+  tid: true,
+  cpu: true,
+  time: true,
+  period: true,
+  trace: false,
+  ip: true,
+  callchain: true,
+});
+
+/**
+ * A frame line as perf prints a sample's only frame on its header line: the address as it is in memory (where a
+ * callchain's lines give a file's frames at their offset, perf 6.1), then `sym+off (dso)`.
+ */
+function oneLineFrame(frame: ScriptFrame, ip: bigint): string {
+  const line = frame.line;
+  const space = line.indexOf(' ', line.search(/[0-9a-f]/));
+  return `${ip.toString(16).padStart(16)}${line.slice(space)}`;
 }
 
 /** The address whose words are `high` and `low`. */

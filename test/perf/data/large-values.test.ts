@@ -105,6 +105,7 @@ test('times on both sides of 2^53 are ordered as perf orders them (ties in arriv
         firstFrames.push(frames[0]!);
         text.push(header, ...frames.slice(0, count).map((frame) => frame.line));
       },
+      oneLine: () => assert.fail('a sample with a callchain printed on one line'),
     },
   );
   await readPerfDataFile(path, {
@@ -174,6 +175,7 @@ test('a record longer than its fields, which leaves the chunk read an odd length
     {
       header: () => {},
       sample: (header, frames, count) => void lines.push(header, ...frames.slice(0, count).map((f) => f.line)),
+      oneLine: () => assert.fail('a sample with a callchain printed on one line'),
     },
   );
   await readPerfDataFile(path, { header: (header) => writer.header(header), event: (event) => writer.event(event) });

@@ -20,7 +20,7 @@ async function ourHeader(path: string): Promise<string[]> {
   let text = '';
   const writer = new ScriptTextWriter(
     { kernel: () => undefined, file: () => undefined },
-    { header: (header) => void (text = header), sample: () => {} },
+    { header: (header) => void (text = header), sample: () => {}, oneLine: () => {} },
   );
   await readPerfDataFile(path, { header: (header) => writer.header(header), event: () => {} });
   return text.split('\n').slice(0, -1);

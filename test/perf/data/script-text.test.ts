@@ -3,14 +3,14 @@
 // cannot grow them past the bound.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { context } from '../../../src/perf/data/format.js';
+import { context, sampleBit } from '../../../src/perf/data/format.js';
 import type { PerfDataHeader } from '../../../src/perf/data/reader.js';
 import type { MmapEvent, SampleEvent } from '../../../src/perf/data/records.js';
 import { ScriptTextWriter, type ScriptFrame } from '../../../src/perf/data/script-text.js';
 
 const header = {
   mode: 'file',
-  attrs: [{ name: 'cpu-clock' }],
+  attrs: [{ name: 'cpu-clock', type: 1, config: 0n, sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain }],
   features: { buildIds: [] },
 } as unknown as PerfDataHeader;
 
@@ -20,15 +20,15 @@ function mmap(filename: string, start: bigint): MmapEvent {
 }
 
 function sample(ip: bigint): SampleEvent {
-  const at = { offset: 0, attr: 0, pid: 7, tid: 7, time: undefined, cpu: undefined, period: 1n, callchain: undefined };
-  return { kind: 'sample', ...at, cpumode: 2, ip };
+  const at = { offset: 0, attr: 0, pid: 7, tid: 7, time: undefined, cpu: undefined, period: 1n };
+  return { kind: 'sample', ...at, cpumode: 2, ip, callchain: BigUint64Array.of(context.user, ip) };
 }
 
 test('frame lines cached over many mappings are bounded together: past the bound, lines are made again', async () => {
   const firstFrames: ScriptFrame[] = [];
   const writer = new ScriptTextWriter(
     { kernel: () => undefined, file: (_mapping, offset) => ({ name: `f${offset}`, offset: 0n }) },
-    { header: () => {}, sample: (_header, frames) => void firstFrames.push(frames[0]!) },
+    { header: () => {}, sample: (_header, frames) => void firstFrames.push(frames[0]!), oneLine: () => {} },
     { maxCachedLines: 4 },
   );
   await writer.header(header);
@@ -50,7 +50,11 @@ test('a frame given again is looked up again once its process maps a file over i
   const made: string[][] = [];
   const writer = new ScriptTextWriter(
     { kernel: () => undefined, file: (_mapping, offset) => ({ name: `f${offset}`, offset: 0n }) },
-    { header: () => {}, sample: (_header, frames, count) => void made.push(frames.slice(0, count).map((f) => f.line)) },
+    {
+      header: () => {},
+      sample: (_header, frames, count) => void made.push(frames.slice(0, count).map((f) => f.line)),
+      oneLine: () => {},
+    },
   );
   await writer.header(header);
   const chain = BigUint64Array.of(context.user, 0x10010n, 0x20020n);
@@ -79,7 +83,7 @@ test('kernel mapping records give the symbols the reference perf places the kern
   const given: ({ name: string; address: bigint } | undefined)[] = [];
   const writer = new ScriptTextWriter(
     { kernel: () => undefined, file: () => undefined, kernelReference: (reference) => void given.push(reference) },
-    { header: () => {}, sample: () => {} },
+    { header: () => {}, sample: () => {}, oneLine: () => {} },
   );
   await writer.header(header);
   const kernelMap = (filename: string, pgoff: bigint, cpumode = 1): MmapEvent => ({
