@@ -12,6 +12,7 @@ import { addStack, type FoldedStacks } from './folded.js';
 import {
   isSpace,
   matchEvent,
+  matchEventAfterTime,
   matchFrameStart,
   matchHeader,
   splitDso,
@@ -87,6 +88,12 @@ export interface FoldResult {
   weight: number;
   /** Event names seen, in order of first appearance. */
   events: string[];
+  /** Samples read of each event seen (all of them, kept or not). */
+  eventSamples: Record<string, number>;
+  /** The event whose samples were folded: `eventFilter`, else the first seen (undefined: none named). */
+  foldedEvent: string | undefined;
+  /** The times of the first and last samples read (all events), in seconds, when the text has times. */
+  times: { first: number; last: number } | undefined;
   /** What was skipped, by kind. */
   skipped: Record<string, number>;
   quality: NamingQuality;
@@ -96,9 +103,16 @@ export interface FoldResult {
 const MAX_LINE = 1 << 20;
 const HASH = 35;
 const TAB = 9;
+const SPACE = 32;
+/** `# event : name = <name>, ..., type = <type>, ...`: perf script --header's line for each event. */
+const eventHeader = /^# event : name = (.*?), .*?\btype = (\d+)\b/;
+/** perf_event_attr.type of tracepoints: what follows their event name is the tracepoint's fields, never a frame. */
+const tracepointType = 2;
 /** Distinct lines given to frameText() whose parse is kept, all processes together. */
 const MAX_TEXT_LINES = 1 << 20;
 const RECENT_SLOTS = 1 << 14;
+/** Distinct event names kept (perf records a handful; each sample header compares its name with them). */
+const MAX_EVENTS = 256;
 const UNKNOWN_SYM = Buffer.from('[unknown]');
 const NEWLINE = Buffer.from('\n');
 const NO_FRAMES = new Int32Array(0);
@@ -154,6 +168,10 @@ export class StackFolder {
   private readonly roots = new BytesMap<Root>();
   private readonly events: string[] = [];
   private readonly eventBytes: Buffer[] = [];
+  /** Samples read per event, by its index in `events`. */
+  private readonly eventCounts: number[] = [];
+  /** Events the header says are tracepoints. */
+  private readonly tracepoints = new Set<string>();
   private readonly header: HeaderFields = { commEnd: 0, firstStart: 0, firstEnd: 0, secondStart: -1, secondEnd: 0 };
   private readonly event: EventFields = { eventStart: -1, eventEnd: 0, periodStart: -1, periodEnd: 0 };
   private readonly frame: FrameFields = { ipStart: 0, ipEnd: 0, symStart: 0 };
@@ -168,6 +186,8 @@ export class StackFolder {
   /** The current sample's frames came from this memo of stackText(), when nothing else was pushed yet. */
   private sampleStack: StackTextMemo | undefined;
   private parsed = 0;
+  private firstTime: number | undefined;
+  private lastTime = 0;
   private kept = 0;
   private totalWeight = 0;
   private ended = false;
@@ -252,6 +272,9 @@ export class StackFolder {
       keptSamples: this.kept,
       weight: this.totalWeight,
       events: [...this.events],
+      eventSamples: Object.fromEntries(this.events.map((event, i) => [event, this.eventCounts[i] ?? 0])),
+      foldedEvent: this.eventFilter || undefined,
+      times: this.firstTime === undefined ? undefined : { first: this.firstTime, last: this.lastTime },
       skipped: sumCounts([this.skips.counts, this.expectedSkips.counts]),
       quality: this.stacks.quality(this.frames),
     };
@@ -287,8 +310,13 @@ export class StackFolder {
       return;
     }
     const first = buf[start]!;
-    if (first === HASH) return;
     const { compat } = this.options;
+    if (first === HASH) {
+      if (!compat) this.commentLine(buf, start, end);
+      return;
+    }
+    // A sample perf printed on one line (recorded without call graphs): its comm is padded to 16 columns.
+    if (first === SPACE && !compat && this.state !== State.InSample && this.oneLineSample(buf, start, end)) return;
     if (isSpace(first)) {
       if (trimEnd(buf, start, end) === start) {
         if (compat) this.unrecognized(buf, start, end);
@@ -302,7 +330,22 @@ export class StackFolder {
     } else this.unrecognized(buf, start, end);
   }
 
+  /** perf script --header's `# event : name = ...` lines: which events are tracepoints. */
+  private commentLine(buf: Buffer, start: number, end: number): void {
+    if (end - start < 20 || buf[start + 2] !== 101) return;
+    const m = eventHeader.exec(buf.toString('utf8', start, Math.min(end, start + 4096)));
+    if (m && Number(m[2]) === tracepointType) this.tracepoints.add(m[1]!);
+  }
+
   private headerLine(buf: Buffer, start: number, end: number): void {
+    this.beginSample(buf, start, end);
+  }
+
+  /**
+   * A sample's header: its event (kept or filtered out), root frame and weight. Gives the offset of what follows the
+   * event on the line (a tracepoint's fields, a one-line sample's frame), -1 when that is not known.
+   */
+  private beginSample(buf: Buffer, start: number, end: number): number {
     const { compat } = this.options;
     this.parsed++;
     this.sampleStack = undefined;
@@ -310,10 +353,20 @@ export class StackFolder {
       this.skip('unterminated-sample', 'a sample header followed frames without a blank line: dropped that sample');
       this.depth = 0;
     }
-    matchEvent(buf, start, end, this.event);
+    // stackcollapse-perf.pl reads the event from the line's end; perf prints it after the time (and a tracepoint's
+    // fields after it), which is where it is read otherwise, when the line has a time.
+    const h = this.header;
+    const rest = compat ? -1 : matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event);
+    if (rest < 0) matchEvent(buf, start, end, this.event);
+    else if (this.event.timeStart! >= 0) {
+      this.lastTime = parseTime(buf, this.event.timeStart!, this.event.timeEnd!);
+      this.firstTime ??= this.lastTime;
+    }
     let period = -1;
     if (this.event.eventStart >= 0) {
-      const name = this.eventName(buf, this.event.eventStart, this.event.eventEnd);
+      const index = this.eventIndex(buf, this.event.eventStart, this.event.eventEnd);
+      this.eventCounts[index] = (this.eventCounts[index] ?? 0) + 1;
+      const name = this.events[index]!;
       if (this.eventFilter === '') this.eventFilter = name;
       if (name !== this.eventFilter) {
         if (this.options.eventFilter !== '') this.expectedSkips.add('other-event');
@@ -323,7 +376,7 @@ export class StackFolder {
           this.state = State.Filtered;
           this.depth = 0;
         }
-        return;
+        return rest;
       }
       if (this.event.periodStart >= 0) period = parseDigits(buf, this.event.periodStart, this.event.periodEnd);
     }
@@ -331,18 +384,47 @@ export class StackFolder {
     this.root = root;
     this.sampleWeight = (compat || this.options.weight === 'period') && period > 0 ? period : 1;
     this.state = root.falsy ? State.Filtered : State.InSample;
+    return rest;
+  }
+
+  /**
+   * A line that may be a whole sample, as perf prints one without a callchain: `<comm padded to 16> tid time: period
+   * event:  <ip> <sym> (<dso>)` (a tracepoint's fields instead of the frame). False when it is no such line.
+   */
+  private oneLineSample(buf: Buffer, start: number, end: number): boolean {
+    let from = start;
+    while (from < end && buf[from] === SPACE) from++;
+    if (from >= end || !matchHeader(buf, from, end, false, this.header)) return false;
+    const h = this.header;
+    if (matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event) < 0) return false;
+    const rest = this.beginSample(buf, from, end);
+    if (this.state !== State.InSample) {
+      // Filtered out: the next line starts afresh.
+      this.state = State.Between;
+      return true;
+    }
+    const event = this.event.eventStart >= 0 ? this.eventName(buf, this.event.eventStart, this.event.eventEnd) : '';
+    if (rest >= 0 && rest < end && !this.tracepoints.has(event)) this.frameLine(buf, rest, end);
+    if (this.state === State.InSample) this.endSample();
+    return true;
   }
 
   /** The event's name, a string shared by all samples of that event. */
   private eventName(buf: Buffer, start: number, end: number): string {
+    return this.events[this.eventIndex(buf, start, end)]!;
+  }
+
+  /** The event's index in `events`; past maxEvents distinct names (not perf's text), the last one stands for them. */
+  private eventIndex(buf: Buffer, start: number, end: number): number {
     for (let i = 0; i < this.eventBytes.length; i++) {
       const known = this.eventBytes[i]!;
-      if (sameBytes(known, buf, start, end)) return this.events[i]!;
+      if (sameBytes(known, buf, start, end)) return i;
     }
-    const name = buf.toString('utf8', start, end);
+    if (this.events.length === MAX_EVENTS) return MAX_EVENTS - 1;
+    const name = this.events.length === MAX_EVENTS - 1 ? '[more events]' : buf.toString('utf8', start, end);
     this.eventBytes.push(Buffer.from(buf.subarray(start, end)));
     this.events.push(name);
-    return name;
+    return this.events.length - 1;
   }
 
   private rootOf(buf: Buffer, start: number): Root {
@@ -587,6 +669,7 @@ export function otherEventMessage(kept: string, other: string): string {
 export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
   const stacks: FoldedStacks = new Map();
   const events: string[] = [];
+  const eventSamples: Record<string, number> = {};
   const quality = emptyNamingQuality();
   let [samples, keptSamples, weight] = [0, 0, 0];
   for (const r of results) {
@@ -595,10 +678,28 @@ export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
     keptSamples += r.keptSamples;
     weight += r.weight;
     for (const event of r.events) if (!events.includes(event)) events.push(event);
+    for (const [event, n] of Object.entries(r.eventSamples)) eventSamples[event] = (eventSamples[event] ?? 0) + n;
     addNamingQuality(quality, r.quality);
   }
   const skipped = sumCounts(results.map((r) => Object.entries(r.skipped)));
-  return { stacks, samples, keptSamples, weight, events, skipped, quality };
+  const foldedEvent = results.find((r) => r.foldedEvent !== undefined)?.foldedEvent;
+  const timed = results.filter((r) => r.times !== undefined).map((r) => r.times!);
+  const times = timed.length > 0 ? { first: timed[0]!.first, last: timed[timed.length - 1]!.last } : undefined;
+  return { stacks, samples, keptSamples, weight, events, eventSamples, foldedEvent, times, skipped, quality };
+}
+
+/** `seconds.fraction` in seconds (microseconds as perf prints them are exact to the µs here). */
+function parseTime(buf: Buffer, start: number, end: number): number {
+  let whole = 0;
+  let i = start;
+  for (; i < end && buf[i] !== 46; i++) whole = whole * 10 + (buf[i]! - 48);
+  let fraction = 0;
+  let scale = 1;
+  for (i++; i < end; i++) {
+    fraction = fraction * 10 + (buf[i]! - 48);
+    scale *= 10;
+  }
+  return whole + fraction / scale;
 }
 
 function parseDigits(buf: Buffer, start: number, end: number): number {

@@ -12,6 +12,7 @@ const OPEN = 40;
 const CLOSE = 41;
 const DOT = 46;
 const OPEN_BRACKET = 91;
+const CLOSE_BRACKET = 93;
 
 /** Perl's `\s`: space, \t, \n, \v, \f, \r. */
 export function isSpace(b: number): boolean {
@@ -106,6 +107,9 @@ export interface EventFields {
   /** [start, end) of the period's digits, or start -1 when the line has none. */
   periodStart: number;
   periodEnd: number;
+  /** [start, end) of the time (`seconds.micros`) when matchEventAfterTime found it, else start -1. */
+  timeStart?: number;
+  timeEnd?: number;
 }
 
 /**
@@ -139,6 +143,58 @@ export function matchEvent(buf: Uint8Array, start: number, end: number, out: Eve
   out.eventEnd = last - 1;
   out.periodStart = j;
   out.periodEnd = i + 1;
+}
+
+/**
+ * The period and event of a header whose time field is known to start at `from` (after comm, pid/tid and cpu:
+ * HeaderFields), as perf script prints them: `[cpu] seconds.micros: [period] event: [what follows]`. The event is
+ * what follows the time and period up to the first `:` that a space or the line's end follows (event names hold `:`,
+ * `cpu-clock:ppp`, `sched:sched_switch`, but never `: `), so a tracepoint's fields or a one-line sample's frame after
+ * it are no part of it. Fills `out` and gives the offset just past the event's `: ` (the rest of the line); -1, with
+ * eventStart -1, when the line has no time field there.
+ */
+export function matchEventAfterTime(buf: Uint8Array, from: number, end: number, out: EventFields): number {
+  out.eventStart = -1;
+  out.periodStart = -1;
+  out.timeStart = -1;
+  let i = from;
+  while (i < end && isSpace(buf[i]!)) i++;
+  if (buf[i] === OPEN_BRACKET) {
+    i++;
+    while (i < end && isDigit(buf[i]!)) i++;
+    if (buf[i] !== CLOSE_BRACKET) return -1;
+    i++;
+    while (i < end && isSpace(buf[i]!)) i++;
+  }
+  const timeStart = i;
+  while (i < end && isDigit(buf[i]!)) i++;
+  if (i === timeStart || buf[i] !== DOT) return -1;
+  i++;
+  while (i < end && isDigit(buf[i]!)) i++;
+  if (buf[i] !== COLON) return -1;
+  out.timeStart = timeStart;
+  out.timeEnd = i;
+  i++;
+  while (i < end && isSpace(buf[i]!)) i++;
+  // A period: digits and whitespace before the name.
+  let j = i;
+  while (j < end && isDigit(buf[j]!)) j++;
+  if (j > i && j < end && isSpace(buf[j]!)) {
+    out.periodStart = i;
+    out.periodEnd = j;
+    i = j;
+    while (i < end && isSpace(buf[i]!)) i++;
+  }
+  const nameStart = i;
+  while (i < end && !(buf[i] === COLON && (i + 1 === end || isSpace(buf[i + 1]!)))) i++;
+  if (i >= end || i === nameStart) {
+    out.periodStart = -1;
+    out.timeStart = -1;
+    return -1;
+  }
+  out.eventStart = nameStart;
+  out.eventEnd = i;
+  return i + 1 < end ? i + 2 : end;
 }
 
 export interface FrameFields {

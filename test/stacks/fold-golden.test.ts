@@ -73,6 +73,10 @@ const defaultCases: [string, string, Partial<FoldOptions>][] = [
   ['garbage', '', {}],
   ['crlf', '', {}],
   ['truncated', '', {}],
+  ['tracepoint-events', '', {}],
+  ['tracepoint-events', '-event-filter', { eventFilter: 'sched:sched_switch' }],
+  ['one-line', '', {}],
+  ['one-line', '-event-filter', { eventFilter: 'sched:sched_switch' }],
 ];
 
 function fold(input: Buffer, options: Partial<FoldOptions>, chunks: 'whole' | 'bytes' | 'random'): FoldResult {
