@@ -115,19 +115,47 @@ const literalSuffixes: Record<string, string> = { i: '', j: 'u', l: 'l', m: 'ul'
 const maxDepth = 64;
 const maxLength = 4096;
 
+/**
+ * How perf writes a C++ name. `perf6.1`: perf up to 6.3 demangles with libiberty without parameters (DMGL_NO_OPTS):
+ * `node::Start`, a compiler clone (`.isra.0`, `.part.0`, `.cold`) under its function's name alone. `full`: perf 6.4 and
+ * later, as the distributions build it, demangle with libstdc++'s abi::__cxa_demangle (tools/perf/util/demangle-cxx.cpp),
+ * libiberty with parameters: `node::Start(int, char**)`, a template function's return type first
+ * (`void f<int>(int)`), clones as ` [clone .part.0]`.
+ */
+export type DemangleForm = 'perf6.1' | 'full';
+
 /** perf's name for `mangled`, or undefined when it is not a C++ name this demangler covers. */
-export function demangle(mangled: string): string | undefined {
+export function demangle(mangled: string, form: DemangleForm = 'perf6.1'): string | undefined {
   if (!mangled.startsWith('_Z') || mangled.length > maxLength) return undefined;
   const dot = mangled.indexOf('.');
   const symbol = dot < 0 ? mangled : mangled.slice(0, dot);
   try {
-    const parser = new Parser(symbol);
-    // perf 6.1 prints a compiler clone (`.isra.0`, `.part.0`, `.cold`) under its function's name alone.
-    return finish(parser.encodingName());
+    const full = form === 'full';
+    const parser = new Parser(symbol, full);
+    const name = finish(parser.encodingName());
+    if (!full || dot < 0) return name;
+    const clones = cloneSuffixes(mangled.slice(dot));
+    return clones === undefined ? undefined : name + clones;
   } catch (error) {
     if (error instanceof Unsupported || error instanceof RangeError) return undefined;
     throw error;
   }
+}
+
+/**
+ * libiberty's d_clone_suffix, repeated: `.` and a lower-case word (or digits), then `.digits` groups, each clone
+ * written ` [clone .isra.0]`; undefined when something else is left (the whole name then stays mangled).
+ */
+function cloneSuffixes(suffix: string): string | undefined {
+  let out = '';
+  let at = 0;
+  while (at < suffix.length) {
+    const m = /^\.[a-z0-9_][a-z0-9_]*(?:\.[0-9]+)*/.exec(suffix.slice(at));
+    if (!m) return undefined;
+    out += ` [clone ${m[0]}]`;
+    at += m[0].length;
+  }
+  return out;
 }
 
 interface Name {
@@ -154,7 +182,11 @@ class Parser {
   /** The last unqualified name read was a constructor or destructor. */
   private structor = false;
 
-  constructor(private readonly s: string) {}
+  constructor(
+    private readonly s: string,
+    /** Parameters, return types and qualifiers written, as DemangleForm `full`. */
+    private readonly full = false,
+  ) {}
 
   encodingName(): string {
     // Thunks are written with their target's parameters.
@@ -172,7 +204,24 @@ class Parser {
     if (this.take('TW')) return `TLS wrapper function for ${this.name(false).text}`;
     if (this.peek() === 'T' || this.peek() === 'G') throw new Unsupported();
     const name = this.name(false);
-    return name.text;
+    // A data symbol has no parameters; without `full`, a function's are not written.
+    if (!this.full || this.at >= this.s.length) return name.text;
+    return this.signature(name);
+  }
+
+  /** `[return type] name(params) qualifiers` of a function encoding whose name was read. */
+  private signature(fn: Name): string {
+    let returns = '';
+    if (fn.template && !fn.structor && !/^operator /.test(fn.last)) {
+      returns = this.type();
+      // A function pointer or array returned is written around the name: not covered.
+      if (returns.includes(hole)) throw new Unsupported();
+      returns = `${finish(returns)} `;
+    }
+    const types: string[] = [];
+    while (this.at < this.s.length) types.push(finish(this.type()));
+    const params = types.length === 1 && types[0] === 'void' ? '' : listed(types);
+    return `${returns}${fn.text}(${params})${fn.qualifiers}`;
   }
 
   private peek(offset = 0): string {
@@ -331,7 +380,7 @@ class Parser {
       } finally {
         this.inLambda = outer;
       }
-      name = `{lambda(${params})#${this.discriminatorNumber()}}`;
+      name = `{lambda(${autoParams(params)})#${this.discriminatorNumber()}}`;
     } else if (c === 'U' && this.peek(1) === 't') {
       this.at += 2;
       name = `{unnamed type#${this.discriminatorNumber()}}`;
@@ -383,6 +432,7 @@ class Parser {
   /** A whole function encoding with its parameters: `name(params) const`. */
   private withParameters(): string {
     const fn = this.name(false);
+    if (this.full) return this.signature(fn);
     const types: string[] = [];
     if (fn.template && !fn.structor && !/^operator /.test(fn.last)) this.type();
     while (this.at < this.s.length) types.push(finish(this.type()));
@@ -469,7 +519,12 @@ class Parser {
     this.expect('_');
     const sub = this.subs[index];
     if (sub === undefined) throw new Unsupported();
-    return sub;
+    if (this.inLambda || !sub.includes(lambdaParam)) return sub;
+    return sub.replace(lambdaParamPattern, (_, i: string) => {
+      const arg = this.templateArgs[Number(i)];
+      if (arg === undefined) throw new Unsupported();
+      return typeof arg === 'string' ? arg : joinPack(arg);
+    });
   }
 
   private templateParam(): string {
@@ -482,7 +537,10 @@ class Parser {
       this.at += id.length;
     }
     this.expect('_');
-    if (this.inLambda) return `auto:${index + 1}`;
+    // A lambda's own parameter: `auto:N` in the lambda's name, but a substitution made of it names, outside the
+    // lambda, the template argument of the function in context (libiberty keeps the parameter, not its text): it is
+    // kept as a marker until then (see substitution and lambdaParams).
+    if (this.inLambda) return `${lambdaParam}${index}${lambdaParamEnd}`;
     const arg = this.templateArgs[index];
     if (arg === undefined) throw new Unsupported();
     if (typeof arg === 'string') return arg;
@@ -520,8 +578,17 @@ class Parser {
     return this.type();
   }
 
-  /** `X <expression> E` as a template argument: only the address of a function (`Xad L_Z...E E`) is covered. */
+  /**
+   * `X <expression> E` as a template argument: only a template parameter (`X T_ E`, its argument) and the address of
+   * a function (`Xad L_Z...E E`) are covered.
+   */
   private expression(): string {
+    if (this.s.startsWith('XT', this.at)) {
+      this.at++;
+      const param = this.templateParam();
+      this.expect('E');
+      return param;
+    }
     this.expect('Xad');
     this.expect('L');
     this.take('_');
@@ -621,8 +688,20 @@ class Parser {
         return type;
       }
       const inner = this.type();
+      // A qualified array is an array of qualified elements: `char const [11]`.
+      const array = ` (${hole}) [`;
+      // A qualifier the type has already (a template parameter's `unsigned char const`) is written once.
+      const added = qualifiers
+        .split(' ')
+        .filter((q) => q !== '' && !inner.replace(array, ' [').split(/[ (]/).includes(q))
+        .map((q) => ` ${q}`)
+        .join('');
       // A qualified pointer to a function: `void (* const)(int)`.
-      const type = inner.includes(hole) ? inner.replace(hole, qualifiers + hole) : inner + qualifiers;
+      const type = inner.includes(array)
+        ? inner.replace(array, `${added}${array}`)
+        : inner.includes(hole)
+          ? inner.replace(hole, qualifiers + hole)
+          : inner + added;
       this.subs.push(type);
       return type;
     }
@@ -636,7 +715,11 @@ class Parser {
         : mark !== '*' && /\(&&?\u0001\)/.test(inner)
           ? inner.replace(/&&?\u0001/, (old) => (old === '&&\u0001' && mark === '&&' ? '&&' : '&') + hole)
           : /\([^()]*\u0001\)/.test(inner)
-            ? inner.replace(hole, mark + hole)
+            ? inner.replace(/(&&?)?\u0001/, (old, ref?: string) =>
+                ref && mark !== '*'
+                  ? `${ref === '&&' && mark === '&&' ? '&&' : '&'}${hole}`
+                  : `${ref ?? ''}${mark}${hole}`,
+              )
             : inner.replace(hole, `(${mark}${hole})`);
       this.subs.push(type);
       return type;
@@ -691,12 +774,18 @@ class Parser {
   /** `A <number> _ <element type>` (or `A_`): `char [17]`, `char const (&) [17]` once referred to. */
   private arrayType(): string {
     this.expect('A');
-    const digits = /^\d*/.exec(this.s.slice(this.at, this.at + 12))![0];
+    let digits = /^\d*/.exec(this.s.slice(this.at, this.at + 12))![0];
     this.at += digits.length;
+    // A dimension that is a template parameter (`A T_ _`): its argument, `[51ul]`.
+    if (digits === '' && this.peek() === 'T') digits = this.templateParam();
     this.expect('_');
     const element = this.type();
-    if (element.includes(hole)) throw new Unsupported();
-    const type = `${element} (${hole}) [${digits}]`;
+    // An array of arrays: `int [12][8]`; an array of functions or of pointers to them: not covered.
+    const nested = ` (${hole}) [`;
+    if (element.includes(hole) && !element.includes(nested)) throw new Unsupported();
+    const type = element.includes(nested)
+      ? element.replace(nested, `${nested}${digits}][`)
+      : `${element} (${hole}) [${digits}]`;
     this.subs.push(type);
     return type;
   }
@@ -785,8 +874,18 @@ function joinPack(pack: string[]): string {
 /** Marks where a pointer or reference goes in a function type (`void (*)(int)`); removed from the final name. */
 const hole = '\u0001';
 
+/** `\u0002N\u0003`: a lambda's template parameter N while it is read (see templateParam). */
+const lambdaParam = '\u0002';
+const lambdaParamEnd = '\u0003';
+const lambdaParamPattern = /\u0002(\d+)\u0003/g;
+
+/** A lambda's parameters with its template parameters written as libiberty writes them: `auto:1`. */
+function autoParams(text: string): string {
+  return text.replace(lambdaParamPattern, (_, i: string) => `auto:${Number(i) + 1}`);
+}
+
 function finish(name: string): string {
-  return name.replaceAll(` (${hole}) [`, ' [').replaceAll(`(${hole})`, '').replaceAll(hole, '');
+  return autoParams(name.replaceAll(` (${hole}) [`, ' [').replaceAll(`(${hole})`, '').replaceAll(hole, ''));
 }
 
 /** `name<args>` as libiberty writes it: `> >` between closing brackets, `operator< <int>`. */

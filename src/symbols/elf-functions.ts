@@ -5,7 +5,7 @@
 // next begins. Takes a ByteSource (elf.ts), gives a sorted table to look file offsets up in, in columns
 // (function-columns.ts: names decoded and demangled when a lookup returns them), or as bigint objects for a file whose
 // values reach 2^52. Reads are bounded by `limits`: a forged header yields an error, never a huge allocation.
-import { demangle } from './demangle.js';
+import { demangle, type DemangleForm } from './demangle.js';
 import { sectionTypes, type ByteSource } from './elf.js';
 import { columnTable, FunctionRows, maxColumnValue, perfPrefers } from './function-columns.js';
 
@@ -56,6 +56,8 @@ export interface FunctionSymbol {
    * as most symbols of a library are never looked up.
    */
   mangledSuffix?: string;
+  /** How `name` is demangled when it is (set with mangledSuffix; default perf 6.1's form). */
+  demangleForm?: DemangleForm;
 }
 
 /**
@@ -64,7 +66,7 @@ export interface FunctionSymbol {
  */
 export function nameOf(sym: FunctionSymbol): string {
   if (sym.mangledSuffix === undefined) return sym.name;
-  sym.name = (demangle(sym.name) ?? sym.name) + sym.mangledSuffix;
+  sym.name = (demangle(sym.name, sym.demangleForm) ?? sym.name) + sym.mangledSuffix;
   sym.mangledSuffix = undefined;
   return sym.name;
 }
@@ -146,14 +148,16 @@ export async function readLoadSegments(source: ByteSource): Promise<Segment[]> {
  * are moved to file offsets by the load segments of `runtime` (the mapped file, when `source` is its debug file).
  */
 /**
- * `demangle`: C++ names as perf prints them (true), or as they are (perf script --no-demangle). `plt`: the PLT entries
- * as perf 6.1 synthesizes them, or as perf 6.12 does (readPltSymbols).
+ * `demangle`: C++ names as perf prints them (true: as perf 6.1 does; or the DemangleForm of the perf that recorded), or
+ * as they are (false: perf script --no-demangle). `plt`: the PLT entries as perf 6.1 synthesizes them, or as perf 6.12
+ * does (readPltSymbols).
  */
 export async function readFunctionTable(
   source: ByteSource,
   runtime: ByteSource = source,
-  { demangle: demangling = true, plt: pltRules = '6.1' }: { demangle?: boolean; plt?: PltRules } = {},
+  { demangle: demangleAs = true, plt: pltRules = '6.1' }: { demangle?: boolean | DemangleForm; plt?: PltRules } = {},
 ): Promise<FunctionTable> {
+  const demangling: DemangleForm | false = demangleAs === true ? 'perf6.1' : demangleAs;
   const header = await elfHeader(source);
   if (!header) return tableOf([]);
   const segments = await readLoadSegments(runtime);
@@ -199,7 +203,7 @@ interface SymbolEntries {
   strBytes: Buffer;
   sections: Section[];
   isText: (section: number) => boolean;
-  demangling: boolean;
+  demangling: DemangleForm | false;
 }
 
 /**
@@ -227,11 +231,11 @@ function eachFunction(
     if (nameAt >= strBytes.length) continue;
     // perf demangles C++ names as it loads them, before it chooses among symbols at one address: the choice (prefer)
     // demangles those it compares, lookups the rest. A demangled name holds a `$` only where the mangled one does.
-    const mangled = demangling && strBytes[nameAt] === 0x5f && strBytes[nameAt + 1] === 0x5a;
+    const mangled = demangling !== false && strBytes[nameAt] === 0x5f && strBytes[nameAt + 1] === 0x5a;
     let named: string | undefined;
     if (mangled && dollars) {
       const raw = cString(strBytes, nameAt);
-      if (raw.includes('$')) named = demangle(raw) ?? raw;
+      if (raw.includes('$')) named = demangle(raw, demangling || undefined) ?? raw;
     }
     // ARM mapping symbols ($a, $d, $x) are not functions.
     if (named ? named.startsWith('$') : !mangled && strBytes[nameAt] === 0x24) continue;
@@ -285,6 +289,7 @@ function columnFunctions(
   const mangled = new Uint8Array(candidates);
   const named = new Map<number, string>();
   const { symBytes, words, strBytes } = entries;
+  const form = entries.demangling || undefined;
   const complete = eachFunction(entries, (at, nameAt, isMangled, demangled) => {
     const value = columnValue(words, (at >> 2) + 2);
     const size = columnValue(words, (at >> 2) + 4);
@@ -309,7 +314,7 @@ function columnFunctions(
     const known = named.get(row);
     if (known !== undefined) return known;
     const raw = cString(strBytes, nameAts[row]!);
-    return mangled[row] ? (demangle(raw) ?? raw) : raw;
+    return mangled[row] ? (demangle(raw, form) ?? raw) : raw;
   };
   return columnTable(rows, name, { functions });
 }
@@ -331,6 +336,7 @@ function objectFunctions(entries: SymbolEntries, segments: Segment[], plt: Funct
       name: named ?? cString(strBytes, nameAt),
       binding: symBytes[at + 4]! >> 4,
       mangledSuffix: mangled && named === undefined ? '' : undefined,
+      demangleForm: entries.demangling || undefined,
     });
     return true;
   });
@@ -350,7 +356,11 @@ export type PltRules = '6.1' | '6.12';
  * entries in `.plt.sec` when there is one (the header symbol then covers all of `.plt`), and sees no header in a
  * `.plt` holding exactly one entry per relocation.
  */
-async function readPltSymbols(source: ByteSource, demangling: boolean, rules: PltRules): Promise<FunctionSymbol[]> {
+async function readPltSymbols(
+  source: ByteSource,
+  demangling: DemangleForm | false,
+  rules: PltRules,
+): Promise<FunctionSymbol[]> {
   const header = await elfHeader(source);
   if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
   const sections = await readSectionHeaders(source, header);
@@ -388,7 +398,7 @@ async function readPltSymbols(source: ByteSource, demangling: boolean, rules: Pl
   for (const raw of pltNames) {
     const symbol: FunctionSymbol =
       demangling && raw.startsWith('_Z')
-        ? { start, end: start + entry, name: raw, binding: STB_GLOBAL, mangledSuffix: '@plt' }
+        ? { start, end: start + entry, name: raw, binding: STB_GLOBAL, mangledSuffix: '@plt', demangleForm: demangling }
         : { start, end: start + entry, name: `${raw}@plt`, binding: STB_GLOBAL };
     out.push(symbol);
     start += entry;
