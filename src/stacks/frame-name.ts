@@ -125,7 +125,9 @@ function readableFrame(
       name = resolved.name;
       kind = resolved.kind;
     } else {
-      const base = line.dso === undefined || line.dso === '[unknown]' ? 'unknown' : basename(line.dso);
+      // A bracketed dso (`[vdso]`) is not bracketed twice: `[[vdso]]` would read as a module's tag.
+      const file = line.dso === undefined || line.dso === '[unknown]' ? 'unknown' : basename(line.dso);
+      const base = /^\[.*\]$/.test(file) ? file.slice(1, -1) : file;
       name = options.addrs ? `[${base} <${line.ip}>]` : `[${base}]`;
     }
   }
