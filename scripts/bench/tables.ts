@@ -9,7 +9,7 @@ import { open } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { perfMapFunctions } from '../../src/postprocess/native-symbols.js';
+import { perfMapFunctions } from '../../src/postprocess/jit-maps.js';
 import { kallsymsTable } from '../../src/symbols/kallsyms.js';
 import { fileByteSource } from '../../src/symbols/elf.js';
 import { readFunctionTable } from '../../src/symbols/elf-functions.js';

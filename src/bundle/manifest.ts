@@ -28,6 +28,8 @@ export interface ManifestFacts {
   postprocess: {
     /** Who read perf.data: perf script (`perf`) or profcpu's own reader (`native`). */
     engine?: 'perf' | 'native';
+    /** Why perf script read it where the native engine was meant to (src/postprocess/engine-choice.ts). */
+    handOver?: string;
     /** Each external command run, as an argv, in the output folder. */
     commands: string[][];
     /** Wall time of each phase, in milliseconds. */
@@ -40,12 +42,27 @@ export interface ManifestFacts {
     perfScriptIsolated: boolean;
     /** Where perf maps were placed for perf script, and from which copy. */
     perfMaps: { from: string; placedAt: string }[];
+    /**
+     * The perf maps the native engine named JIT code from, per process (the PID perf recorded): the file (relative
+     * to the folder, or this machine's /tmp/perf-<pid>.map), where it came from, its entries.
+     */
+    jitMaps?: { pid: number; file: string; origin: 'snapshot' | 'folder' | 'machine'; symbols: number }[];
     /** Binaries of target/binaries perf script read (this machine's build-id cache had no copy of them). */
     keptBinariesPlaced: number;
     /** perf.data was not finished (perf killed with the target) and was completed: what it held. */
     recovered?: { dataBytes: number; samples: number; cutBytes: number };
   };
-  samples: { parsed: number; kept: number; weight: number; distinctStacks: number; events: string[] };
+  samples: {
+    parsed: number;
+    kept: number;
+    weight: number;
+    distinctStacks: number;
+    events: string[];
+    /** Samples of each event (the first seen is folded unless --event-filter names another). */
+    byEvent?: Record<string, number>;
+    /** The event folded. */
+    folded?: string;
+  };
   /** Lines or samples the fold skipped, by kind. */
   skipped: Record<string, number>;
   naming: NamingQuality;

@@ -104,8 +104,9 @@ const command: CommandModule<object, PostprocessArgs> = {
       .option('engine', {
         choices: ['perf', 'native'] as const,
         describe:
-          `Who reads perf.data: perf script, or profcpu itself (no perf needed). Default: ` +
-          defaultPostprocessOptions.engine,
+          'Who reads perf.data: perf script, or profcpu itself (no perf needed). Default: profcpu itself, which ' +
+          'hands to perf script, saying why, a recording it does not read as perf does (DWARF or LBR call graphs, ' +
+          'hardware trace)',
       })
       .option('force', {
         type: 'boolean',
@@ -161,7 +162,7 @@ const command: CommandModule<object, PostprocessArgs> = {
           progress: reporter.info,
         },
       );
-      process.stdout.write(summary(result));
+      process.stdout.write(summary(result, Boolean(args.eventFilter)));
     } finally {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
@@ -197,7 +198,7 @@ async function folderOf(
 }
 
 /** The engine asked for, or the default. `--engine perf` with no perf installed is an error that says what to do. */
-async function chooseEngine(asked: Engine | undefined, perfPath: string): Promise<Engine> {
+async function chooseEngine(asked: Engine | undefined, perfPath: string): Promise<Engine | 'auto'> {
   const engine = asked ?? defaultPostprocessOptions.engine;
   if (engine === 'perf' && !(await isInstalled(perfPath)))
     throw new ProfcpuError('NO_PERF', `--engine perf was asked, but perf was not found (${perfPath})`, {
@@ -216,7 +217,7 @@ async function giveFolder(dir: string, owner: { uid: number; gid: number }, repo
   await folder?.close();
 }
 
-function summary(result: PostprocessResult): string {
+function summary(result: PostprocessResult, filtered: boolean): string {
   const { fold } = result;
   const lines = [
     `${fold.keptSamples} samples kept of ${fold.samples}, ${fold.stacks.size} distinct stacks; files written:`,
@@ -224,9 +225,36 @@ function summary(result: PostprocessResult): string {
       .sort()
       .map((name) => `  ${relative(process.cwd(), result.files[name]!)}`),
   ];
+  lines.push(...eventLines(result, filtered), ...jitNameLines(result));
   const perfScript = result.files[layout.perfScript];
   if (perfScript) lines.push(`FlameScope: point it at the folder ${relative(process.cwd(), dirname(perfScript))}/`);
   return `${lines.join('\n')}\n`;
+}
+
+/** With several events: which was folded, and the samples of the others left out. */
+function eventLines(result: PostprocessResult, filtered: boolean): string[] {
+  const { events, eventSamples, foldedEvent } = result.fold;
+  if (events.length < 2 || foldedEvent === undefined) return [];
+  const others = events.filter((event) => event !== foldedEvent);
+  const left = others.map((event) => `${eventSamples[event] ?? 0} samples of ${event}`).join(', ');
+  const why = filtered ? 'asked for by --event-filter' : 'the first event seen; --event-filter NAME folds another';
+  return [`folded the samples of ${foldedEvent} (${why}); left out ${left}`];
+}
+
+/** Where JIT frames were named from, one line per perf map read or placed. */
+function jitNameLines(result: PostprocessResult): string[] {
+  const { jitMaps = [], perfMaps } = result.manifest.postprocess;
+  const origin = {
+    snapshot: 'collect’s snapshot',
+    folder: 'the copy beside perf.data',
+    machine: 'this machine, as perf reads it',
+  };
+  return [
+    ...jitMaps.map(
+      (map) => `JIT names of process ${map.pid}: ${map.file} (${origin[map.origin]}, ${map.symbols} entries)`,
+    ),
+    ...perfMaps.map((map) => `JIT names: ${map.from} placed at ${map.placedAt} for perf script`),
+  ];
 }
 
 export default command;

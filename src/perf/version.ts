@@ -46,6 +46,8 @@ export interface RecordingHeader {
   firstSampleTime?: number;
   lastSampleTime?: number;
   sampleDurationMs?: number;
+  /** `samples` when the times were read from the samples, perf.data's header having none. */
+  sampleTimesFrom?: 'samples';
 }
 
 /**

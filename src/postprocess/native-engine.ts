@@ -13,7 +13,8 @@ import { readPerfDataFile } from '../perf/data/reader.js';
 import { ScriptTextWriter } from '../perf/data/script-text.js';
 import { parseRecordingHeader } from '../perf/version.js';
 import { StackFolder, type FrameResolver } from '../stacks/fold.js';
-import { nativeSymbols } from './native-symbols.js';
+import { PerfMaps } from './jit-maps.js';
+import { nativeSymbols, recordedHere } from './native-symbols.js';
 import type { PartialOutputs } from './outputs.js';
 import { mapsToPlace } from './perf-maps.js';
 import type { PostprocessOptions } from './postprocess.js';
@@ -61,7 +62,8 @@ export async function runNativeAndFold(
     resolver,
     context.archive,
   );
-  const perfMaps = await mapsToPlace(folder, warn);
+  const copies = await mapsToPlace(folder, warn);
+  let perfMaps: PerfMaps | undefined;
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();
   let events = 0;
@@ -74,6 +76,7 @@ export async function runNativeAndFold(
       `${folder.path}/${layout.perfData}`,
       {
         async header(header) {
+          perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
           const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
             demangle: !opts.perfScriptArgs.includes('--no-demangle'),
             signal: loadsAhead.signal,
@@ -102,6 +105,7 @@ export async function runNativeAndFold(
       linesCut: output.linesCut,
       isolated: false,
       perfMaps: [],
+      jitMaps: perfMaps?.used ?? [],
       keptBinaries: 0,
     };
   } catch (error) {

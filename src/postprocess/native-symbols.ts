@@ -5,32 +5,31 @@
 // the recording's kernel had them when that text is of another boot (perf's kallsyms delta); file mappings from the
 // symbol tables of the binaries the folder keeps (target/binaries/<build-id>), else of the file at the recorded path
 // when its build-id is the recorded one (or none was recorded), else of the copy perf record left in this machine's
-// build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the folder's perf map, under the
-// PID perf recorded; [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
+// build-id cache (~/.debug/.build-id/<xx>/<rest>/elf, its debug file beside it); anonymous code from the process's
+// perf map (jit-maps.ts); [vdso] frames from the vdso image perf would read (vdsoTable). Every file is read within limits;
 // a file that cannot be read names nothing. perf.data may come from anybody (a prof.tar.gz sent): a path it names is
 // opened only when it is a regular file (a device's open has effects: /dev/watchdog), and this machine's files (at
 // recorded paths, in its build-id cache) are read only when perf.data was recorded on this machine (its hostname).
 // The tables of the files perf.data lists start loading with the kernel's, before the first frame asks for them.
-import { constants, readFileSync } from 'node:fs';
-import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { readFile, type FileHandle } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Warn } from '../diagnostics.js';
 import { layout } from '../bundle/layout.js';
-import { readLimitDefaults, withDeadline } from '../files/bounded-read.js';
+import { openMachineFile, readMachineFile } from '../files/machine-files.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
 import { bytesSource, fileByteSource, isBuildId, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
-import { fixup, readFunctionTable, tableOf, type FunctionTable, type PltRules } from '../symbols/elf-functions.js';
-import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
+import { readFunctionTable, tableOf, type FunctionTable, type PltRules } from '../symbols/elf-functions.js';
+import type { DemangleForm } from '../symbols/demangle.js';
 import { kallsymsDelta, kallsymsTable } from '../symbols/kallsyms.js';
-import { readPerfMap } from '../symbols/perfmap.js';
+import type { PerfMaps } from './jit-maps.js';
 import { maxVdsoBytes, ownVdso } from '../symbols/vdso.js';
 
 const maxKallsymsBytes = 64 << 20;
-const maxPerfMapBytes = 1 << 30;
 
 /**
  * The files whose tables load before a frame asks: the first `files` of perf.data's build-id table (a forged one may
@@ -43,15 +42,25 @@ export interface NativeSymbolSources {
   kernel: string | undefined;
 }
 
+/**
+ * perf.data was recorded on this machine (its hostname): only then are this machine's files (at recorded paths, in
+ * its build-id cache, in /tmp) the recording's. Files of another machine at the same paths are other files; and a
+ * sent perf.data must not make this machine's files (their symbol names) part of the outputs.
+ */
+export function recordedHere(header: PerfDataHeader): boolean {
+  return header.features.hostname === hostname();
+}
+
 export async function nativeSymbols(
   folder: OutputFolder,
   header: PerfDataHeader,
-  perfMaps: readonly { from: string; pid: number }[],
+  perfMaps: PerfMaps | undefined,
   warn: Warn,
   { demangle = true, signal }: { demangle?: boolean; signal?: AbortSignal } = {},
 ): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
   const buildIds = new Map<string, string>();
-  for (const entry of header.features.buildIds) buildIds.set(entry.filename, entry.buildId);
+  // An entry with an empty build-id (perf record -z writes them so) says nothing: perf reads such a file unchecked.
+  for (const entry of header.features.buildIds) if (entry.buildId !== '') buildIds.set(entry.filename, entry.buildId);
   // The kernel's table loads while the kept index is read and the files' tables start loading (below).
   const kernelLoad = kernelText(folder, buildIds.get('[kernel.kallsyms]'), warn);
   kernelLoad.catch(() => {});
@@ -61,31 +70,34 @@ export async function nativeSymbols(
   // named from whatever file has that path here. A path kept under two build-ids says nothing.
   const keptByPath = new Map<string, string | undefined>();
   for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
-  // Files of another machine at the same paths are other files; and a sent perf.data must not make this machine's
-  // files (their symbol names) part of the outputs.
-  const hostFiles = header.features.hostname === hostname();
+  const hostFiles = recordedHere(header);
   // PLT entries as the perf that recorded would name them.
   const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
   const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
+  // C++ names as the perf that recorded would print them (demangle.ts): parameters and all from perf 6.4 on.
+  const demangleAs: DemangleForm | false = !demangle
+    ? false
+    : version && (Number(version[1]) > 6 || Number(version[2]) >= 4)
+      ? 'full'
+      : 'perf6.1';
   const tables = new Map<string, Promise<FunctionTable>>();
-  const mapTables = new Map<number, Promise<FunctionTable>>();
-  for (const { from, pid } of perfMaps) mapTables.set(pid, perfMapTable(folder, from));
 
   let vdso: Promise<FunctionTable> | undefined;
   const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
     if (mapping.dso === '[vdso]')
       return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
-    if (perfMap) return mapTables.get(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
+    if (perfMap) return perfMaps?.table(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
     return pathTable(mapping.path, mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path));
   };
   const pathTable = (path: string, buildId: string | undefined): Promise<FunctionTable> => {
     const key = `${buildId ?? ''}\0${path}`;
     let table = tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, path, buildId, kept.has(buildId ?? ''), hostFiles, { demangle, plt }).catch(() =>
-        tableOf([]),
-      );
+      table = loadFileTable(folder, path, buildId, kept.has(buildId ?? ''), hostFiles, {
+        demangle: demangleAs,
+        plt,
+      }).catch(() => tableOf([]));
       tables.set(key, table);
     }
     return table;
@@ -157,7 +169,7 @@ async function loadFileTable(
   buildId: string | undefined,
   isKept: boolean,
   hostFiles: boolean,
-  naming: { demangle: boolean; plt: PltRules },
+  naming: { demangle: DemangleForm | false; plt: PltRules },
 ): Promise<FunctionTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
@@ -166,11 +178,11 @@ async function loadFileTable(
     return (kept && (await tableFromFile(kept, path, buildId, true, debug))) || tableOf([]);
   }
   if (!hostFiles) return tableOf([]);
-  const local = await openLocal(path);
+  const local = await openMachineFile(path);
   const table = local ? await tableFromFile(local, path, buildId, false, naming) : undefined;
   if (table || !buildId) return table ?? tableOf([]);
   // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
-  const cached = await openLocal(buildIdCachePath(buildId, 'elf'));
+  const cached = await openMachineFile(buildIdCachePath(buildId, 'elf'));
   return (cached && (await tableFromFile(cached, path, buildId, false, naming))) || tableOf([]);
 }
 
@@ -185,7 +197,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  naming: { demangle: boolean; plt: PltRules; byBuildIdOnly?: boolean },
+  naming: { demangle: DemangleForm | false; plt: PltRules; byBuildIdOnly?: boolean },
 ): Promise<FunctionTable | undefined> {
   try {
     const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
@@ -197,7 +209,7 @@ async function tableFromFile(
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     const byLink = !naming.byBuildIdOnly;
     for (const candidate of debugCandidates(info, path, buildId ?? fileId, byLink)) {
-      const debug = await openLocal(candidate);
+      const debug = await openMachineFile(candidate);
       if (!debug) continue;
       try {
         const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
@@ -262,57 +274,6 @@ function debugCandidates(
 }
 
 /**
- * A regular file of this machine opened for reading, or undefined. stat comes first: opening anything else may act
- * (a watchdog arms, a tape rewinds, a FIFO's writer wakes); the fstat after checks the file opened is the one seen.
- */
-async function openLocal(path: string): Promise<FileHandle | undefined> {
-  if (!path.startsWith('/') || path.startsWith('/memfd:') || path.endsWith(' (deleted)')) return undefined;
-  const seen = await stat(path).catch(() => undefined);
-  if (!seen?.isFile()) return undefined;
-  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(
-    () => undefined,
-  );
-  if (!handle) return undefined;
-  const opened = await handle.stat().catch(() => undefined);
-  if (opened?.isFile() && opened.dev === seen.dev && opened.ino === seen.ino) return handle;
-  await handle.close();
-  return undefined;
-}
-
-async function perfMapTable(folder: OutputFolder, from: string): Promise<FunctionTable> {
-  try {
-    const { bytes } = await folder.read(from, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 });
-    return perfMapFunctions(bytes);
-  } catch {
-    return tableOf([]);
-  }
-}
-
-/**
- * A perf map's ranges as a function table: in columns (starts relative to the lowest, names read from the map's bytes
- * when a lookup returns them), as objects when the ranges span 2^52 or more.
- */
-export function perfMapFunctions(bytes: Uint8Array): FunctionTable {
-  const { symbols } = readPerfMap(bytes);
-  const lowest = symbols.lowest();
-  if (lowest < 0) return tableOf([]);
-  const rows = new FunctionRows(symbols.length);
-  for (let i = 0; i < symbols.length; i++) {
-    const start = symbols.offsetOf(i, lowest);
-    const end = start + symbols.sizeOf(i);
-    if (end >= maxColumnValue) {
-      const objects = symbols
-        .toArray()
-        .map((s) => ({ start: s.start, end: s.start + s.size, name: s.name, binding: 1 }));
-      return tableOf(fixup(objects));
-    }
-    rows.push(start, end, 1);
-  }
-  const base = symbols.symbol(lowest).start;
-  return columnTable(rows, (row) => symbols.name(row), { functions: rows.count, base });
-}
-
-/**
  * The recorded [vdso]'s symbols: from the image collect kept (target/vdso), when its build-id is the recorded one or
  * none was recorded; else as perf finds them. With a build-id recorded (perf's build-id table; `--buildid-mmap`
  * records none for the vdso, which is no file), perf reads only its cache's copy, `~/.debug/[vdso]/<build-id>/vdso`,
@@ -327,7 +288,7 @@ async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefin
   for (const image of [
     kept,
     recordedBuildId
-      ? await readLocalFile(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'), maxVdsoBytes)
+      ? (await readMachineFile(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'), maxVdsoBytes))?.bytes
       : await ownVdso().catch(() => undefined),
   ]) {
     if (!image) continue;
@@ -338,28 +299,6 @@ async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefin
     if (table && table.size > 0) return table;
   }
   return tableOf([]);
-}
-
-/**
- * A file of this machine read whole, when it is a regular file (openLocal's rules) of at most `maxBytes`, within
- * bounded-read.ts's default deadline (a home folder on a hung network file system); undefined otherwise, or when it
- * cannot be read in time.
- */
-async function readLocalFile(path: string, maxBytes: number): Promise<Buffer | undefined> {
-  const read = async (): Promise<Buffer | undefined> => {
-    const handle = await openLocal(path);
-    if (!handle) return undefined;
-    try {
-      const { size } = await handle.stat();
-      if (size <= 0 || size > maxBytes) return undefined;
-      const bytes = Buffer.alloc(size);
-      const { bytesRead } = await handle.read(bytes, 0, size, 0);
-      return bytes.subarray(0, bytesRead);
-    } finally {
-      await handle.close();
-    }
-  };
-  return withDeadline(readLimitDefaults, path, read).catch(() => undefined);
 }
 
 /**
@@ -410,7 +349,7 @@ async function cachedKallsyms(buildId: string): Promise<{ bytes: Buffer; path: s
   if (!isBuildId(buildId)) return undefined;
   const entry = join(homedir(), '.debug', '[kernel.kallsyms]', buildId);
   for (const path of [join(entry, 'kallsyms'), entry]) {
-    const bytes = await readLocalFile(path, maxKallsymsBytes);
+    const bytes = (await readMachineFile(path, maxKallsymsBytes))?.bytes;
     if (bytes) return { bytes, path };
   }
   return undefined;

@@ -1,6 +1,6 @@
 // Puts the perf-map copies an output folder keeps where perf script looks for them, for the time perf script runs.
-// Takes the folder (its `target/perf-<nspid>.map` and `target/target.json`), gives the list of files placed and a
-// `remove()` that deletes exactly those.
+// Takes the folder (its `target/perf-<nspid>.map` and `target/target.json`, and copies `perf-<pid>.map` beside
+// perf.data), gives the list of files placed and a `remove()` that deletes exactly those.
 //
 // Why: perf names JIT frames from `/tmp/perf-<pid>.map`, <pid> being the PID recorded in perf.data. Once the target is
 // gone (or when it lived in another mount namespace) only perf's own /tmp is consulted, so the copy taken during the
@@ -139,8 +139,23 @@ async function identity(path: string): Promise<string> {
   return `${s.dev}:${s.ino}:${s.ctimeNs}`;
 }
 
-/** The folder's perf-map copies and the PID perf recorded for each (see the top of this file). */
+/**
+ * The folder's perf-map copies and the PID perf recorded for each: collect's snapshot (see the top of this file),
+ * then copies beside perf.data, `perf-<pid>.map`, named by the PID perf recorded (as people copy /tmp's), for the
+ * processes the snapshots do not cover.
+ */
 export async function mapsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: string; pid: number }[]> {
+  const snapshots = await snapshotsToPlace(folder, warn);
+  const covered = new Set(snapshots.map(({ pid }) => pid));
+  const beside = (await folder.list('.'))
+    .map((name) => /^perf-(\d+)\.map$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null && !covered.has(Number(m[1])))
+    .map((m) => ({ from: m[0], pid: Number(m[1]) }))
+    .sort((a, b) => a.pid - b.pid);
+  return [...snapshots, ...beside];
+}
+
+async function snapshotsToPlace(folder: OutputFolder, warn: Warn): Promise<{ from: string; pid: number }[]> {
   const ids = await readTargetIds(folder, warn);
   if (ids) {
     const from = layout.perfMap(ids.nspid);

@@ -22,7 +22,7 @@ import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/perf-path.js';
-import { parseRecordingHeader, perfVersion } from '../perf/version.js';
+import { parseRecordingHeader, perfVersion, type RecordingHeader } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded, inSortedOrder } from '../stacks/folded.js';
@@ -37,6 +37,9 @@ import { buildIdView, type BuildIdView } from './buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
 import { runNativeAndFold } from './native-engine.js';
+import { nativeShortfall, type Engine } from './engine-choice.js';
+import { inspectPerfData } from '../perf/data/reader.js';
+import type { PerfMapUse } from './jit-maps.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
 export type FrameResolverFactory = (
@@ -79,14 +82,17 @@ export interface PostprocessOptions {
   /** Milliseconds between progress lines while perf script streams. Default 1000. */
   progressIntervalMs: number;
   /**
-   * Who reads perf.data: `perf` (perf script) or `native` (profcpu's own reader, src/postprocess/native-engine.ts,
-   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`). Default `native`: it writes the same frames
-   * and folds as perf script on the test corpus (test/postprocess/engines.test.ts), with no perf installed.
+   * Who reads perf.data: `perf` (perf script), `native` (profcpu's own reader, src/postprocess/native-engine.ts,
+   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`), or `auto`: the native engine, unless the
+   * recording holds what it does not read the way perf does (engine-choice.ts), which then goes to perf script with
+   * a warning saying why (or, with no perf installed, fails saying so). `native` asked for fails on such a
+   * recording. Default `auto`: the native engine writes the same frames and folds as perf script on the test corpus
+   * (test/postprocess/perf-corpus.test.ts, engines.test.ts), with no perf installed.
    */
-  engine: Engine;
+  engine: Engine | 'auto';
 }
 
-export type Engine = 'perf' | 'native';
+export type { Engine } from './engine-choice.js';
 
 /**
  * perf.data's size from which the outputs and raw data are hashed on a worker thread; below it they are hashed on the
@@ -111,7 +117,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   tarball: true,
   isolate: true,
   progressIntervalMs: 1000,
-  engine: 'native',
+  engine: 'auto',
 });
 
 export interface PostprocessContext {
@@ -184,7 +190,8 @@ async function postprocessFolder(
     }
   };
   const recovered = await finishPerfData(folder, warn, signal);
-  const opts = await withTargetFilter(folder, options);
+  const chosen = await chooseEngine(run, options, warn);
+  const opts = { ...(await withTargetFilter(folder, options)), engine: chosen.engine };
   const perfVersionPromise =
     opts.engine === 'native'
       ? Promise.resolve('not used (native engine)')
@@ -240,15 +247,17 @@ async function postprocessFolder(
       {
         createdAt: new Date().toISOString(),
         host: await hostFacts(perfVersionPromise),
-        recording: script.header,
+        recording: withSampleTimes(script.header, fold),
         postprocess: {
-          engine: opts.engine,
+          engine: chosen.engine,
+          ...(chosen.handOver && { handOver: chosen.handOver }),
           commands: scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [],
           durationsMs,
           perfScriptBytes: script.scriptBytes,
           ...(script.linesCut > 0 && { linesCut: script.linesCut }),
           perfScriptIsolated: script.isolated,
           perfMaps: script.perfMaps,
+          ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
           keptBinariesPlaced: script.keptBinaries,
           ...(recovered && { recovered }),
         },
@@ -258,6 +267,8 @@ async function postprocessFolder(
           weight: fold.weight,
           distinctStacks: fold.stacks.size,
           events: fold.events,
+          ...(fold.events.length > 1 && { byEvent: fold.eventSamples }),
+          ...(fold.foldedEvent !== undefined && { folded: fold.foldedEvent }),
         },
         skipped: fold.skipped,
         naming,
@@ -271,6 +282,50 @@ async function postprocessFolder(
     await tarball?.abandon();
     await outputs.discard();
   }
+}
+
+/**
+ * The recording's header, its sample times (perf.data's SAMPLE_TIME feature, 0 when perf skipped the pass that fills
+ * it: --buildid-mmap, a recording cut short) taken from the samples read when it has none.
+ */
+function withSampleTimes(header: RecordingHeader, fold: FoldResult): RecordingHeader {
+  if (!fold.times || (header.firstSampleTime && header.lastSampleTime)) return header;
+  const { first, last } = fold.times;
+  return {
+    ...header,
+    firstSampleTime: first,
+    lastSampleTime: last,
+    sampleDurationMs: Math.round((last - first) * 1e6) / 1e3,
+    sampleTimesFrom: 'samples',
+  };
+}
+
+/**
+ * The engine that reads this recording: perf, or the native engine unless the recording holds what it does not read
+ * the way perf does (engine-choice.ts); then, for `auto`, perf with a warning, or an error when perf is missing; for
+ * `native`, an error.
+ */
+async function chooseEngine(
+  run: Run,
+  options: PostprocessOptions,
+  warn: Warn,
+): Promise<{ engine: Engine; handOver?: string }> {
+  if (options.engine === 'perf') return { engine: 'perf' };
+  const outline = await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData });
+  const shortfall = nativeShortfall(outline);
+  if (!shortfall) return { engine: 'native' };
+  const instead = shortfall.recordInstead ? `; or ${shortfall.recordInstead}` : '';
+  if (options.engine === 'native')
+    throw new ProfcpuError('NEEDS_PERF', shortfall.why, {
+      remedy: `Leave out --engine native to have perf script read it (or pass --engine perf)${instead}.`,
+    });
+  const { isInstalled } = await import('../perf/select.js');
+  if (!(await isInstalled(options.perfPath)))
+    throw new ProfcpuError('NEEDS_PERF', `${shortfall.why}, and perf, which reads it, is not installed here`, {
+      remedy: `Install perf (Debian: apt-get install linux-perf) or pass --perf PATH, and run again${instead}.`,
+    });
+  warn(`${shortfall.why}: perf script reads it instead (${options.perfPath})`);
+  return { engine: 'perf', handOver: shortfall.why };
 }
 
 /** A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples. */
@@ -410,6 +465,7 @@ async function runScriptAndFold(
       linesCut: tee.linesCut,
       isolated: wrapper !== undefined,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
+      jitMaps: [] as PerfMapUse[],
       keptBinaries: view?.placed ?? 0,
     };
   } catch (error) {

@@ -1,6 +1,7 @@
 // An output folder in, the .NET frame resolver for its target out: reads the snapshots collect took
 // (`target/perf-<nspid>.map`, `target/jit-<nspid>.dump`, `target/maps`, `target/target.json`, see
-// src/bundle/layout.ts) and says what it found. This is the FrameResolverFactory postprocess takes.
+// src/bundle/layout.ts), or, in a folder without them, the copies of one process's `perf-<pid>.map` and
+// `jit-<pid>.dump` beside perf.data, and says what it found. This is the FrameResolverFactory postprocess takes.
 // Missing or damaged files are warnings, not errors: perf script still names what it can without them.
 
 import { join } from 'node:path';
@@ -79,6 +80,11 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
   const dir = folder.path;
   const ids = await readTargetIds(folder);
   const names = await folder.list(layout.targetDir);
+  const beside = (await folder.list('.')).filter((name) => /^(perf-\d+\.map|jit-\d+\.dump)$/.test(name));
+  // Copies beside perf.data (a recording made by hand, its /tmp files copied next to it) are named by the PID perf
+  // recorded: the resolver takes one process, that of the only PID they name, when the folder has no snapshot.
+  const besidePids = [...new Set(beside.map((name) => Number(/\d+/.exec(name)![0])))];
+  const besidePid = besidePids.length === 1 ? besidePids[0] : undefined;
   const pick = (fileOf: (nspid: number) => string, pattern: RegExp): string | undefined => {
     if (ids?.nspid !== undefined) {
       const file = fileOf(ids.nspid);
@@ -86,10 +92,16 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
     }
     // Without target.json, the one snapshot there is (the folder holds a single target).
     const found = names.filter((n) => pattern.test(n)).sort();
-    return found.length === 1 ? `${layout.targetDir}/${found[0]!}` : undefined;
+    if (found.length === 1) return `${layout.targetDir}/${found[0]!}`;
+    if (ids || besidePid === undefined) return undefined;
+    const copy = fileOf(besidePid).slice(layout.targetDir.length + 1);
+    return beside.includes(copy) ? copy : undefined;
   };
 
-  const sources: NamingSources = { pids: ids ? [...new Set([ids.pid, ids.nspid])] : [], runtime: ids?.runtime };
+  const sources: NamingSources = {
+    pids: ids ? [...new Set([ids.pid, ids.nspid])] : besidePid !== undefined ? [besidePid] : [],
+    runtime: ids?.runtime,
+  };
   let symbols = new SymbolTable();
 
   const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);

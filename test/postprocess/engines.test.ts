@@ -3,13 +3,14 @@
 // flamescope/perf_script.out (every line but the `#` header, which perf fills with facts of the machine and file that
 // profcpu does not repeat) byte for byte.
 import assert from 'node:assert/strict';
-import { cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chown, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/bundle/layout.js';
+import { isProfcpuError } from '../../src/error.js';
 import type { StepContext } from '../../src/collect/steps.js';
 import { vdsoStep } from '../../src/collect/vdso-step.js';
 import { postprocess, type Engine } from '../../src/postprocess/postprocess.js';
@@ -196,3 +197,86 @@ for (const [how, flags, keepVdso] of [
     t.diagnostic(`${vdso.reduce((sum, [, n]) => sum + n, 0)} of ${samples} samples end in __vdso_clock_gettime`);
   });
 }
+
+// A recording made by hand of a runtime that writes a perf map (here Node with --perf-basic-prof): perf names its JIT
+// frames from /tmp/perf-<pid>.map, and so must the native engine, from there or from a copy beside perf.data, and
+// say which it read.
+test('perf record of a Node process, its perf map left in /tmp, then copied beside perf.data: both engines name its JIT frames', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const recording = await recordNode(dir, 1500);
+  const map = `/tmp/perf-${recording.pid}.map`;
+  t.after(() => rm(map, { force: true }));
+
+  // Left where perf reads it.
+  const native = await assertSameFold(t, dir);
+  for (const name of burnFunctions) assert.ok([...native.keys()].join('\n').includes(name), `${name} named`);
+  const run = await postprocess(dir, { tarball: false });
+  assert.deepEqual(
+    run.manifest.postprocess.jitMaps?.map(({ file, origin }) => ({ file, origin })),
+    [{ file: map, origin: 'machine' }],
+  );
+
+  // Owned by somebody else: perf (6.1 and 7.3) reads it all the same, and so does the native engine.
+  await chown(map, 12345, 12345);
+  const owned = await assertSameFold(t, dir);
+  assert.ok([...owned.keys()].join('\n').includes(burnFunctions[0]));
+
+  // Copied beside perf.data, as people copy it, and gone from /tmp.
+  await cp(map, join(dir, `perf-${recording.pid}.map`));
+  await chown(join(dir, `perf-${recording.pid}.map`), 0, 0);
+  await rm(map);
+  const beside = await assertSameFold(t, dir);
+  for (const name of burnFunctions) assert.ok([...beside.keys()].join('\n').includes(name), `${name} named`);
+  const again = await postprocess(dir, { tarball: false });
+  assert.deepEqual(
+    again.manifest.postprocess.jitMaps?.map(({ file, origin }) => ({ file, origin })),
+    [{ file: `perf-${recording.pid}.map`, origin: 'folder' }],
+  );
+});
+
+// DWARF call graphs: the native engine does not unwind them; perf script reads them instead, with one line saying why,
+// or, without perf (or with --engine native asked for), postprocess stops with the reason and the remedy.
+test('perf record --call-graph dwarf: handed to perf script with a warning, or refused with the remedy', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await execa('perf', [
+    'record',
+    '--call-graph',
+    'dwarf,4096',
+    '-F',
+    '99',
+    '-e',
+    'cpu-clock',
+    '-o',
+    join(dir, 'perf.data'),
+    '--',
+    'sh',
+    '-c',
+    'dd if=/dev/urandom of=/dev/null bs=64k count=2000',
+  ]);
+  const warnings: string[] = [];
+  const handed = await postprocess(dir, { tarball: false }, { warn: (w) => warnings.push(w) });
+  assert.equal(handed.manifest.postprocess.engine, 'perf');
+  assert.match(handed.manifest.postprocess.handOver ?? '', /DWARF call graphs/);
+  assert.ok(
+    warnings.some((w) => /DWARF call graphs .*: perf script reads it instead/.test(w)),
+    warnings.join('\n'),
+  );
+  const perf = await outputs(t, dir, 'perf');
+  assert.deepEqual(handed.fold.stacks, perf.stacks);
+
+  await assert.rejects(postprocess(dir, { tarball: false, engine: 'native' }), (error: unknown) => {
+    assert.ok(isProfcpuError(error, 'NEEDS_PERF'));
+    assert.match(error.remedy ?? '', /Leave out --engine native/);
+    return true;
+  });
+  await assert.rejects(postprocess(dir, { tarball: false, perfPath: join(dir, 'no-perf') }), (error: unknown) => {
+    assert.ok(isProfcpuError(error, 'NEEDS_PERF'));
+    assert.match(error.message, /perf, which reads it, is not installed here/);
+    assert.match(error.remedy ?? '', /apt-get install linux-perf/);
+    return true;
+  });
+});

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { perfMapFunctions } from '../../src/postprocess/native-symbols.js';
+import { perfMapFunctions } from '../../src/postprocess/jit-maps.js';
 import { kallsymsTable } from '../../src/symbols/kallsyms.js';
 import { bytesSource } from '../../src/symbols/elf.js';
 import { readFunctionTable } from '../../src/symbols/elf-functions.js';

@@ -1,0 +1,114 @@
+// The perf maps the native engine names JIT code from, one per process as perf recorded it: takes the output folder
+// and whether perf.data was recorded on this machine, gives each process's table, loaded when its first frame asks,
+// and says where each came from. perf script names a process's anonymous code from `/tmp/perf-<pid>.map` alone; a
+// folder carries its own copies, so the native engine looks, for process <pid>:
+//   1. at collect's snapshot (`target/perf-<nspid>.map`, under the PID target.json says perf saw: perf-maps.ts),
+//   2. at a copy beside perf.data, `perf-<pid>.map`, as people copy it next to a recording made by hand,
+//   3. on this machine, when the recording was made here, at `/tmp/perf-<pid>.map`, where perf reads it: a regular
+//      file (through a link, as perf), its first GiB. perf opens whatever is there, and hangs on a FIFO another user
+//      left there: this opens nothing else. perf 6.1 and 7.3 read a map whatever its owner (checked: a map owned by
+//      another user is read), and so does this.
+// postprocess --engine perf places 1 and 2 at /tmp for perf (perf-maps.ts), so both engines read the same maps.
+import type { Warn } from '../diagnostics.js';
+import { readMachineFile } from '../files/machine-files.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import { fixup, tableOf, type FunctionTable } from '../symbols/elf-functions.js';
+import { columnTable, FunctionRows, maxColumnValue } from '../symbols/function-columns.js';
+import { readPerfMap } from '../symbols/perfmap.js';
+
+/** Bytes of a perf map read at most (the snapshots' cap, src/symbols/bundle-resolver.ts). */
+export const maxPerfMapBytes = 1 << 30;
+
+export type PerfMapOrigin = 'snapshot' | 'folder' | 'machine';
+
+/** A perf map the engine read, for the summary and manifest.json. */
+export interface PerfMapUse {
+  /** The PID perf recorded for the process. */
+  pid: number;
+  /** The file read: relative to the folder, or absolute for this machine's. */
+  file: string;
+  origin: PerfMapOrigin;
+  /** Entries read. */
+  symbols: number;
+}
+
+export interface PerfMapSources {
+  /**
+   * The folder's copies, by the PID perf recorded (perf-maps.ts's mapsToPlace): collect's snapshots (under target/),
+   * and copies beside perf.data.
+   */
+  copies: readonly { from: string; pid: number }[];
+  /** perf.data was recorded on this machine: its /tmp is where perf looked. */
+  hostFiles: boolean;
+}
+
+export class PerfMaps {
+  private readonly tables = new Map<number, Promise<FunctionTable>>();
+  /** The maps read, in the order first asked for. */
+  readonly used: PerfMapUse[] = [];
+  private readonly copies: Map<number, string>;
+
+  constructor(
+    private readonly folder: OutputFolder,
+    private readonly sources: PerfMapSources,
+    private readonly warn: Warn,
+  ) {
+    this.copies = new Map(sources.copies.map(({ from, pid }) => [pid, from]));
+  }
+
+  /** The table of process `pid`'s perf map (empty when none is found). */
+  table(pid: number): Promise<FunctionTable> {
+    let table = this.tables.get(pid);
+    if (!table) {
+      table = this.load(pid).catch(() => tableOf([]));
+      this.tables.set(pid, table);
+    }
+    return table;
+  }
+
+  private async load(pid: number): Promise<FunctionTable> {
+    const inFolder = this.copies.get(pid);
+    if (inFolder) {
+      const read = await this.folder
+        .read(inFolder, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 })
+        .catch(() => undefined);
+      if (read) return this.use(pid, inFolder, inFolder.includes('/') ? 'snapshot' : 'folder', read.bytes);
+    }
+    if (!this.sources.hostFiles) return tableOf([]);
+    const path = `/tmp/perf-${pid}.map`;
+    const read = await readMachineFile(path, maxPerfMapBytes, { truncate: true, timeoutMs: 60_000 });
+    if (!read) return tableOf([]);
+    if (read.truncated) this.warn(`${path} is larger than ${maxPerfMapBytes} bytes: only its first bytes are read`);
+    return this.use(pid, path, 'machine', read.bytes);
+  }
+
+  private use(pid: number, file: string, origin: PerfMapOrigin, bytes: Buffer): FunctionTable {
+    const table = perfMapFunctions(bytes);
+    this.used.push({ pid, file, origin, symbols: table.size });
+    return table;
+  }
+}
+
+/**
+ * A perf map's ranges as a function table: in columns (starts relative to the lowest, names read from the map's bytes
+ * when a lookup returns them), as objects when the ranges span 2^52 or more.
+ */
+export function perfMapFunctions(bytes: Uint8Array): FunctionTable {
+  const { symbols } = readPerfMap(bytes);
+  const lowest = symbols.lowest();
+  if (lowest < 0) return tableOf([]);
+  const rows = new FunctionRows(symbols.length);
+  for (let i = 0; i < symbols.length; i++) {
+    const start = symbols.offsetOf(i, lowest);
+    const end = start + symbols.sizeOf(i);
+    if (end >= maxColumnValue) {
+      const objects = symbols
+        .toArray()
+        .map((s) => ({ start: s.start, end: s.start + s.size, name: s.name, binding: 1 }));
+      return tableOf(fixup(objects));
+    }
+    rows.push(start, end, 1);
+  }
+  const base = symbols.symbol(lowest).start;
+  return columnTable(rows, (row) => symbols.name(row), { functions: rows.count, base });
+}
