@@ -4,7 +4,8 @@
 // it: its own `perf script` text (through `postprocess --engine perf --perf <that perf>`) and profcpu's fold of it.
 // The native engine must write the same frames (every line but the `#` header) and the same folded stacks.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -77,5 +78,76 @@ for (const { name, perfVersion, args, shows } of cases) {
     assert.equal(folded, await readFile(join(work, name, 'folded_stacks.out'), 'utf8'));
     for (const frame of shows) assert.ok(folded.includes(frame), `${frame} in the folded stacks`);
     t.diagnostic(`${theirs.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`);
+  });
+}
+
+// Recordings made by hand (test/fixtures/perf-corpus/README.md, scripts/perf-corpus/make-hand.ts): `perf record`
+// with the options people reach for, by perf 6.1, 6.12 and 7.3, each with that perf's outputs. A case folder is what
+// the user has (perf.data, the program's perf map copied beside it) plus what names its frames anywhere: the program
+// kept as collect keeps binaries, and the kernel symbols the outputs name.
+const handMade = readdirSync(corpus)
+  .filter((name) => /^hand-perf[\d.]+\.tar\.gz$/.test(name))
+  .sort();
+
+for (const archive of handMade) {
+  test(`recordings made by hand with ${archive.slice(5, -7)}: the native engine folds each as that perf does`, async (t) => {
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-hand-corpus-'));
+    t.after(() => rm(work, { recursive: true, force: true }));
+    await extract({ file: join(corpus, archive), cwd: work });
+    const top = join(work, archive.slice(0, -7));
+    const program = JSON.parse(await readFile(join(top, 'program.json'), 'utf8')) as { path: string; buildId: string };
+    const cases = readdirSync(join(top, 'cases')).sort();
+    assert.ok(cases.length >= 10, `${cases.length} cases`);
+    // perf record left a copy of the program in this machine's build-id cache: a HOME of its own hides it, so the
+    // frames are named from what the folder holds, as on any other machine.
+    const home = await mkdtemp(join(tmpdir(), 'profcpu-hand-corpus-home-'));
+    const savedHome = process.env['HOME'];
+    process.env['HOME'] = home;
+    t.after(async () => {
+      process.env['HOME'] = savedHome;
+      await rm(home, { recursive: true, force: true });
+    });
+    for (const name of cases) {
+      const dir = join(top, 'cases', name);
+      const { perfScriptArgs } = JSON.parse(await readFile(join(dir, 'case.json'), 'utf8')) as {
+        perfScriptArgs: string[];
+      };
+      await mkdir(join(dir, 'target', 'binaries'), { recursive: true });
+      await copyFile(join(top, 'program'), join(dir, 'target', 'binaries', program.buildId));
+      const bytes = (await stat(join(top, 'program'))).size;
+      await writeFile(
+        join(dir, 'target', 'binaries.json'),
+        JSON.stringify({ binaries: [{ path: program.path, buildId: program.buildId, bytes, storedBytes: bytes }] }),
+      );
+      await copyFile(join(top, 'kallsyms'), join(dir, 'target', 'kallsyms'));
+      const expected = {
+        script: join(work, `${name}.perf_script.out`),
+        folded: join(work, `${name}.folded_stacks.out`),
+      };
+      await rename(join(dir, 'perf_script.out'), expected.script);
+      await rename(join(dir, 'folded_stacks.out'), expected.folded);
+      // No perf anywhere: the engine reads the folder alone.
+      await postprocess(dir, { tarball: false, perfPath: join(work, 'no-perf-here'), perfScriptArgs });
+      const frames = (text: string) =>
+        text
+          .split('\n')
+          .filter((line) => !line.startsWith('#'))
+          // perf writes a tracepoint's fields after its name, which the native engine does not (README.md).
+          .map((line) => line.replace(/^(\S.* sched:sched_switch: ).*$/, '$1'));
+      const ours = frames(await readFile(join(dir, layout.perfScript), 'utf8'));
+      const theirs = frames(await readFile(expected.script, 'utf8'));
+      const differing = theirs.findIndex((line, i) => ours[i] !== line);
+      assert.ok(
+        differing < 0 && ours.length === theirs.length,
+        `${name}: line ${differing} differs:\n  perf    ${theirs[differing]}\n  native  ${ours[differing]}`,
+      );
+      const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
+      assert.equal(folded, await readFile(expected.folded, 'utf8'), `${name}: the folded stacks`);
+      const jit = ours.some((line) => line.includes(' corpus_jit_loop+0x'));
+      assert.ok(jit, `${name}: the JIT frame named from the perf map beside perf.data`);
+      t.diagnostic(
+        `${name}: ${theirs.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`,
+      );
+    }
   });
 }
