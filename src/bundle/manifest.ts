@@ -47,6 +47,11 @@ export interface ManifestFacts {
      * to the folder, or this machine's /tmp/perf-<pid>.map), where it came from, its entries.
      */
     jitMaps?: { pid: number; file: string; origin: 'snapshot' | 'folder' | 'machine'; symbols: number }[];
+    /**
+     * Files whose calls through `.plt.sec` perf 6.1 names wrongly, named `<target>@plt` instead, as perf 6.3 and later
+     * name them (src/postprocess/plt-rename.ts): where the flame graph differs from perf 6.1's on purpose.
+     */
+    pltRenamed?: string[];
     /** Binaries of target/binaries perf script read (this machine's build-id cache had no copy of them). */
     keptBinariesPlaced: number;
     /** perf.data was not finished (perf killed with the target) and was completed: what it held. */

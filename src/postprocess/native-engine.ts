@@ -14,6 +14,7 @@ import { ScriptTextWriter } from '../perf/data/script-text.js';
 import { parseRecordingHeader } from '../perf/version.js';
 import { StackFolder, type FrameResolver } from '../stacks/fold.js';
 import { PerfMaps } from './jit-maps.js';
+import { pltRenameWarning } from './plt-rename.js';
 import { nativeSymbols, recordedHere } from './native-symbols.js';
 import type { PartialOutputs } from './outputs.js';
 import { mapsToPlace } from './perf-maps.js';
@@ -64,6 +65,7 @@ export async function runNativeAndFold(
   );
   const copies = await mapsToPlace(folder, warn);
   let perfMaps: PerfMaps | undefined;
+  let pltRenamed: Set<string> | undefined;
   let writer: ScriptTextWriter | undefined;
   let lastProgress = performance.now();
   let events = 0;
@@ -81,6 +83,7 @@ export async function runNativeAndFold(
             demangle: !opts.perfScriptArgs.includes('--no-demangle'),
             signal: loadsAhead.signal,
           });
+          pltRenamed = symbols.sources.pltRenamed;
           writer = new ScriptTextWriter(symbols, output, { pids });
           await writer.header(header);
         },
@@ -97,6 +100,7 @@ export async function runNativeAndFold(
       { signal, name: layout.perfData },
     );
     await output.finish();
+    if (pltRenamed && pltRenamed.size > 0) warn(pltRenameWarning(pltRenamed));
     return {
       fold: stackFolder.end(),
       resolver,
@@ -106,6 +110,7 @@ export async function runNativeAndFold(
       isolated: false,
       perfMaps: [],
       jitMaps: perfMaps?.used ?? [],
+      pltRenamed: [...(pltRenamed ?? [])].sort(),
       keptBinaries: 0,
     };
   } catch (error) {

@@ -23,7 +23,13 @@ import type { PerfDataHeader } from '../perf/data/reader.js';
 import type { Mapping, ScriptSymbols, SymbolHit } from '../perf/data/script-text.js';
 import { readKeptIndex, type KeptBinary } from '../symbols/kept-binaries.js';
 import { bytesSource, fileByteSource, isBuildId, readElf, type ByteSource, type ElfInfo } from '../symbols/elf.js';
-import { readFunctionTable, tableOf, type FunctionTable, type PltRules } from '../symbols/elf-functions.js';
+import {
+  pltSecRange,
+  readFunctionTable,
+  tableOf,
+  type FunctionTable,
+  type PltRules,
+} from '../symbols/elf-functions.js';
 import type { DemangleForm } from '../symbols/demangle.js';
 import { kallsymsDelta, kallsymsTable } from '../symbols/kallsyms.js';
 import type { PerfMaps } from './jit-maps.js';
@@ -40,7 +46,15 @@ export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
 export interface NativeSymbolSources {
   /** Where the kernel's symbols are read (`target/kallsyms`, `/proc/kallsyms`, the build-id cache's copy), if anywhere. */
   kernel: string | undefined;
+  /**
+   * Files whose calls through `.plt.sec` were named `<target>@plt`, as perf 6.3 and later name them, in a recording by
+   * a perf that names them wrongly (see pltSecRange): a frame looked up there so far.
+   */
+  pltRenamed: Set<string>;
 }
+
+/** A file's table, with the PLT range perf 6.1 names wrongly when its entries were named as perf 6.12 names them. */
+type FileTable = FunctionTable & { ibtPlt?: { start: bigint; end: bigint } };
 
 /**
  * perf.data was recorded on this machine (its hostname): only then are this machine's files (at recorded paths, in
@@ -80,17 +94,17 @@ export async function nativeSymbols(
     : version && (Number(version[1]) > 6 || Number(version[2]) >= 4)
       ? 'full'
       : 'perf6.1';
-  const tables = new Map<string, Promise<FunctionTable>>();
+  const tables = new Map<string, Promise<FileTable>>();
 
   let vdso: Promise<FunctionTable> | undefined;
-  const fileTable = (mapping: Mapping): Promise<FunctionTable> => {
+  const fileTable = (mapping: Mapping): Promise<FileTable> => {
     if (mapping.dso === '[vdso]')
       return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => tableOf([])));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
     if (perfMap) return perfMaps?.table(Number(perfMap[1])) ?? Promise.resolve(tableOf([]));
     return pathTable(mapping.path, mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path));
   };
-  const pathTable = (path: string, buildId: string | undefined): Promise<FunctionTable> => {
+  const pathTable = (path: string, buildId: string | undefined): Promise<FileTable> => {
     const key = `${buildId ?? ''}\0${path}`;
     let table = tables.get(key);
     if (!table) {
@@ -143,9 +157,14 @@ export async function nativeSymbols(
     // Symbols end by the rule of the perf that recorded (as PLT entries are named by it).
     return (kernelTable = kallsymsTable(kernel.text, delta, plt));
   };
-  const loaded = new Map<string, FunctionTable>();
+  const loaded = new Map<string, FileTable>();
+  const pltRenamed = new Set<string>();
+  const lookup = (table: FileTable, mapping: Mapping, offset: bigint) => {
+    if (table.ibtPlt && offset >= table.ibtPlt.start && offset < table.ibtPlt.end) pltRenamed.add(mapping.path);
+    return table.lookup(offset);
+  };
   return {
-    sources: { kernel: kernel?.source },
+    sources: { kernel: kernel?.source, pltRenamed },
     kernel: (address) => (kernelTable ?? kernelSymbols()).lookup(address),
     kernelReference(given) {
       // perf keeps the last record's before its kallsyms loads.
@@ -154,10 +173,10 @@ export async function nativeSymbols(
     file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
       const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
       const ready = loaded.get(key);
-      if (ready) return ready.lookup(offset);
+      if (ready) return lookup(ready, mapping, offset);
       return fileTable(mapping).then((table) => {
         loaded.set(key, table);
-        return table.lookup(offset);
+        return lookup(table, mapping, offset);
       });
     },
   };
@@ -170,7 +189,7 @@ async function loadFileTable(
   isKept: boolean,
   hostFiles: boolean,
   naming: { demangle: DemangleForm | false; plt: PltRules },
-): Promise<FunctionTable> {
+): Promise<FileTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
     // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
@@ -191,20 +210,27 @@ function buildIdCachePath(buildId: string, file: 'elf' | 'debug'): string {
   return join(homedir(), '.debug', '.build-id', buildId.slice(0, 2), buildId.slice(2), file);
 }
 
-/** The table of an opened file (closed after), or undefined when its build-id is not the recorded one. */
+/**
+ * The table of an opened file (closed after), or undefined when its build-id is not the recorded one. A file with a
+ * `.plt.sec`, in a recording by a perf that names its PLT wrongly (6.1 rules), has its PLT entries named as perf 6.12
+ * names them, and says so (FileTable.ibtPlt): both engines name those frames so (plt-rename.ts).
+ */
 async function tableFromFile(
   runtime: FileHandle,
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  naming: { demangle: DemangleForm | false; plt: PltRules; byBuildIdOnly?: boolean },
-): Promise<FunctionTable | undefined> {
+  given: { demangle: DemangleForm | false; plt: PltRules; byBuildIdOnly?: boolean },
+): Promise<FileTable | undefined> {
   try {
     const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
     const info = await readElf(runtimeSource, path).catch(() => undefined);
     const fileId = info?.buildId;
     // perf refuses a file whose build-id is not the recorded one.
     if (!isKept && buildId && fileId !== buildId) return undefined;
+    const ibtPlt = given.plt === '6.1' ? await pltSecRange(runtimeSource).catch(() => undefined) : undefined;
+    const naming = ibtPlt ? { ...given, plt: '6.12' as const } : given;
+    const tagged = (table: FunctionTable): FileTable => (ibtPlt ? Object.assign(table, { ibtPlt }) : table);
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
     // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
     const byLink = !naming.byBuildIdOnly;
@@ -217,12 +243,12 @@ async function tableFromFile(
         // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
         if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
         const table = await readFunctionTable(debugSource, runtimeSource, naming);
-        if (table.size > 0) return table;
+        if (table.size > 0) return tagged(table);
       } finally {
         await debug.close();
       }
     }
-    return await readFunctionTable(runtimeSource, runtimeSource, naming);
+    return tagged(await readFunctionTable(runtimeSource, runtimeSource, naming));
   } finally {
     await runtime.close();
   }
@@ -370,4 +396,35 @@ async function runningKernelBuildId(): Promise<string | undefined> {
     at = descAt + Math.ceil(descSize / 4) * 4;
   }
   return undefined;
+}
+
+/**
+ * For `--engine perf` on a recording by a perf that names `.plt.sec` frames wrongly (6.1 rules): the files perf.data
+ * lists that have one, each with its table (the PLT named as perf 6.12 names it), found as the native engine finds
+ * them; empty for any other recording. plt-rename.ts renames perf script's frames there from them.
+ */
+export async function ibtPltTables(
+  folder: OutputFolder,
+  header: PerfDataHeader,
+  { demangle = true }: { demangle?: boolean } = {},
+): Promise<Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>> {
+  const out = new Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>();
+  const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
+  if (version && (Number(version[1]) > 6 || Number(version[2]) > 1)) return out;
+  const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
+  const keptByPath = new Map<string, string | undefined>();
+  for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
+  const hostFiles = recordedHere(header);
+  const listed = header.features.buildIds
+    .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
+    .slice(0, prefetchLimits.files);
+  for (const { filename, buildId: recorded } of listed) {
+    const buildId = recorded !== '' ? recorded : keptByPath.get(filename);
+    const naming = { demangle: demangle ? ('perf6.1' as const) : (false as const), plt: '6.1' as const };
+    const table = await loadFileTable(folder, filename, buildId, kept.has(buildId ?? ''), hostFiles, naming).catch(
+      () => undefined,
+    );
+    if (table?.ibtPlt) out.set(filename, table as FileTable & { ibtPlt: { start: bigint; end: bigint } });
+  }
+  return out;
 }

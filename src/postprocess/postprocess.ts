@@ -39,6 +39,8 @@ import { PerfScriptTee } from './tee.js';
 import { runNativeAndFold } from './native-engine.js';
 import { nativeShortfall, type Engine } from './engine-choice.js';
 import { inspectPerfData } from '../perf/data/reader.js';
+import { ibtPltTables } from './native-symbols.js';
+import { PltRenamer, pltRenameWarning } from './plt-rename.js';
 import type { PerfMapUse } from './jit-maps.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
@@ -258,6 +260,7 @@ async function postprocessFolder(
           perfScriptIsolated: script.isolated,
           perfMaps: script.perfMaps,
           ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
+          ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
           keptBinariesPlaced: script.keptBinaries,
           ...(recovered && { recovered }),
         },
@@ -420,6 +423,13 @@ async function runScriptAndFold(
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
   let placement: PerfMapPlacement | undefined;
   let view: BuildIdView | undefined;
+  // perf 6.1's names of calls through a .plt.sec, renamed as the native engine names them (plt-rename.ts).
+  const pltTables = await ibtPltTables(
+    folder,
+    (await inspectPerfData(join(dir, layout.perfData), { name: layout.perfData })).header,
+    { demangle: !opts.perfScriptArgs.includes('--no-demangle') },
+  ).catch(() => undefined);
+  const renamer = pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
@@ -434,7 +444,7 @@ async function runScriptAndFold(
       layout.perfData,
       async (chunk) => {
         await startFold();
-        await tee.sink(chunk);
+        await tee.sink(renamer ? renamer.transform(chunk) : chunk);
         if (performance.now() - lastProgress >= opts.progressIntervalMs) {
           lastProgress = performance.now();
           report();
@@ -449,8 +459,11 @@ async function runScriptAndFold(
         ...(view && { buildIdDir: view.dir }),
       },
     );
+    const rest = renamer?.end();
+    if (rest && rest.length > 0) await tee.sink(rest);
     await tee.finish();
     report();
+    if (renamer && renamer.renamed.size > 0) warn(pltRenameWarning(renamer.renamed));
     if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
     if (tee.linesCut > 0)
       warn(
@@ -466,6 +479,7 @@ async function runScriptAndFold(
       isolated: wrapper !== undefined,
       perfMaps: placement?.placed.map(({ from, placedAt }) => ({ from, placedAt })) ?? [],
       jitMaps: [] as PerfMapUse[],
+      pltRenamed: [...(renamer?.renamed ?? [])].sort(),
       keptBinaries: view?.placed ?? 0,
     };
   } catch (error) {

@@ -406,6 +406,27 @@ async function readPltSymbols(
   return out;
 }
 
+/**
+ * The file offsets of an x86-64 file's PLT sections, from `.plt` to the end of `.plt.sec`, when it has a `.plt.sec` (a
+ * build with indirect-branch tracking, as Ubuntu builds everything): where perf up to 6.2 names frames wrongly. It
+ * synthesizes the PLT's entries in `.plt`, where code never calls them, after extending the symbol before the PLT (a
+ * zero-size `_init`) up to the next one, so a call through `.plt.sec` is named `_init+0x50`, or `[unknown]`, as its
+ * symbol tree's shape decides. Undefined for other files.
+ */
+export async function pltSecRange(source: ByteSource): Promise<{ start: bigint; end: bigint } | undefined> {
+  const header = await elfHeader(source);
+  if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return undefined;
+  const sections = await readSectionHeaders(source, header);
+  const names = sections?.[header.readUInt16LE(0x3e)];
+  if (!sections || !names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return undefined;
+  const nameBytes = await bytesAt(source, Number(names.offset), Number(names.size));
+  const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
+  const [plt, sec] = [named('.plt'), named('.plt.sec')];
+  if (!sec || sec.size === 0n) return undefined;
+  const start = plt && plt.offset < sec.offset ? plt.offset : sec.offset;
+  return { start, end: sec.offset + sec.size };
+}
+
 /** How many bytes of `section` a read of all of it gives (the file may end inside it). */
 function readableLength(source: ByteSource, section: Section): number {
   return Math.max(0, Math.min(Number(section.size), source.size - Number(section.offset)));

@@ -186,7 +186,9 @@ const otherDebugFiles: NamingRule = ({ noMaps, kinds, coreclrOnly, context }) =>
     ? `${nativeFiles.slice(0, 5).join(', ')}${nativeFiles.length > 5 ? ` and ${nativeFiles.length - 5} more` : ''}`
     : 'native libraries other than libcoreclr.so';
   return {
-    cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames without names (stripped, no debug file)`,
+    // A file with a symbol table may still leave a frame unnamed (code between its symbols): the cause says what a
+    // debug file would bring, not that the file is stripped.
+    cause: `${which} ${nativeFiles?.length === 1 ? 'has' : 'have'} frames no symbol names (a stripped file whose debug file was not found, or code between its symbols)`,
     // Never "install the debug packages": in the target that changes the target, in the sidecar they rarely match the
     // target's distribution; a debuginfod of that distribution serves exactly its build-ids.
     remedy:

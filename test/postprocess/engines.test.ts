@@ -280,3 +280,41 @@ test('perf record --call-graph dwarf: handed to perf script with a warning, or r
     return true;
   });
 });
+
+// A file built with indirect-branch tracking (`-fcf-protection -z ibtplt`, as Ubuntu builds everything) calls through
+// `.plt.sec`, which perf 6.1 names after the symbol before its PLT (`_init+0x50`) or not at all: both engines name
+// those frames `<target>@plt` as perf 6.3 and later do, alike, and say so.
+test('calls through .plt.sec recorded by perf 6.1: both engines name them target@plt and say so', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+  const version = (await execa('perf', ['version'])).stdout;
+  if (!/ 6\.1\./.test(version)) return t.skip(`perf ${version}: the renaming is for perf 6.1's recordings`);
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'lib.c'), '__attribute__((noinline)) int tiny(int x) { return x + 1; }\n');
+  await writeFile(
+    join(dir, 'main.c'),
+    'int tiny(int);\nint main(void) { int x = 0; for (long i = 0; i < 300000000L; i++) x = tiny(x); return x == 42; }\n',
+  );
+  const flags = ['-O1', '-fno-omit-frame-pointer', '-fcf-protection=full', '-Wl,-z,ibtplt'];
+  await execa('gcc', [...flags, '-shared', '-fPIC', '-o', join(dir, 'libtiny.so'), join(dir, 'lib.c')]);
+  const program = join(dir, 'main');
+  await execa('gcc', [...flags, '-o', program, join(dir, 'main.c'), `-L${dir}`, '-ltiny', `-Wl,-rpath,${dir}`]);
+  assert.match((await execa('readelf', ['-S', program])).stdout, /\.plt\.sec/);
+  const out = join(dir, 'out');
+  await mkdir(out);
+  await recordCommand(join(out, 'perf.data'), [program]);
+  const native = await assertSameFold(t, out);
+  const plt = [...native].filter(([stack]) => stack.endsWith(';tiny@plt'));
+  assert.ok(plt.length > 0, [...native.keys()].join('\n'));
+  assert.ok(![...native.keys()].some((stack) => stack.endsWith(';_init')), 'no frame named _init');
+  for (const engine of ['native', 'perf'] as const) {
+    const warnings: string[] = [];
+    const run = await postprocess(out, { engine, tarball: false }, { warn: (w) => warnings.push(w) });
+    assert.deepEqual(run.manifest.postprocess.pltRenamed, [program], engine);
+    assert.ok(
+      warnings.some((w) => w.includes('.plt.sec') && w.includes(program)),
+      `${engine}: ${warnings.join('\n')}`,
+    );
+  }
+  t.diagnostic(`${plt.reduce((n, [, count]) => n + count, 0)} samples in tiny@plt`);
+});

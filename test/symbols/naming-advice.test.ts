@@ -95,7 +95,7 @@ test('unlogged stubs, broken chains and other native libraries each get their ca
   assert.match(advice!.causes[0]!.remedy, /not DOTNET_PerfMapStubGranularity=4/);
   assert.match(advice!.causes[1]!.cause, /\(2 distinct addresses\).*frame-pointer chains/);
   // The resolver saw which native files were left unnamed: they are named, managed and unknown ones are not.
-  assert.match(advice!.causes[3]!.cause, /^libclrjit\.so has frames without names/);
+  assert.match(advice!.causes[3]!.cause, /^libclrjit\.so has frames no symbol names/);
   // A profcpu command fetches their debug files: nothing to install in the target (nor in the sidecar).
   assert.match(advice!.causes[3]!.remedy, /^Run `profcpu symbols --pid <pid>` while the app runs, with a server/);
   assert.match(advice!.causes[3]!.remedy, /--symbols sampled, the default/);
