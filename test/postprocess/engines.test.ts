@@ -213,6 +213,16 @@ test('perf record of a Node process, its perf map left in /tmp, then copied besi
   const native = await assertSameFold(t, dir);
   for (const name of burnFunctions) assert.ok([...native.keys()].join('\n').includes(name), `${name} named`);
   const run = await postprocess(dir, { tarball: false });
+  // FlameScope's own frame rule (flamescope/app/perf/regexp.py) finds the JIT functions in the text it is pointed at.
+  const flameScopeFrames = (await readFile(join(dir, layout.perfScript), 'utf8'))
+    .split('\n')
+    .map((line) => /^[\t ]*[0-9a-fA-F]+ (.+) \((.*?)\)$/.exec(line)?.[1])
+    .filter((name) => name !== undefined);
+  for (const name of burnFunctions)
+    assert.ok(
+      flameScopeFrames.some((frame) => frame.includes(name)),
+      `${name} in FlameScope's frames`,
+    );
   assert.deepEqual(
     run.manifest.postprocess.jitMaps?.map(({ file, origin }) => ({ file, origin })),
     [{ file: map, origin: 'machine' }],
