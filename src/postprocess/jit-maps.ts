@@ -1,14 +1,16 @@
 // The perf maps the native engine names JIT code from, one per process as perf recorded it: takes the output folder
 // and whether perf.data was recorded on this machine, gives each process's table, loaded when its first frame asks,
-// and says where each came from. perf script names a process's anonymous code from `/tmp/perf-<pid>.map` alone; a
-// folder carries its own copies, so the native engine looks, for process <pid>:
-//   1. at collect's snapshot (`target/perf-<nspid>.map`, under the PID target.json says perf saw: perf-maps.ts),
-//   2. at a copy beside perf.data, `perf-<pid>.map`, as people copy it next to a recording made by hand,
-//   3. on this machine, when the recording was made here, at `/tmp/perf-<pid>.map`, where perf reads it: a regular
+// and says where each came from. perf script names a process's anonymous code from `/tmp/perf-<pid>.map` alone; so
+// does the native engine, for process <pid>:
+//   1. on this machine, when the recording was made here, at `/tmp/perf-<pid>.map`, where perf reads it: a regular
 //      file (through a link, as perf), its first GiB. perf opens whatever is there, and hangs on a FIFO another user
 //      left there: this opens nothing else. perf 6.1 and 7.3 read a map whatever its owner (checked: a map owned by
-//      another user is read), and so does this.
-// postprocess --engine perf places 1 and 2 at /tmp for perf (perf-maps.ts), so both engines read the same maps.
+//      another user is read), and so does this;
+//   2. else at the folder's copy: collect's snapshot (`target/perf-<nspid>.map`, under the PID target.json says perf
+//      saw: perf-maps.ts), or a copy beside perf.data, `perf-<pid>.map`, as people copy it next to a recording made
+//      by hand.
+// postprocess --engine perf places the copies at /tmp for perf where /tmp has none (perf-maps.ts), so both engines
+// read the same maps. Maps load one at a time, and 4 GiB of them at most in a run (a JIT writes a few hundred MB).
 import type { Warn } from '../diagnostics.js';
 import { readMachineFile } from '../files/machine-files.js';
 import type { OutputFolder } from '../files/output-folder.js';
@@ -18,6 +20,8 @@ import { readPerfMap } from '../symbols/perfmap.js';
 
 /** Bytes of a perf map read at most (the snapshots' cap, src/symbols/bundle-resolver.ts). */
 export const maxPerfMapBytes = 1 << 30;
+/** Bytes of perf maps read at most in one run, all processes together. */
+export const maxTotalPerfMapBytes = 4 * 2 ** 30;
 
 export type PerfMapOrigin = 'snapshot' | 'folder' | 'machine';
 
@@ -47,6 +51,8 @@ export class PerfMaps {
   /** The maps read, in the order first asked for. */
   readonly used: PerfMapUse[] = [];
   private readonly copies: Map<number, string>;
+  private queue: Promise<unknown> = Promise.resolve();
+  private bytesRead = 0;
 
   constructor(
     private readonly folder: OutputFolder,
@@ -66,23 +72,38 @@ export class PerfMaps {
     return table;
   }
 
-  private async load(pid: number): Promise<FunctionTable> {
-    const inFolder = this.copies.get(pid);
-    if (inFolder) {
-      const read = await this.folder
-        .read(inFolder, { maxBytes: maxPerfMapBytes, timeoutMs: 60_000 })
-        .catch(() => undefined);
-      if (read) return this.use(pid, inFolder, inFolder.includes('/') ? 'snapshot' : 'folder', read.bytes);
+  private load(pid: number): Promise<FunctionTable> {
+    // One at a time: each read holds up to a GiB until its table is made.
+    const loaded = this.queue.then(() => this.loadNow(pid));
+    this.queue = loaded.catch(() => undefined);
+    return loaded;
+  }
+
+  private async loadNow(pid: number): Promise<FunctionTable> {
+    const budget = Math.min(maxPerfMapBytes, maxTotalPerfMapBytes - this.bytesRead);
+    if (budget <= 0) {
+      this.warn(
+        `perf maps past ${maxTotalPerfMapBytes} bytes in all are not read: process ${pid}'s JIT frames stay unnamed`,
+      );
+      return tableOf([]);
     }
-    if (!this.sources.hostFiles) return tableOf([]);
-    const path = `/tmp/perf-${pid}.map`;
-    const read = await readMachineFile(path, maxPerfMapBytes, { truncate: true, timeoutMs: 60_000 });
+    if (this.sources.hostFiles) {
+      const path = `/tmp/perf-${pid}.map`;
+      const read = await readMachineFile(path, budget, { truncate: true, timeoutMs: 60_000 });
+      if (read) {
+        if (read.truncated) this.warn(`${path} is larger than ${budget} bytes: only its first bytes are read`);
+        return this.use(pid, path, 'machine', read.bytes);
+      }
+    }
+    const inFolder = this.copies.get(pid);
+    if (!inFolder) return tableOf([]);
+    const read = await this.folder.read(inFolder, { maxBytes: budget, timeoutMs: 60_000 }).catch(() => undefined);
     if (!read) return tableOf([]);
-    if (read.truncated) this.warn(`${path} is larger than ${maxPerfMapBytes} bytes: only its first bytes are read`);
-    return this.use(pid, path, 'machine', read.bytes);
+    return this.use(pid, inFolder, inFolder.includes('/') ? 'snapshot' : 'folder', read.bytes);
   }
 
   private use(pid: number, file: string, origin: PerfMapOrigin, bytes: Buffer): FunctionTable {
+    this.bytesRead += bytes.length;
     const table = perfMapFunctions(bytes);
     this.used.push({ pid, file, origin, symbols: table.size });
     return table;

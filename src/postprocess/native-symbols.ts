@@ -30,6 +30,7 @@ import {
   type FunctionTable,
   type PltRules,
 } from '../symbols/elf-functions.js';
+import { versionAtLeast } from '../perf/version.js';
 import type { DemangleForm } from '../symbols/demangle.js';
 import { kallsymsDelta, kallsymsTable } from '../symbols/kallsyms.js';
 import type { PerfMaps } from './jit-maps.js';
@@ -86,14 +87,10 @@ export async function nativeSymbols(
   for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
   const hostFiles = recordedHere(header);
   // PLT entries as the perf that recorded would name them.
-  const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
-  const plt: PltRules = version && (Number(version[1]) > 6 || Number(version[2]) > 1) ? '6.12' : '6.1';
+  const version = header.features.perfVersion;
+  const plt: PltRules = versionAtLeast(version ?? '', 6, 2) ? '6.12' : '6.1';
   // C++ names as the perf that recorded would print them (demangle.ts): parameters and all from perf 6.4 on.
-  const demangleAs: DemangleForm | false = !demangle
-    ? false
-    : version && (Number(version[1]) > 6 || Number(version[2]) >= 4)
-      ? 'full'
-      : 'perf6.1';
+  const demangleAs: DemangleForm | false = !demangle ? false : versionAtLeast(version ?? '', 6, 4) ? 'full' : 'perf6.1';
   const tables = new Map<string, Promise<FileTable>>();
 
   let vdso: Promise<FunctionTable> | undefined;
@@ -239,9 +236,13 @@ async function tableFromFile(
       if (!debug) continue;
       try {
         const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
-        const debugId = (await readElf(debugSource, candidate).catch(() => undefined))?.buildId;
+        const debugInfo = await readElf(debugSource, candidate).catch(() => undefined);
+        const debugId = debugInfo?.buildId;
         // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
         if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
+        // perf takes the first candidate with a symbol table (symsrc__has_symtab): a stripped copy in its cache is
+        // passed over for the debug file after it.
+        if (!debugInfo?.hasSymtab) continue;
         const table = await readFunctionTable(debugSource, runtimeSource, naming);
         if (table.size > 0) return tagged(table);
       } finally {
@@ -278,7 +279,11 @@ function blockCached(source: ByteSource): ByteSource {
   };
 }
 
-/** Where perf looks for a debug file of `path`, in its order (DEBUGLINK, then BUILDID_DEBUGINFO). */
+/**
+ * Where perf looks for the symbols of `path` before the file itself, in its order (dso.c's binary_type_symtab:
+ * DEBUGLINK, BUILD_ID_CACHE, BUILD_ID_CACHE_DEBUGINFO, FEDORA_DEBUGINFO, UBUNTU_DEBUGINFO, BUILDID_DEBUGINFO): the
+ * first holding symbols names the file's frames.
+ */
 function debugCandidates(
   runtime: ElfInfo | undefined,
   path: string,
@@ -291,11 +296,10 @@ function debugCandidates(
     const dir = dirname(path);
     candidates.push(join(dir, link), join(dir, '.debug', link), join('/usr/lib/debug', dir, link));
   }
-  if (buildId)
-    candidates.push(
-      buildIdCachePath(buildId, 'debug'),
-      `/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`,
-    );
+  // perf's build-id cache holds what perf record copied: the file, and its debug file when one was added.
+  if (buildId) candidates.push(buildIdCachePath(buildId, 'elf'), buildIdCachePath(buildId, 'debug'));
+  if (byLink && path.startsWith('/')) candidates.push(`/usr/lib/debug${path}.debug`, `/usr/lib/debug${path}`);
+  if (buildId) candidates.push(`/usr/lib/debug/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
   return candidates;
 }
 
@@ -409,8 +413,7 @@ export async function ibtPltTables(
   { demangle = true }: { demangle?: boolean } = {},
 ): Promise<Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>> {
   const out = new Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>();
-  const version = /^(\d+)\.(\d+)/.exec(header.features.perfVersion ?? '');
-  if (version && (Number(version[1]) > 6 || Number(version[2]) > 1)) return out;
+  if (versionAtLeast(header.features.perfVersion ?? '', 6, 2)) return out;
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   const keptByPath = new Map<string, string | undefined>();
   for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);

@@ -37,7 +37,7 @@ import { buildIdView, type BuildIdView } from './buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
 import { runNativeAndFold } from './native-engine.js';
-import { nativeShortfall, type Engine } from './engine-choice.js';
+import { nativeShortfall, type Engine, type Shortfall } from './engine-choice.js';
 import { inspectPerfData } from '../perf/data/reader.js';
 import { ibtPltTables } from './native-symbols.js';
 import { PltRenamer, pltRenameWarning } from './plt-rename.js';
@@ -151,12 +151,24 @@ export async function postprocess(
     const euid = effectiveUid();
     const perfData = await checkPerfData(dir, { force: opts.force, euid });
     const opened = await OutputFolder.open(dir);
+    const run = {
+      dir,
+      folder: opened,
+      euid,
+      perfDataMtimeMs: perfData.stat.mtimeMs,
+      perfDataBytes: perfData.stat.size,
+    };
     try {
-      return await postprocessFolder(
-        { dir, folder: opened, euid, perfDataMtimeMs: perfData.stat.mtimeMs, perfDataBytes: perfData.stat.size },
-        opts,
-        context,
-      );
+      try {
+        return await postprocessFolder(run, opts, context);
+      } catch (error) {
+        // The native engine met, past the engine choice, what it does not read (a zstd window it does not decode,
+        // deep in the file): under `auto`, perf script reads the recording instead, from the start (the first
+        // attempt's outputs were discarded).
+        if (!(error instanceof NativeShortfall) || opts.engine !== 'auto')
+          throw error instanceof NativeShortfall ? error.cause : error;
+        return await postprocessFolder(run, opts, context, { why: error.message });
+      }
     } finally {
       await opened.close();
     }
@@ -179,6 +191,7 @@ async function postprocessFolder(
   run: Run,
   options: PostprocessOptions,
   context: PostprocessContext,
+  shortfall?: Shortfall,
 ): Promise<PostprocessResult> {
   const { dir, folder, euid } = run;
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
@@ -192,7 +205,7 @@ async function postprocessFolder(
     }
   };
   const recovered = await finishPerfData(folder, warn, signal);
-  const chosen = await chooseEngine(run, options, warn);
+  const chosen = await chooseEngine(run, options, warn, shortfall);
   const opts = { ...(await withTargetFilter(folder, options)), engine: chosen.engine };
   const perfVersionPromise =
     opts.engine === 'native'
@@ -223,7 +236,11 @@ async function postprocessFolder(
     const scriptArchive = await tarball?.streamFile(layout.perfScript);
     const script = await timed('perfScript', () =>
       opts.engine === 'native'
-        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving)
+        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving).catch(
+            (error: unknown) => {
+              throw isProfcpuError(error, 'NEEDS_PERF') ? new NativeShortfall(error) : error;
+            },
+          )
         : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid, archive: scriptArchive }, resolving),
     );
     const { fold } = script;
@@ -312,10 +329,11 @@ async function chooseEngine(
   run: Run,
   options: PostprocessOptions,
   warn: Warn,
+  found?: Shortfall,
 ): Promise<{ engine: Engine; handOver?: string }> {
   if (options.engine === 'perf') return { engine: 'perf' };
-  const outline = await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData });
-  const shortfall = nativeShortfall(outline);
+  const shortfall =
+    found ?? nativeShortfall(await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData }));
   if (!shortfall) return { engine: 'native' };
   const instead = shortfall.recordInstead ? `; or ${shortfall.recordInstead}` : '';
   if (options.engine === 'native')
@@ -329,6 +347,13 @@ async function chooseEngine(
     });
   warn(`${shortfall.why}: perf script reads it instead (${options.perfPath})`);
   return { engine: 'perf', handOver: shortfall.why };
+}
+
+/** The native engine's NEEDS_PERF, met while it read (a shortfall the engine choice could not see coming). */
+class NativeShortfall extends Error {
+  constructor(override readonly cause: ProfcpuError) {
+    super(cause.message);
+  }
 }
 
 /** A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples. */
@@ -424,11 +449,10 @@ async function runScriptAndFold(
   let placement: PerfMapPlacement | undefined;
   let view: BuildIdView | undefined;
   // perf 6.1's names of calls through a .plt.sec, renamed as the native engine names them (plt-rename.ts).
-  const pltTables = await ibtPltTables(
-    folder,
-    (await inspectPerfData(join(dir, layout.perfData), { name: layout.perfData })).header,
-    { demangle: !opts.perfScriptArgs.includes('--no-demangle') },
-  ).catch(() => undefined);
+  // (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
+  const pltTables = await inspectPerfData(join(dir, layout.perfData), { name: layout.perfData })
+    .then(({ header }) => ibtPltTables(folder, header, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
+    .catch(() => undefined);
   const renamer = pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.

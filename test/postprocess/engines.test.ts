@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
+import { Decompress } from 'fzstd';
 import { layout } from '../../src/bundle/layout.js';
 import { isProfcpuError } from '../../src/error.js';
 import type { StepContext } from '../../src/collect/steps.js';
@@ -327,4 +328,85 @@ test('calls through .plt.sec recorded by perf 6.1: both engines name them target
     );
   }
   t.diagnostic(`${plt.reduce((n, [, count]) => n + count, 0)} samples in tiny@plt`);
+});
+
+// A zstd frame the built-in engine does not decode (a window past 2 MiB), met only deep in a recording where the
+// engine choice does not look: the native engine stops there, and under the default engine perf script reads the
+// recording instead, from the start, with the same warning and manifest entry as a hand-over decided up front.
+test('a second zstd frame with an 8 MiB window: the default engine hands the recording to perf when it meets it', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const load = 'dd if=/dev/urandom of=/dev/null bs=64k count=4000';
+  const piped = await execa('sh', ['-c', `perf record -q -z -g -F 999 -e cpu-clock -o - -- ${load} 2>/dev/null`], {
+    encoding: 'buffer',
+    stripFinalNewline: false,
+  });
+  const original: Buffer = Buffer.from(piped.stdout);
+  // The records, the compressed ones decompressed in place.
+  const plain: Buffer[] = [];
+  const decoded: Buffer[] = [];
+  const decoder = new Decompress((chunk) => decoded.push(Buffer.from(chunk)));
+  let compressedAt = -1;
+  for (let at = 16; at + 8 <= original.length;) {
+    const type = original.readUInt32LE(at);
+    const size = original.readUInt16LE(at + 6);
+    let next = at + size;
+    if (type === 66) next += Math.ceil(original.readUInt32LE(at + 8) / 8) * 8;
+    if (type === 81) {
+      if (compressedAt < 0) compressedAt = plain.length;
+      decoder.push(original.subarray(at + 8, at + size));
+    } else plain.push(original.subarray(at, next));
+    at = next;
+  }
+  assert.ok(compressedAt >= 0, 'the recording holds compressed records');
+  const records = Buffer.concat(decoded);
+  // Cut at a record boundary near the middle: two frames of raw blocks, the second with an 8 MiB window.
+  let half = 0;
+  while (half < records.length / 2) half += records.readUInt16LE(half + 6);
+  const frame = (bytes: Buffer, windowLog: number) => {
+    const parts: Buffer[] = [Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, (windowLog - 10) << 3])];
+    for (let at = 0; at < bytes.length; at += 32768) {
+      const body = bytes.subarray(at, at + 32768);
+      const header = (body.length << 3) | (at + 32768 >= bytes.length ? 1 : 0);
+      parts.push(Buffer.from([header & 0xff, (header >> 8) & 0xff, header >> 16]), body);
+    }
+    return Buffer.concat(parts);
+  };
+  // Each frame in payloads of its own: perf 6.1's zstd_decompress_stream mis-places what follows a frame's end inside
+  // one payload (it moves its output pointer without resetting the position), so perf never writes two frames.
+  const compressed: Buffer[] = [];
+  for (const stream of [frame(records.subarray(0, half), 19), frame(records.subarray(half), 23)])
+    for (let at = 0; at < stream.length; at += 16384) {
+      const payload = stream.subarray(at, at + 16384);
+      const record = Buffer.alloc(8 + payload.length);
+      record.writeUInt32LE(81, 0);
+      record.writeUInt16LE(record.length, 6);
+      payload.copy(record, 8);
+      compressed.push(record);
+    }
+  const forged = Buffer.concat([
+    original.subarray(0, 16),
+    ...plain.slice(0, compressedAt),
+    ...compressed,
+    ...plain.slice(compressedAt),
+  ]);
+  await writeFile(join(dir, 'perf.data'), forged);
+
+  const warnings: string[] = [];
+  const run = await postprocess(dir, { tarball: false }, { warn: (w) => warnings.push(w) });
+  assert.equal(run.manifest.postprocess.engine, 'perf');
+  assert.match(run.manifest.postprocess.handOver ?? '', /zstd level above 7/);
+  assert.ok(
+    warnings.some((w) => /perf script reads it instead/.test(w)),
+    warnings.join('\n'),
+  );
+  const perf = await outputs(t, dir, 'perf');
+  assert.deepEqual(run.fold.stacks, perf.stacks);
+  assert.ok(run.fold.keptSamples > 10, `${run.fold.keptSamples} samples`);
+  // Asked for by name, the native engine stops with the remedy instead.
+  await assert.rejects(postprocess(dir, { tarball: false, engine: 'native' }), (error: unknown) => {
+    assert.ok(isProfcpuError(error, 'NEEDS_PERF'), String(error));
+    return true;
+  });
 });

@@ -11,9 +11,15 @@
 // 512 KiB; levels up to 7, 2 MiB), a dictionary, a skippable frame or a reserved block type is refused before fzstd
 // sees it. Blocks go to fzstd one at a time, and the stream is refused once it holds more blocks than perf makes (a
 // flush ends one per record, the compressor one per 128 KiB: 64 + 2 per record + 1 per 32 KiB decompressed are
-// allowed) or decompresses more than perf's data does (a bomb). The cost is then linear in the file: at worst one
-// window move (20 µs at 2 MiB) per 8 bytes of forged records, about 3 s per MB.
-import { Decompress } from 'fzstd';
+// allowed) or decompresses more than perf's data does (a bomb): at worst one window move (20 µs at 2 MiB) per 8 bytes
+// of forged records, about 3 s per MB. The work inside one block fzstd does not bound (it runs each sequence to its
+// end, past its buffer: 12 forged bytes took 77 s), so it decodes on a worker thread (zstd-decoder.ts,
+// decompress-worker.ts), one record at a time, each within `decodeDeadlineMs`: a record that takes longer ends the
+// read as damaged, and Ctrl-C stops it at once. This module itself never runs fzstd.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { ProfcpuError } from '../../error.js';
 
 export const compressedLimits = Object.freeze({
   /** Largest window accepted: zstd levels 1 to 7 (perf record -z's default is 1, with 512 KiB). */
@@ -26,6 +32,11 @@ export const compressedLimits = Object.freeze({
    */
   baseBytes: 64 << 20,
   maxRatio: 1000,
+  /**
+   * Time one record's payload may take to decode (on the worker: see CompressedRecords). perf's records, at most
+   * 64 KiB compressed and 64 MiB decompressed, take well under a second.
+   */
+  decodeDeadlineMs: 10_000,
 });
 
 /** The stream is not one perf record -z writes, or is beyond the limits above. */
@@ -43,7 +54,7 @@ const zstdMagic = 0xfd2fb528;
 const maxBlockBytes = 128 << 10;
 
 /** Walks zstd frames and blocks over bytes given in pieces: checks them, decodes nothing. */
-class ZstdFraming {
+export class ZstdFraming {
   private state: 'frame' | 'blockHeader' | 'blockBody' | 'checksum' = 'frame';
   /** Bytes of a frame or block header gathered so far. */
   private head: number[] = [];
@@ -142,54 +153,59 @@ class ZstdFraming {
 }
 
 /**
+ * The first frame header of a recording's zstd stream checked, decoding nothing: the error a stream starting so
+ * would end in (a window larger than profcpu decodes, no zstd frame), or undefined. For the engine choice.
+ */
+export function zstdStartError(payload: Uint8Array): CompressedStreamError | undefined {
+  try {
+    new ZstdFraming().walk(payload);
+    return undefined;
+  } catch (error) {
+    if (error instanceof CompressedStreamError) return error;
+    throw error;
+  }
+}
+
+/**
+ * The worker: the built module beside this one (dist/), or, where this module runs from its source (the tests, under
+ * tsx, whose loader a worker does not inherit), the source through tsx's loader.
+ */
+function startWorker(): Worker {
+  const built = new URL('./decompress-worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(built))) return new Worker(built);
+  const source = new URL('./decompress-worker.ts', import.meta.url).href;
+  const load = `import('tsx/esm/api').then((tsx) => tsx.register()).then(() => import(${JSON.stringify(source)}))`;
+  return new Worker(load, { eval: true });
+}
+
+/** The worker's answer to one payload. */
+export type DecodeReply =
+  { bytes: ArrayBuffer; byteOffset: number; length: number } | { error: string; tooLargeWindow: boolean };
+
+/**
  * The records of a compressed recording, payload by payload: give it each COMPRESSED record's payload in file order,
- * take the whole records it completes (views of one buffer, to be handled before the next call).
+ * take the whole records it completes (views of one buffer, to be handled before the next call). The decoding runs on
+ * a worker thread (decompress-worker.ts), one payload at a time, each within `deadlineMs`: fzstd runs each sequence of
+ * a block to its end whatever the block's size, so a forged block of a few bytes can take minutes, which a worker can
+ * be stopped from doing (a read on the main thread could not). Call close() when done.
  */
 export class CompressedRecords {
-  private readonly framing = new ZstdFraming();
-  private readonly decoder: Decompress;
-  private out: Uint8Array[] = [];
+  private worker: Worker | undefined;
   /** The start of a record the previous payload cut. */
   private rest: Buffer = Buffer.alloc(0);
-  /** Bytes of payload given, bytes decompressed, blocks decoded and payloads given, in all. */
-  private compressedBytes = 0;
+  /** Bytes decompressed, in all. */
   bytes = 0;
-  private blocks = 0;
-  private payloads = 0;
 
-  constructor() {
-    this.decoder = new Decompress((chunk) => {
-      this.bytes += chunk.length;
-      // fzstd gives each block's bytes in an array of their own, which it does not touch again.
-      this.out.push(chunk);
-    });
-  }
+  constructor(
+    private readonly deadlineMs: number = compressedLimits.decodeDeadlineMs,
+    private readonly signal?: AbortSignal,
+  ) {}
 
   /** The whole records that `payload` completes, each a view of its `size` bytes (from its header). */
-  take(payload: Uint8Array): Buffer[] {
-    this.payloads++;
-    this.compressedBytes += payload.length;
-    const before = this.bytes;
-    let from = 0;
-    // Block by block, each bound checked before the next block's cost (fzstd moves its whole window per block).
-    for (const end of this.framing.walk(payload)) {
-      this.push(payload.subarray(from, end));
-      from = end;
-      if (++this.blocks > 64 + 2 * this.payloads + this.bytes / 32768)
-        throw new CompressedStreamError('more zstd blocks than perf record -z makes for the data they hold');
-      if (this.bytes > compressedLimits.baseBytes + compressedLimits.maxRatio * this.compressedBytes)
-        throw new CompressedStreamError(
-          `data that decompresses more than ${compressedLimits.maxRatio} times (a decompression bomb)`,
-        );
-      if (this.bytes - before > compressedLimits.maxRecordBytes)
-        throw new CompressedStreamError(
-          `a compressed record holding more than ${compressedLimits.maxRecordBytes} bytes`,
-        );
-    }
-    // A frame or block header cut at the payload's end: fzstd keeps it for the next.
-    if (from < payload.length) this.push(payload.subarray(from));
-    const data = Buffer.concat([this.rest, ...this.out]);
-    this.out = [];
+  async take(payload: Uint8Array): Promise<Buffer[]> {
+    const decoded = await this.decode(payload);
+    this.bytes += decoded.length;
+    const data = this.rest.length === 0 ? decoded : Buffer.concat([this.rest, decoded]);
     const records: Buffer[] = [];
     let at = 0;
     while (at + 8 <= data.length) {
@@ -208,11 +224,44 @@ export class CompressedRecords {
     return this.rest.length;
   }
 
-  private push(bytes: Uint8Array): void {
-    try {
-      this.decoder.push(bytes);
-    } catch (error) {
-      throw new CompressedStreamError(`zstd data that cannot be decoded (${(error as Error).message})`);
-    }
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private decode(payload: Uint8Array): Promise<Buffer> {
+    const worker = (this.worker ??= startWorker());
+    // A worker that failed or was stopped decodes no more: the stream's state went with it.
+    return new Promise<Buffer>((resolve, reject) => {
+      const done = (error: Error | undefined, bytes?: Buffer) => {
+        clearTimeout(timer);
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        this.signal?.removeEventListener('abort', onAbort);
+        if (error) {
+          void this.close();
+          reject(error);
+        } else resolve(bytes!);
+      };
+      const onMessage = (reply: DecodeReply) => {
+        if ('error' in reply) done(new CompressedStreamError(reply.error, reply.tooLargeWindow));
+        else done(undefined, Buffer.from(reply.bytes, reply.byteOffset, reply.length));
+      };
+      const onError = (error: Error) =>
+        done(new CompressedStreamError(`zstd data the decoder failed on (${error.message})`));
+      const onAbort = () => done(new ProfcpuError('ABORTED', 'reading compressed records was interrupted'));
+      const timer = setTimeout(
+        () => done(new CompressedStreamError(`zstd data that takes over ${this.deadlineMs} ms to decode one record`)),
+        this.deadlineMs,
+      );
+      worker.on('message', onMessage);
+      worker.on('error', onError);
+      if (this.signal?.aborted) return onAbort();
+      this.signal?.addEventListener('abort', onAbort, { once: true });
+      // A copy of its own to hand over (the payload is a view of the chunk read, which other records share).
+      const copy = new Uint8Array(payload);
+      worker.postMessage(copy, [copy.buffer]);
+    });
   }
 }

@@ -12,7 +12,7 @@ import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { ProfcpuError } from '../../error.js';
 import { ByteStream } from './byte-stream.js';
-import { CompressedRecords, CompressedStreamError } from './compressed.js';
+import { CompressedRecords, CompressedStreamError, zstdStartError } from './compressed.js';
 import { decodeBuildIdRecord, decodeFeature, type Features } from './features.js';
 import {
   attrMinBytes,
@@ -66,6 +66,8 @@ export interface ReadSummary {
   pipeBuildIds: number;
   /** Bytes the compressed records (perf record -z) held once decompressed; 0 without any. */
   decompressedBytes: number;
+  /** Bytes of a record the compressed data ended inside of (a recording cut short), left unread as perf leaves them. */
+  cutCompressedBytes: number;
 }
 
 export interface ReadHandlers {
@@ -81,6 +83,8 @@ export interface ReadOptions {
   name?: string;
   /** Bytes read at a time from a file. Default 1 MiB; tests read in small pieces to catch chunk-boundary bugs. */
   chunkBytes?: number;
+  /** Time one compressed record may take to decode, ms. Default compressedLimits.decodeDeadlineMs. */
+  decodeDeadlineMs?: number;
 }
 
 const fileHeaderBytes = 104;
@@ -115,7 +119,7 @@ export async function readPerfDataFile(
         autoClose: false,
       });
       // perf counts a pipe's offsets from the end of its header.
-      return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options.signal);
+      return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options);
     }
     const header = await readFileHeader(file, start, size, name);
     header.parsed.file = { ...header.parsed.file!, mtimeMs: stats.mtimeMs };
@@ -141,16 +145,18 @@ export interface PerfDataOutline {
   auxtrace: boolean;
   /** The first compressed record's zstd stream was refused (a window larger than profcpu decodes, or damaged). */
   compressedError: CompressedStreamError | undefined;
-  /** The first records were read to the end of the file (a short recording: nothing left unseen). */
+  /** The walk reached the end of the records (a short recording: nothing left unseen). */
   complete: boolean;
 }
 
-/** Bytes of records inspectPerfData reads at most. */
-const outlineBytes = 4 << 20;
+/** Bytes of records inspectPerfData walks at most, and reads at a time. */
+const outlineBytes = 256 << 20;
+const windowBytes = 1 << 20;
 
 /**
- * The attributes and features of the perf.data at `path` (file or pipe mode) and what its first records say (up to
- * 4 MiB of them: a pipe's attributes, trace data, the start of a compressed stream), without delivering any event.
+ * The attributes and features of the perf.data at `path` (file or pipe mode) and what its records say up to the first
+ * sample or compressed record (256 MiB of them at most: a pipe's attributes, trace data, the start of a compressed
+ * stream), without delivering any event.
  * Throws as readPerfDataFile does for a file that is not a perf.data.
  */
 export async function inspectPerfData(path: string, options: Pick<ReadOptions, 'name'> = {}): Promise<PerfDataOutline> {
@@ -176,36 +182,60 @@ export async function inspectPerfData(path: string, options: Pick<ReadOptions, '
       header = fileHeader.parsed;
       [from, end] = [fileHeader.dataOffset, fileHeader.dataOffset + fileHeader.dataSize];
     }
-    const bytes = await readAt(file, from, Math.min(end - from, outlineBytes));
-    const outline: PerfDataOutline = {
-      header,
-      auxtrace: false,
-      compressedError: undefined,
-      complete: from + bytes.length >= end,
-    };
-    for (let at = 0; at + 8 <= bytes.length;) {
-      const type = bytes.readUInt32LE(at);
-      const size = bytes.readUInt16LE(at + 6);
-      if (size < 8 || at + size > bytes.length) break;
-      const record = bytes.subarray(at, at + size);
-      if (type === recordType.auxtraceInfo) outline.auxtrace = true;
-      if (type === recordType.headerAttr && header.mode === 'pipe' && size >= 8 + attrMinBytes) {
-        const attrBytes = record.readUInt32LE(12);
-        if (attrBytes >= attrMinBytes && 8 + attrBytes <= size && header.attrs.length < limits.maxAttrs)
-          header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids: [], name: undefined });
+    const outline: PerfDataOutline = { header, auxtrace: false, compressedError: undefined, complete: false };
+    // The records are walked a window at a time, up to the first sample or compressed record (or outlineBytes): what
+    // comes before them is perf's synthesized records, a pipe's attributes, trace data.
+    let at = from;
+    let window: Buffer = Buffer.alloc(0);
+    let windowAt = from;
+    walk: while (at < end && at - from < outlineBytes) {
+      if (at + 8 > windowAt + window.length) {
+        window = await readAt(file, at, Math.min(end - at, windowBytes));
+        windowAt = at;
+        if (window.length < 8) break;
       }
-      if ((type === recordType.compressed || type === recordType.compressed2) && !outline.compressedError) {
-        const payload = type === recordType.compressed ? record.subarray(8) : record.subarray(16);
-        try {
-          new CompressedRecords().take(payload);
-        } catch (error) {
-          if (error instanceof CompressedStreamError) outline.compressedError = error;
-        }
-        // Only the stream's start is checked here: the rest is read with it.
-        break;
+      const here = at - windowAt;
+      const type = window.readUInt32LE(here);
+      const size = window.readUInt16LE(here + 6);
+      if (size < 8 || at + size > end) break;
+      if (here + size > window.length) {
+        window = await readAt(file, at, Math.min(end - at, Math.max(windowBytes, size)));
+        windowAt = at;
+        continue;
       }
+      const record = window.subarray(here, here + size);
       at += size;
+      switch (type) {
+        case recordType.sample:
+          // Samples outside compressed records: the recording is not compressed.
+          break walk;
+        case recordType.auxtraceInfo:
+          outline.auxtrace = true;
+          break;
+        case recordType.headerAttr:
+          if (header.mode === 'pipe' && size >= 8 + attrMinBytes) {
+            const attrBytes = record.readUInt32LE(12);
+            if (attrBytes >= attrMinBytes && 8 + attrBytes <= size && header.attrs.length < limits.maxAttrs)
+              header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids: [], name: undefined });
+          }
+          break;
+        case recordType.headerTracingData:
+          // Its data follows the record, padded to 8 bytes (as deliverRecords skips it).
+          if (size >= 12) at += Math.ceil(record.readUInt32LE(8) / 8) * 8;
+          break;
+        case recordType.auxtrace:
+          if (size >= 16) at += safe(record.readBigUInt64LE(8));
+          break;
+        case recordType.compressed:
+        case recordType.compressed2:
+          // Only the stream's start is checked here: the rest is read with it.
+          outline.compressedError = zstdStartError(
+            type === recordType.compressed ? record.subarray(8) : record.subarray(16),
+          );
+          break walk;
+      }
     }
+    outline.complete = at >= end;
     return outline;
   } finally {
     await file.close();
@@ -223,7 +253,7 @@ export async function readPerfDataStream(
   if (start.length < pipeHeaderBytes || !isMagic(start, options.name) || start.readBigUInt64LE(8) !== 16n)
     throw badInput(options.name, 'not a pipe-mode perf.data (no 16-byte PERFILE2 header)');
   stream.position = 0;
-  return readPipeRecords(stream, handlers, options.name, options.signal);
+  return readPipeRecords(stream, handlers, options.name, options);
 }
 
 async function* empty(): AsyncIterable<Buffer> {}
@@ -315,10 +345,10 @@ async function readPipeRecords(
   stream: ByteStream,
   handlers: ReadHandlers,
   name: string,
-  signal: AbortSignal | undefined,
+  options: ReadOptions,
 ): Promise<ReadSummary> {
   const header: PerfDataHeader = { mode: 'pipe', attrs: [], features: { buildIds: [] } };
-  return deliverRecords(stream, header, handlers, name, { signal }, Number.POSITIVE_INFINITY);
+  return deliverRecords(stream, header, handlers, name, options, Number.POSITIVE_INFINITY);
 }
 
 /** Walks the records from the stream's position up to `end`, delivering events in perf's order. */
@@ -337,6 +367,7 @@ async function deliverRecords(
     unknownIdSamples: 0,
     pipeBuildIds: 0,
     decompressedBytes: 0,
+    cutCompressedBytes: 0,
   };
   let compressed: CompressedRecords | undefined;
   let layout: RecordLayout | undefined;
@@ -365,8 +396,9 @@ async function deliverRecords(
         const key = perThread ? `${id}/${sample.tid}` : id;
         const previous = lastValue.get(key);
         lastValue.set(key, value);
+        // perf subtracts u64s: a counter that went back (a file no kernel wrote) wraps round.
         const period =
-          typeof value === 'number' && typeof previous !== 'bigint'
+          typeof value === 'number' && typeof previous !== 'bigint' && value >= (previous ?? 0)
             ? value - (previous ?? 0)
             : BigInt.asUintN(64, BigInt(value) - BigInt(previous ?? 0));
         if (period === 0 || period === 0n) continue;
@@ -429,14 +461,16 @@ async function deliverRecords(
         throw error;
       }
     }
-    if (compressed && compressed.pending > 0)
-      throw badInput(name, `its compressed data ends inside a record (${compressed.pending} bytes of it)`);
+    // A recording cut short (perf killed, finished by recover.ts) may end inside a compressed record: perf leaves
+    // what it holds of that record unread, and so does this.
+    summary.cutCompressedBytes = compressed?.pending ?? 0;
     if (layout) await order.finish();
     else await started();
     counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
     summary.decompressedBytes = compressed?.bytes ?? 0;
     return summary;
   } finally {
+    await compressed?.close();
     await stream.close();
   }
 
@@ -509,10 +543,10 @@ async function deliverRecords(
       if (size > record.length - 16) throw new RecordError('a compressed record shorter than its data');
       payload = record.subarray(16, 16 + size);
     }
-    compressed ??= new CompressedRecords();
+    compressed ??= new CompressedRecords(options.decodeDeadlineMs, options.signal);
     let records: Buffer[];
     try {
-      records = compressed.take(payload);
+      records = await compressed.take(payload);
     } catch (error) {
       if (!(error instanceof CompressedStreamError)) throw error;
       if (error.tooLargeWindow) throw windowTooLarge(name, error);
@@ -520,8 +554,14 @@ async function deliverRecords(
     }
     for (const inner of records) {
       const innerType = inner.readUInt32LE(0);
-      if (innerType === recordType.compressed || innerType === recordType.compressed2)
-        throw new RecordError('a compressed record inside compressed data');
+      // Records whose data follows them in the file (tracing data, AUX trace) cannot lie inside compressed data.
+      if (
+        innerType === recordType.compressed ||
+        innerType === recordType.compressed2 ||
+        innerType === recordType.headerTracingData ||
+        innerType === recordType.auxtrace
+      )
+        throw new RecordError(`a record of type ${innerType} inside compressed data`);
       counts[innerType < 128 ? innerType : 128]!++;
       const handled = handleRecord(inner, innerType, offset);
       if (handled) await handled;

@@ -56,6 +56,8 @@ export interface Mapping {
 export interface ScriptFrame {
   /** `\t<address> <symbol>+0x<offset> (<dso>)`, without its newline. */
   readonly line: string;
+  /** Where the symbol's name ends in `line` (before `+0x<offset>`, or ` (<dso>)`). */
+  readonly symbolEnd?: number;
   /** The sink's: undefined until it sets it. */
   memo: unknown;
 }
@@ -70,8 +72,9 @@ export interface ScriptSink {
    */
   sample(header: string, frames: readonly ScriptFrame[], count: number): void | Promise<void>;
   /**
-   * A sample perf prints without a callchain: its whole text, lines ending in a newline, and no blank line after (a
-   * header line ending in its one frame, or a tracepoint's header line alone).
+   * A sample whose text is not a header line and frame lines with their offsets and dsos: its whole text, lines ending
+   * in a newline (perf prints a sample without a callchain on one line, with no blank line after: a header line ending
+   * in its one frame, or a tracepoint's header line alone; a pipe's tracepoint frames show their symbols alone).
    */
   oneLine(text: string): void | Promise<void>;
 }
@@ -132,46 +135,54 @@ interface SampleLayout {
   ip: boolean;
   /** The sample has a callchain (its own lines, then a blank line); without, the comm is padded to 16 columns. */
   callchain: boolean;
+  /**
+   * The frames show the symbol alone, no offset nor dso: tracepoints in pipe mode, where perf script turns on only
+   * their IP and SYM fields as each attribute arrives (builtin-script.c's process_attr).
+   */
+  symbolOnly: boolean;
 }
 
 /** perf_event_attr.type values perf script knows (PERF_TYPE_MAX is 6; others print as OUTPUT_TYPE_OTHER). */
 const tracepointType = 2;
 const otherType = 6;
 
-/** Each attribute's layout, as perf script decides it from the attributes (see SampleLayout). */
-function sampleLayouts(attrs: readonly EventAttr[]): SampleLayout[] {
+/**
+ * Each attribute's layout, as perf script decides it from the attributes (see SampleLayout): in file mode from them
+ * all at once (perf_session__check_output_opt), in pipe mode as each arrives (process_attr).
+ */
+function sampleLayouts(attrs: readonly EventAttr[], pipe: boolean): SampleLayout[] {
   const typeOf = (attr: EventAttr) => (attr.type < 6 ? attr.type : otherType);
   const isDummy = (attr: EventAttr) => attr.type === 1 && attr.config === 9n;
   const has = (attr: EventAttr, bit: bigint) => (attr.sampleType & bit) !== 0n;
   const byType = new Map<number, SampleLayout>();
+  let combined = 0n;
   for (const attr of attrs) {
+    combined |= attr.sampleType;
     const type = typeOf(attr);
     if (byType.has(type) || isDummy(attr)) continue;
     const tracepoint = type === tracepointType;
+    // In pipe mode a tracepoint's frames show when the attributes so far have call graphs.
+    const callchains =
+      (combined & (sampleBit.callchain | sampleBit.branchStack)) !== 0n ||
+      ((combined & sampleBit.regsUser) !== 0n && (combined & sampleBit.stackUser) !== 0n);
     byType.set(type, {
       tid: has(attr, sampleBit.tid),
       cpu: has(attr, sampleBit.cpu),
       time: has(attr, sampleBit.time),
       period: !tracepoint,
       trace: tracepoint,
-      ip: !tracepoint && has(attr, sampleBit.ip),
+      ip: tracepoint ? pipe && callchains : has(attr, sampleBit.ip),
       callchain: false,
+      symbolOnly: tracepoint && pipe,
     });
   }
-  // Tracepoints show frames when one of them has a callchain (and so does any event, as perf's use_callchain says).
+  // In a file, tracepoints show frames when one of them has a callchain (and so does any event, as perf's
+  // use_callchain says).
   const tracepoints = byType.get(tracepointType);
-  if (tracepoints && attrs.some((attr) => typeOf(attr) === tracepointType && has(attr, sampleBit.callchain)))
+  if (!pipe && tracepoints && attrs.some((attr) => typeOf(attr) === tracepointType && has(attr, sampleBit.callchain)))
     tracepoints.ip = true;
   return attrs.map((attr) => {
-    const layout = byType.get(typeOf(attr)) ?? {
-      tid: true,
-      cpu: false,
-      time: true,
-      period: true,
-      trace: false,
-      ip: true,
-      callchain: false,
-    };
+    const layout = byType.get(typeOf(attr)) ?? defaultLayout;
     return { ...layout, callchain: layout.ip && has(attr, sampleBit.callchain) };
   });
 }
@@ -260,9 +271,6 @@ export class ScriptTextWriter {
   private words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   private wordsBuffer: ArrayBufferLike | undefined;
   samples = 0;
-  /** The first and last times of the samples written (perf.data's header may lack them: --buildid-mmap). */
-  firstTime: PerfTime | undefined;
-  lastTime: PerfTime | undefined;
 
   constructor(
     private readonly symbols: ScriptSymbols,
@@ -276,7 +284,7 @@ export class ScriptTextWriter {
   async header(header: PerfDataHeader): Promise<void> {
     this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
-    this.layouts = sampleLayouts(header.attrs);
+    this.layouts = sampleLayouts(header.attrs, header.mode === 'pipe');
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     this.eventTails = this.names.map((name) => `${name.padStart(this.nameWidth)}: `);
     await this.sink.header(scriptHeader(header, this.names, this.style.attrLines));
@@ -404,8 +412,6 @@ export class ScriptTextWriter {
   private sample(sample: SampleEvent): void | Promise<void> {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
     this.samples++;
-    if (this.firstTime === undefined) this.firstTime = sample.time;
-    if (sample.time !== undefined) this.lastTime = sample.time;
     const thread = this.thread(sample.pid, sample.tid);
     const layout = this.layouts[sample.attr] ?? defaultLayout;
     let line: string;
@@ -435,10 +441,10 @@ export class ScriptTextWriter {
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid) ?? noMaps;
     if (layout.callchain && sample.callchain)
       // With a callchain, its context markers say where each frame is.
-      return this.frameLines(line, sample.callchain, 0, 0, 0, maps);
+      return this.frameLines(line, sample.callchain, 0, 0, 0, maps, layout.symbolOnly ? 'symbols' : 'lines');
     // Without, perf prints the sample's address (as it is, not as a file offset) after the event, on its line.
     if (!layout.ip) return this.sink.oneLine(`${line}\n`);
-    return this.frameLines(line, BigUint64Array.of(sample.ip), 0, 0, sample.cpumode, maps, true);
+    return this.frameLines(line, BigUint64Array.of(sample.ip), 0, 0, sample.cpumode, maps, 'oneLine');
   }
 
   /** `[cpu] ` as perf prints it. */
@@ -473,7 +479,7 @@ export class ScriptTextWriter {
     made: number,
     mode: number,
     maps: Maps,
-    oneLine = false,
+    form: 'lines' | 'oneLine' | 'symbols' = 'lines',
   ): void | Promise<void> {
     if (chain.buffer !== this.wordsBuffer) {
       this.wordsBuffer = chain.buffer;
@@ -521,11 +527,16 @@ export class ScriptTextWriter {
       if (frame instanceof Promise)
         return frame.then((line) => {
           this.frames[frames] = line;
-          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps, oneLine);
+          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps, form);
         });
       this.frames[frames++] = frame;
     }
-    if (oneLine) return this.sink.oneLine(`${header} ${oneLineFrame(this.frames[0]!, chain[0]!)}\n`);
+    if (form === 'oneLine') return this.sink.oneLine(`${header} ${oneLineFrame(this.frames[0]!, chain[0]!)}\n`);
+    if (form === 'symbols') {
+      let text = `${header}\n`;
+      for (let i = 0; i < frames; i++) text += `${this.frames[i]!.line.slice(0, this.frames[i]!.symbolEnd)}\n`;
+      return this.sink.oneLine(`${text}\n`);
+    }
     return this.sink.sample(header, this.frames, frames);
   }
 
@@ -609,6 +620,7 @@ const defaultLayout: SampleLayout = Object.freeze({
   trace: false,
   ip: true,
   callchain: true,
+  symbolOnly: false,
 });
 
 /**
@@ -679,8 +691,9 @@ function styleOf(perfVersion: string | undefined): ScriptStyle {
 }
 
 function frameLine(address: bigint, hit: SymbolHit | undefined, dso: string): ScriptFrame {
-  const name = hit ? `${hit.name}+0x${hit.offset.toString(16)}` : '[unknown]';
-  return { line: `\t${address.toString(16).padStart(16)} ${name} (${dso})`, memo: undefined };
+  const symbol = `\t${address.toString(16).padStart(16)} ${hit ? hit.name : '[unknown]'}`;
+  const line = hit ? `${symbol}+0x${hit.offset.toString(16)} (${dso})` : `${symbol} (${dso})`;
+  return { line, symbolEnd: symbol.length, memo: undefined };
 }
 
 /** The mapping holding `ip`, by numbers: exact for an `ip` below 2^53 (see Mapped.start). */
