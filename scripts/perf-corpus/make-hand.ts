@@ -69,6 +69,7 @@ const cases: Case[] = [
   },
   { name: 'record-types', record: ['-g', '-F', '499', '--switch-events', '--namespaces', '--all-cgroups', '-s'] },
   { name: 'pipe', record: ['-g', '-F', '499'], pipe: true },
+  { name: 'pipe-tracepoint', record: ['-g', '-e', 'sched:sched_switch'], pipe: true },
   { name: 'switch-output', record: ['-g', '-F', '499', '--switch-output'], slice: true },
   { name: 'compressed', record: ['-g', '-F', '499', '-z'] },
   { name: 'buildid-mmap', record: ['-g', '-F', '499', '-N', '--buildid-mmap'] },
@@ -150,7 +151,12 @@ function record(perf: string, kase: Case, dir: string): number {
 function trimmedKallsyms(texts: string[]): string {
   const named = new Set<string>();
   for (const text of texts)
-    for (const m of text.matchAll(/^\s+[0-9a-f]+ (\S+?)\+0x[0-9a-f]+ \(\[kernel\.kallsyms\]\)$/gm)) named.add(m[1]!);
+    // `sym+0x<off> ([kernel.kallsyms])` on a frame's line or a one-line sample's, or the symbol alone at a kernel
+    // address (a pipe's tracepoint frames).
+    for (const m of text.matchAll(
+      /(?:[\t ][0-9a-f]+ (\S+?)\+0x[0-9a-f]+ \(\[kernel\.kallsyms\]\)|^\s+ffff[0-9a-f]{12} (\S+))$/gm,
+    ))
+      named.add((m[1] ?? m[2])!);
   const lines = readFileSync('/proc/kallsyms', 'utf8')
     .split('\n')
     .filter((line) => / [tTwW] /.test(line));

@@ -315,3 +315,41 @@ test(
     }
   },
 );
+
+// perf looks for a file's symbols in its build-id cache's copy before the file itself, and takes the first candidate
+// with a symbol table (dso.c's binary_type_symtab, symsrc__has_symtab): a file stripped since it was recorded is
+// named from the unstripped copy perf record kept; a stripped copy in the cache is passed over for the file.
+test('a stripped file is named from the unstripped copy in perf’s build-id cache, as perf names it', async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'strip', 'binutils')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
+  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-home-'));
+  const savedHome = process.env['HOME'];
+  process.env['HOME'] = home;
+  t.after(() => {
+    process.env['HOME'] = savedHome;
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(home, { recursive: true, force: true });
+  });
+  writeFileSync(
+    join(dir, 'p.c'),
+    'static int profcpu_static_burn(int x) { return x * 3; }\nint main(void) { return profcpu_static_burn(1); }\n',
+  );
+  const program = join(dir, 'p');
+  execFileSync('gcc', ['-O0', '-o', program, join(dir, 'p.c')]);
+  const buildId = /Build ID: ([0-9a-f]+)/.exec(execFileSync('readelf', ['-n', program], { encoding: 'utf8' }))![1]!;
+  const address = BigInt(
+    `0x${/^([0-9a-f]+) t profcpu_static_burn$/m.exec(execFileSync('nm', [program], { encoding: 'utf8' }))![1]!}`,
+  );
+  const cache = join(home, '.debug', '.build-id', buildId.slice(0, 2), buildId.slice(2));
+  mkdirSync(cache, { recursive: true });
+  copyFileSync(program, join(cache, 'elf'));
+  execFileSync('strip', [program]);
+  const out = join(dir, 'out');
+  mkdirSync(out);
+  // A gcc executable's text segment lies at the same offset in the file as in memory: the address is the offset.
+  const offset = address;
+  assert.equal(await lookup(out, hostname(), program, offset), 'profcpu_static_burn');
+  // A stripped copy in the cache holds no symbol table: the file's own dynamic symbols name what they can instead.
+  execFileSync('strip', [join(cache, 'elf')]);
+  assert.equal(await lookup(out, hostname(), program, offset), undefined);
+});
