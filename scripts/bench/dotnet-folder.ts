@@ -12,18 +12,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startDotnetApp } from '../../test/support/dotnet-app.js';
 import { benchNodeEnv, describeNodeEnv } from './support/node-env.js';
+import { summary, type Run } from './support/runs.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
 const lengths = (process.env['PROFCPU_BENCH_SECONDS'] ?? '15,60').split(',').map(Number);
 const runs = Number(process.env['PROFCPU_BENCH_RUNS'] ?? 5);
 const flamegraph = process.env['PROFCPU_BENCH_FLAMEGRAPH'];
-
-interface Run {
-  seconds: number;
-  cpuSeconds: number;
-  peakMiB: number;
-}
 
 /** `sh -c script` under /usr/bin/time, in `cwd`. */
 function timed(script: string, cwd: string): Run {
@@ -38,18 +33,6 @@ function timed(script: string, cwd: string): Run {
   if (result.status !== 0) throw new Error(`${script} failed: ${stderr.trim().slice(-300)}`);
   const usage = /maxrss (\d+) cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr)!;
   return { seconds, cpuSeconds: Number(usage[2]) + Number(usage[3]), peakMiB: Number(usage[1]) / 1024 };
-}
-
-function summary(label: string, results: Run[]): number {
-  const walls = results.map((r) => r.seconds).sort((a, b) => a - b);
-  const median = walls[Math.floor(walls.length / 2)]!;
-  const cpu = results.map((r) => r.cpuSeconds).sort((a, b) => a - b)[Math.floor(results.length / 2)]!;
-  const rss = Math.max(...results.map((r) => r.peakMiB));
-  console.log(
-    `  ${label.padEnd(40)} wall ${median.toFixed(2).padStart(6)} s (${walls[0]!.toFixed(2)}-${walls.at(-1)!.toFixed(2)})` +
-      `  cpu ${cpu.toFixed(2).padStart(6)} s  peak RSS ${rss.toFixed(0)} MiB`,
-  );
-  return median;
 }
 
 async function folder(seconds: number): Promise<string> {
@@ -84,6 +67,7 @@ for (const seconds of lengths) {
     summary(
       label,
       Array.from({ length: runs }, () => timed(script, dir)),
+      40,
     );
   const postprocess = time(
     'profcpu postprocess',

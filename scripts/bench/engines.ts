@@ -16,6 +16,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { codeSymbols } from '../../src/collect/kallsyms-step.js';
 import { benchNodeEnv, describeNodeEnv } from './support/node-env.js';
+import { summary, type Run } from './support/runs.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}bench-out/`;
@@ -23,12 +24,6 @@ const cli = process.env['PROFCPU_BENCH_CLI'] ?? `${root}dist/cli/main.js`;
 const sizes = (process.env['PROFCPU_BENCH_SAMPLES'] ?? '10,100,1000').split(',').map(Number);
 const runs = Number(process.env['PROFCPU_BENCH_RUNS'] ?? 3);
 const engines = (process.env['PROFCPU_BENCH_ENGINES'] ?? 'perf,native').split(',') as ('perf' | 'native')[];
-
-interface Run {
-  seconds: number;
-  cpuSeconds: number;
-  peakMiB: number;
-}
 
 /** Runs the command under /usr/bin/time, its output to /dev/null, or to the file `stdout` names. */
 function timed(command: string, args: string[], stdout?: string): Run {
@@ -58,18 +53,6 @@ function record(thousands: number): string {
   const result = spawnSync('perf', [...perf, '--', 'sh', '-c', load], { stdio: 'ignore' });
   if (result.status !== 0) throw new Error('perf record failed (root and perf needed)');
   return dir;
-}
-
-function summary(label: string, results: Run[]): number {
-  const walls = results.map((r) => r.seconds).sort((a, b) => a - b);
-  const median = walls[Math.floor(walls.length / 2)]!;
-  const cpu = results.map((r) => r.cpuSeconds).sort((a, b) => a - b)[Math.floor(results.length / 2)]!;
-  const rss = Math.max(...results.map((r) => r.peakMiB));
-  console.log(
-    `  ${label.padEnd(28)} wall ${median.toFixed(2).padStart(6)} s (${walls[0]!.toFixed(2)}-${walls.at(-1)!.toFixed(2)})` +
-      `  cpu ${cpu.toFixed(2).padStart(6)} s  peak RSS ${rss.toFixed(0)} MiB`,
-  );
-  return median;
 }
 
 /** The built postprocess module (next to the CLI), and a script running it on a folder with no sample kept. */

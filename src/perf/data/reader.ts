@@ -100,17 +100,8 @@ export async function readPerfDataFile(
   options: ReadOptions = {},
 ): Promise<ReadSummary> {
   const name = options.name ?? path;
-  let file: FileHandle;
+  const { file, size, mtimeMs } = await openPerfData(path, name);
   try {
-    // NONBLOCK: a FIFO in perf.data's place must not wait for a writer; it is refused below.
-    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (error) {
-    throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
-  }
-  try {
-    const stats = await file.stat();
-    if (!stats.isFile()) throw badInput(name, 'not a regular file');
-    const size = stats.size;
     const start = await readAt(file, 0, fileHeaderBytes);
     if (start.length >= pipeHeaderBytes && isMagic(start, name) && start.readBigUInt64LE(8) === 16n) {
       const chunks = file.createReadStream({
@@ -122,7 +113,7 @@ export async function readPerfDataFile(
       return await readPipeRecords(new ByteStream(chunks, 0), handlers, name, options);
     }
     const header = await readFileHeader(file, start, size, name);
-    header.parsed.file = { ...header.parsed.file!, mtimeMs: stats.mtimeMs };
+    header.parsed.file = { ...header.parsed.file!, mtimeMs };
     if (header.dataSize === 0)
       return await deliverRecords(new ByteStream(empty()), header.parsed, handlers, name, options, 0);
     const chunks = file.createReadStream({
@@ -161,24 +152,17 @@ const windowBytes = 1 << 20;
  */
 export async function inspectPerfData(path: string, options: Pick<ReadOptions, 'name'> = {}): Promise<PerfDataOutline> {
   const name = options.name ?? path;
-  let file: FileHandle;
+  const { file, size } = await openPerfData(path, name);
   try {
-    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (error) {
-    throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
-  }
-  try {
-    const stats = await file.stat();
-    if (!stats.isFile()) throw badInput(name, 'not a regular file');
     const start = await readAt(file, 0, fileHeaderBytes);
     let header: PerfDataHeader;
     let from: number;
     let end: number;
     if (start.length >= pipeHeaderBytes && isMagic(start, name) && start.readBigUInt64LE(8) === 16n) {
       header = { mode: 'pipe', attrs: [], features: { buildIds: [] } };
-      [from, end] = [pipeHeaderBytes, stats.size];
+      [from, end] = [pipeHeaderBytes, size];
     } else {
-      const fileHeader = await readFileHeader(file, start, stats.size, name);
+      const fileHeader = await readFileHeader(file, start, size, name);
       header = fileHeader.parsed;
       [from, end] = [fileHeader.dataOffset, fileHeader.dataOffset + fileHeader.dataSize];
     }
@@ -239,6 +223,25 @@ export async function inspectPerfData(path: string, options: Pick<ReadOptions, '
     return outline;
   } finally {
     await file.close();
+  }
+}
+
+/** The perf.data at `path` opened, and its size: a regular file, or a BAD_INPUT (a FIFO there is not waited on). */
+async function openPerfData(path: string, name: string): Promise<{ file: FileHandle; size: number; mtimeMs: number }> {
+  let file: FileHandle;
+  try {
+    // NONBLOCK: a FIFO in perf.data's place must not wait for a writer; it is refused below.
+    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    throw new ProfcpuError('NO_PERF_DATA', `cannot open ${name}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    const stats = await file.stat();
+    if (!stats.isFile()) throw badInput(name, 'not a regular file');
+    return { file, size: stats.size, mtimeMs: stats.mtimeMs };
+  } catch (error) {
+    await file.close();
+    throw error;
   }
 }
 
