@@ -418,16 +418,43 @@ export async function ibtPltTables(
   const keptByPath = new Map<string, string | undefined>();
   for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
   const hostFiles = recordedHere(header);
-  const listed = header.features.buildIds
-    .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
-    .slice(0, prefetchLimits.files);
-  for (const { filename, buildId: recorded } of listed) {
-    const buildId = recorded !== '' ? recorded : keptByPath.get(filename);
+  // The files perf.data's build-id table lists (the files samples hit), and those collect kept (a recording with
+  // --buildid-mmap, as collect makes, has no such table: its build-ids are in the mapping records).
+  const listed = new Map<string, string | undefined>();
+  for (const { filename, buildId } of header.features.buildIds)
+    if (filename.startsWith('/') && !filename.endsWith('.ko')) listed.set(filename, buildId || undefined);
+  for (const { path, buildId } of kept.values()) if (!listed.has(path)) listed.set(path, buildId);
+  for (const [filename, recorded] of [...listed].slice(0, prefetchLimits.files * 8)) {
+    const buildId = recorded ?? keptByPath.get(filename);
+    const isKept = kept.has(buildId ?? '');
+    // Only a file with a .plt.sec is renamed: its section headers say so, before its symbols are read.
+    if (!(await hasPltSec(folder, filename, buildId, isKept, hostFiles))) continue;
     const naming = { demangle: demangle ? ('perf6.1' as const) : (false as const), plt: '6.1' as const };
-    const table = await loadFileTable(folder, filename, buildId, kept.has(buildId ?? ''), hostFiles, naming).catch(
-      () => undefined,
-    );
+    const table = await loadFileTable(folder, filename, buildId, isKept, hostFiles, naming).catch(() => undefined);
     if (table?.ibtPlt) out.set(filename, table as FileTable & { ibtPlt: { start: bigint; end: bigint } });
   }
   return out;
+}
+
+/** Whether the file perf recorded at `path` (kept, or this machine's) has a `.plt.sec`. */
+async function hasPltSec(
+  folder: OutputFolder,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+  hostFiles: boolean,
+): Promise<boolean> {
+  const file =
+    isKept && buildId
+      ? await folder.openExisting(`${layout.binaries}/${buildId}`)
+      : hostFiles
+        ? await openMachineFile(path)
+        : undefined;
+  if (!file) return false;
+  try {
+    const source = fileByteSource(file, (await file.stat()).size, (e) => e as Error);
+    return (await pltSecRange(source).catch(() => undefined)) !== undefined;
+  } finally {
+    await file.close();
+  }
 }

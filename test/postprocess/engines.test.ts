@@ -12,9 +12,12 @@ import { execa } from 'execa';
 import { Decompress } from 'fzstd';
 import { layout } from '../../src/bundle/layout.js';
 import { isProfcpuError } from '../../src/error.js';
+import { OutputFolder } from '../../src/files/output-folder.js';
 import type { StepContext } from '../../src/collect/steps.js';
 import { vdsoStep } from '../../src/collect/vdso-step.js';
 import { postprocess, type Engine } from '../../src/postprocess/postprocess.js';
+import { keepBinaries, type KeptBinary } from '../../src/symbols/kept-binaries.js';
+import { TargetFiles } from '../../src/target/target-files.js';
 import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
@@ -328,6 +331,29 @@ test('calls through .plt.sec recorded by perf 6.1: both engines name them target
     );
   }
   t.diagnostic(`${plt.reduce((n, [, count]) => n + count, 0)} samples in tiny@plt`);
+
+  // As collect records: -N --buildid-mmap leaves perf.data without a build-id table, and the files are kept in the
+  // folder; the perf engine finds the .plt.sec files among the kept ones.
+  const kept = join(dir, 'kept');
+  await mkdir(kept);
+  await recordCommand(join(kept, 'perf.data'), [program], ['-N', '--buildid-mmap']);
+  const files = await TargetFiles.open(process.pid);
+  const folder = await OutputFolder.open(kept);
+  try {
+    const wanted = [program, join(dir, 'libtiny.so')].map((path) => ({ path }));
+    const outcomes = await keepBinaries(wanted, files, folder, new Map<string, KeptBinary>());
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['kept', 'kept'],
+    );
+  } finally {
+    await folder.close();
+    await files.close();
+  }
+  const keptFold = await assertSameFold(t, kept);
+  assert.ok([...keptFold.keys()].some((stack) => stack.endsWith(';tiny@plt')));
+  const perfRun = await postprocess(kept, { engine: 'perf', tarball: false }, { warn: () => {} });
+  assert.deepEqual(perfRun.manifest.postprocess.pltRenamed, [program]);
 });
 
 // A zstd frame the built-in engine does not decode (a window past 2 MiB), met only deep in a recording where the
