@@ -249,6 +249,7 @@ async function postprocessFolder(
       ?.steps;
     const naming = namingReport(fold.quality, script.resolver, {
       runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
+      memfdFrames: [...fold.stacks.keys()].some((stack) => stack.includes('[memfd:doublemapper')),
     });
     if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
     // Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered.

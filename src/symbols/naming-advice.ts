@@ -37,6 +37,8 @@ export interface NamingAdviceContext {
   perfMapEnabledBy?: 'ipc' | 'environment';
   /** Why collect read no stub table from the runtime's memory: its runtime-stubs step's reason, when it gave one. */
   runtimeStubsSkipped?: string | undefined;
+  /** Unnamed frames lie in `memfd:doublemapper` mappings (.NET's JIT code under W^X). */
+  memfdFrames?: boolean;
 }
 
 export interface NamingCause {
@@ -140,12 +142,22 @@ const unloggedStubs: NamingRule = ({ noMaps, dotnet, context, sources }) => {
 };
 
 /** Addresses in no executable mapping: the unwinder followed a frame pointer into data or nowhere. */
-const brokenChains: NamingRule = ({ noMaps, dotnet, kinds, context }) => {
+const brokenChains: NamingRule = ({ noMaps, dotnet, kinds, sources, context }) => {
   const broken = context.resolver ? context.resolver.noMapping : kinds.unknown;
   if (noMaps || kinds.unknown === 0 || broken === 0) return undefined;
   const chains =
     'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
     '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
+  // A recording made without collect's snapshots, of .NET under W^X: perf itself leaves its JIT frames unnamed.
+  if (context.memfdFrames && !sources)
+    return {
+      cause:
+        `${kinds.unknown} frames lie in no file nor perf map: JIT code .NET runs from a memfd:doublemapper ` +
+        `mapping (its W^X default), which perf does not name from the perf map, or ${chains}`,
+      remedy:
+        'Record with `profcpu collect`, which names memfd:doublemapper frames from its snapshots, or start the ' +
+        'app with DOTNET_EnableWriteXorExecute=0.',
+    };
   return dotnet
     ? {
         cause: `frames outside any named code (${broken} distinct address${broken === 1 ? '' : 'es'}): mostly ${chains}`,

@@ -208,3 +208,16 @@ test('namingReport: the figures, what the resolver read and did, and the advice,
   assert.doesNotMatch(JSON.stringify(namingReport(figures(10, 10, { unknown: 5 }), undefined)), /\.NET|DOTNET_/);
   assert.equal(namingReport(figures(99, 99, {}), undefined).advice, undefined);
 });
+
+test('unnamed memfd:doublemapper frames in a recording without snapshots: W^X JIT code, and how to name it', () => {
+  const advice = namingAdvice(figures(9, 9, { unknown: 2000, 'native-unnamed': 100 }), {
+    dotnet: false,
+    memfdFrames: true,
+  });
+  const cause = advice!.causes.find((c) => /no file nor perf map/.test(c.cause));
+  assert.match(cause!.cause, /memfd:doublemapper mapping \(its W\^X default\)/);
+  assert.match(cause!.remedy, /profcpu collect.*DOTNET_EnableWriteXorExecute=0/);
+  // Without memfd frames, the general remedy for JIT code without a perf map.
+  const plain = namingAdvice(figures(9, 9, { unknown: 2000 }), { dotnet: false });
+  assert.match(plain!.causes[0]!.remedy, /\/tmp\/perf-<pid>\.map/);
+});
