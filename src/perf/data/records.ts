@@ -283,10 +283,9 @@ export function decodeSample(
   }
   let reads: SampleEvent['reads'];
   if (type & bit.read) {
-    const bytes = readBytes(attr.readFormat, record, at);
-    if (at + bytes > end) throw short();
-    reads = readValues(attr.readFormat, record, at);
-    at += bytes;
+    const read = readValues(attr.readFormat, record, at, short);
+    reads = read.values;
+    at += read.bytes;
   }
   let callchain: BigUint64Array | undefined;
   if (type & bit.callchain) {
@@ -313,35 +312,37 @@ export function decodeSample(
   };
 }
 
-/** Bytes of a sample's READ field at `at`. */
-function readBytes(format: bigint, record: Buffer, at: number): number {
-  const perValue = 1 + (format & readBit.id ? 1 : 0) + (format & readBit.lost ? 1 : 0);
-  const times = (format & readBit.totalTimeEnabled ? 1 : 0) + (format & readBit.totalTimeRunning ? 1 : 0);
-  if (!(format & readBit.group)) return (perValue + times) * 8;
-  if (at + 8 > record.length) throw new RecordError('a sample shorter than its read values');
-  const nr = record.readBigUInt64LE(at);
-  if (nr > BigInt(record.length)) throw new RecordError('a read group larger than its sample');
-  return (1 + times + Number(nr) * perValue) * 8;
-}
-
 /**
- * The values of a sample's READ field at `at` (its size checked by the caller) with their ids: a group's members, or
- * the event's one value. Without PERF_FORMAT_ID the id is 0, which names no event (perf counts such a sample as of
- * an unknown id).
+ * The values of a sample's READ field at `at` with their ids, and the field's bytes: a group's members, or the event's
+ * one value. Without PERF_FORMAT_ID the id is 0, which names no event (perf counts such a sample as of an unknown id).
  */
-function readValues(format: bigint, record: Buffer, at: number): NonNullable<SampleEvent['reads']> {
+function readValues(
+  format: bigint,
+  record: Buffer,
+  at: number,
+  short: () => RecordError,
+): { values: NonNullable<SampleEvent['reads']>; bytes: number } {
   const hasId = (format & readBit.id) !== 0n;
   const perValue = 1 + (hasId ? 1 : 0) + (format & readBit.lost ? 1 : 0);
   const times = (format & readBit.totalTimeEnabled ? 1 : 0) + (format & readBit.totalTimeRunning ? 1 : 0);
   if (!(format & readBit.group)) {
+    // value, the times, id, lost.
+    const bytes = (perValue + times) * 8;
+    if (at + bytes > record.length) throw short();
     const value = readU64(record, at);
-    return [{ id: hasId ? readU64(record, at + (1 + times) * 8) : 0, value }];
+    return { values: [{ id: hasId ? readU64(record, at + (1 + times) * 8) : 0, value }], bytes };
   }
-  const nr = Number(record.readBigUInt64LE(at));
+  // nr, the times, then {value, id, lost} per member.
+  if (at + 8 > record.length) throw new RecordError('a sample shorter than its read values');
+  const nr = record.readBigUInt64LE(at);
+  if (nr > BigInt(record.length)) throw new RecordError('a read group larger than its sample');
+  const count = Number(nr);
+  const bytes = (1 + times + count * perValue) * 8;
+  if (at + bytes > record.length) throw short();
   const values: NonNullable<SampleEvent['reads']> = [];
-  for (let i = 0, v = at + (1 + times) * 8; i < nr; i++, v += perValue * 8)
+  for (let i = 0, v = at + (1 + times) * 8; i < count; i++, v += perValue * 8)
     values.push({ value: readU64(record, v), id: hasId ? readU64(record, v + 8) : 0 });
-  return values;
+  return { values, bytes };
 }
 
 /** Decodes one of the side-band records profcpu uses, or undefined for other types. */
