@@ -212,10 +212,12 @@ export async function inspectPerfData(path: string, options: Pick<ReadOptions, '
           break;
         case recordType.compressed:
         case recordType.compressed2:
-          // Only the stream's start is checked here: the rest is read with it.
-          outline.compressedError = zstdStartError(
-            type === recordType.compressed ? record.subarray(8) : record.subarray(16),
-          );
+          // Only the stream's start is checked here: the rest is read with it (a damaged record too, saying where).
+          try {
+            outline.compressedError = zstdStartError(compressedPayload(record, type));
+          } catch (error) {
+            if (!(error instanceof RecordError)) throw error;
+          }
           break walk;
       }
     }
@@ -539,13 +541,7 @@ async function deliverRecords(
 
   /** The records a COMPRESSED record holds, each handled as if it stood in its place. */
   async function decompressed(record: Buffer, type: number, offset: number): Promise<void> {
-    let payload = record.subarray(8);
-    if (type === recordType.compressed2) {
-      if (record.length < 16) throw new RecordError('a compressed record too short');
-      const size = safe(record.readBigUInt64LE(8));
-      if (size > record.length - 16) throw new RecordError('a compressed record shorter than its data');
-      payload = record.subarray(16, 16 + size);
-    }
+    const payload = compressedPayload(record, type);
     compressed ??= new CompressedRecords(options.decodeDeadlineMs, options.signal);
     let records: Buffer[];
     try {
@@ -592,6 +588,15 @@ async function deliverRecords(
       throw badInput(name, `feature ${bit} at offset ${offset}: ${(error as Error).message}`, error);
     }
   }
+}
+
+/** The zstd data of a COMPRESSED record, or of perf 7's COMPRESSED2 (its size, then the data, padded to 8 bytes). */
+function compressedPayload(record: Buffer, type: number): Buffer {
+  if (type !== recordType.compressed2) return record.subarray(8);
+  if (record.length < 16) throw new RecordError('a compressed record too short');
+  const size = safe(record.readBigUInt64LE(8));
+  if (size > record.length - 16) throw new RecordError('a compressed record shorter than its data');
+  return record.subarray(16, 16 + size);
 }
 
 /** A recording compressed with a larger zstd window than profcpu decodes: perf can read it. */
