@@ -38,7 +38,7 @@ import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
 import { runNativeAndFold } from './native-engine.js';
 import { nativeShortfall, type Engine, type Shortfall } from './engine-choice.js';
-import { inspectPerfData } from '../perf/data/reader.js';
+import { inspectPerfData, type PerfDataHeader } from '../perf/data/reader.js';
 import { ibtPltTables } from './native-symbols.js';
 import { PltRenamer, pltRenameWarning } from './plt-rename.js';
 import type { PerfMapUse } from './jit-maps.js';
@@ -241,7 +241,13 @@ async function postprocessFolder(
               throw isProfcpuError(error, 'NEEDS_PERF') ? new NativeShortfall(error) : error;
             },
           )
-        : runScriptAndFold(folder, opts, outputs, { signal, warn, progress, euid, archive: scriptArchive }, resolving),
+        : runScriptAndFold(
+            folder,
+            opts,
+            outputs,
+            { signal, warn, progress, euid, archive: scriptArchive, header: chosen.header },
+            resolving,
+          ),
     );
     const { fold } = script;
     checkSamples(fold, dir);
@@ -331,11 +337,13 @@ async function chooseEngine(
   options: PostprocessOptions,
   warn: Warn,
   found?: Shortfall,
-): Promise<{ engine: Engine; handOver?: string }> {
+): Promise<{ engine: Engine; handOver?: string; header?: PerfDataHeader }> {
   if (options.engine === 'perf') return { engine: 'perf' };
-  const shortfall =
-    found ?? nativeShortfall(await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData }));
-  if (!shortfall) return { engine: 'native' };
+  // perf.data's header comes along, for perf script's run when it reads the recording (runScriptAndFold).
+  const outline = found ? undefined : await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData });
+  const header = outline?.header;
+  const shortfall = found ?? nativeShortfall(outline!);
+  if (!shortfall) return { engine: 'native', header };
   const instead = shortfall.recordInstead ? `; or ${shortfall.recordInstead}` : '';
   if (options.engine === 'native')
     throw new ProfcpuError('NEEDS_PERF', shortfall.why, {
@@ -347,7 +355,7 @@ async function chooseEngine(
       remedy: `Install perf (Debian: apt-get install linux-perf) or pass --perf PATH, and run again${instead}.`,
     });
   warn(`${shortfall.why}: perf script reads it instead (${options.perfPath})`);
-  return { engine: 'perf', handOver: shortfall.why };
+  return { engine: 'perf', handOver: shortfall.why, header };
 }
 
 /** The native engine's NEEDS_PERF, met while it read (a shortfall the engine choice could not see coming). */
@@ -425,6 +433,8 @@ async function runScriptAndFold(
     euid: number | undefined;
     /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
     archive: StreamedFile | undefined;
+    /** perf.data's header, when the engine choice read it already. */
+    header: PerfDataHeader | undefined;
   },
   resolving: Promise<FrameResolver | undefined>,
 ) {
@@ -451,8 +461,11 @@ async function runScriptAndFold(
   let view: BuildIdView | undefined;
   // perf 6.1's names of calls through a .plt.sec, renamed as the native engine names them (plt-rename.ts).
   // (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
-  const pltTables = await inspectPerfData(join(dir, layout.perfData), { name: layout.perfData })
-    .then(({ header }) => ibtPltTables(folder, header, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
+  const header = context.header
+    ? Promise.resolve(context.header)
+    : inspectPerfData(join(dir, layout.perfData), { name: layout.perfData }).then((outline) => outline.header);
+  const pltTables = await header
+    .then((read) => ibtPltTables(folder, read, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
     .catch(() => undefined);
   const renamer = pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
   try {
