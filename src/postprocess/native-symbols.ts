@@ -56,6 +56,15 @@ export interface NativeSymbolSources {
 
 /** A file's table, with the PLT range perf 6.1 names wrongly when its entries were named as perf 6.12 names them. */
 type FileTable = FunctionTable & { ibtPlt?: { start: bigint; end: bigint } };
+/** The table of a file with a `.plt.sec`, for plt-rename.ts. */
+export type IbtPltTable = FileTable & Required<Pick<FileTable, 'ibtPlt'>>;
+/** How a file's symbols are named; `pltSecOnly`: only a file with a `.plt.sec` is read (the others give none). */
+interface Naming {
+  demangle: DemangleForm | false;
+  plt: PltRules;
+  byBuildIdOnly?: boolean;
+  pltSecOnly?: boolean;
+}
 
 /**
  * perf.data was recorded on this machine (its hostname): only then are this machine's files (at recorded paths, in
@@ -185,7 +194,7 @@ async function loadFileTable(
   buildId: string | undefined,
   isKept: boolean,
   hostFiles: boolean,
-  naming: { demangle: DemangleForm | false; plt: PltRules },
+  naming: Naming,
 ): Promise<FileTable> {
   if (isKept && buildId) {
     const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
@@ -217,7 +226,7 @@ async function tableFromFile(
   path: string,
   buildId: string | undefined,
   isKept: boolean,
-  given: { demangle: DemangleForm | false; plt: PltRules; byBuildIdOnly?: boolean },
+  given: Naming,
 ): Promise<FileTable | undefined> {
   try {
     const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
@@ -226,6 +235,7 @@ async function tableFromFile(
     // perf refuses a file whose build-id is not the recorded one.
     if (!isKept && buildId && fileId !== buildId) return undefined;
     const ibtPlt = given.plt === '6.1' ? await pltSecRange(runtimeSource).catch(() => undefined) : undefined;
+    if (given.pltSecOnly && !ibtPlt) return tableOf([]);
     const naming = ibtPlt ? { ...given, plt: '6.12' as const } : given;
     const tagged = (table: FunctionTable): FileTable => (ibtPlt ? Object.assign(table, { ibtPlt }) : table);
     // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
@@ -411,8 +421,8 @@ export async function ibtPltTables(
   folder: OutputFolder,
   header: PerfDataHeader,
   { demangle = true }: { demangle?: boolean } = {},
-): Promise<Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>> {
-  const out = new Map<string, FileTable & { ibtPlt: { start: bigint; end: bigint } }>();
+): Promise<Map<string, IbtPltTable>> {
+  const out = new Map<string, IbtPltTable>();
   if (versionAtLeast(header.features.perfVersion ?? '', 6, 2)) return out;
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   const keptByPath = new Map<string, string | undefined>();
@@ -426,35 +436,12 @@ export async function ibtPltTables(
   for (const { path, buildId } of kept.values()) if (!listed.has(path)) listed.set(path, buildId);
   for (const [filename, recorded] of [...listed].slice(0, prefetchLimits.files * 8)) {
     const buildId = recorded ?? keptByPath.get(filename);
-    const isKept = kept.has(buildId ?? '');
     // Only a file with a .plt.sec is renamed: its section headers say so, before its symbols are read.
-    if (!(await hasPltSec(folder, filename, buildId, isKept, hostFiles))) continue;
-    const naming = { demangle: demangle ? ('perf6.1' as const) : (false as const), plt: '6.1' as const };
-    const table = await loadFileTable(folder, filename, buildId, isKept, hostFiles, naming).catch(() => undefined);
-    if (table?.ibtPlt) out.set(filename, table as FileTable & { ibtPlt: { start: bigint; end: bigint } });
+    const naming: Naming = { demangle: demangle && 'perf6.1', plt: '6.1', pltSecOnly: true };
+    const table = await loadFileTable(folder, filename, buildId, kept.has(buildId ?? ''), hostFiles, naming).catch(
+      () => undefined,
+    );
+    if (table?.ibtPlt) out.set(filename, table as IbtPltTable);
   }
   return out;
-}
-
-/** Whether the file perf recorded at `path` (kept, or this machine's) has a `.plt.sec`. */
-async function hasPltSec(
-  folder: OutputFolder,
-  path: string,
-  buildId: string | undefined,
-  isKept: boolean,
-  hostFiles: boolean,
-): Promise<boolean> {
-  const file =
-    isKept && buildId
-      ? await folder.openExisting(`${layout.binaries}/${buildId}`)
-      : hostFiles
-        ? await openMachineFile(path)
-        : undefined;
-  if (!file) return false;
-  try {
-    const source = fileByteSource(file, (await file.stat()).size, (e) => e as Error);
-    return (await pltSecRange(source).catch(() => undefined)) !== undefined;
-  } finally {
-    await file.close();
-  }
 }

@@ -7,7 +7,7 @@
 // `\t<offset> <sym> (<file>)` frame line whose offset lies in a renamed file's PLT rewritten; a chunk naming none of
 // those files passes untouched. One-line samples (no callchain) print an address, not an offset, which the text does
 // not let place in a file: they are left as perf named them (the native engine names them right).
-import type { FunctionTable } from '../symbols/elf-functions.js';
+import type { IbtPltTable } from './native-symbols.js';
 
 const frameLine = /^(\t\s*)([0-9a-f]+) (.*) \((.*)\)$/;
 
@@ -17,9 +17,7 @@ export class PltRenamer {
   readonly renamed = new Set<string>();
   private readonly needles: [string, string][];
 
-  constructor(
-    private readonly tables: ReadonlyMap<string, FunctionTable & { ibtPlt: { start: bigint; end: bigint } }>,
-  ) {
+  constructor(private readonly tables: ReadonlyMap<string, IbtPltTable>) {
     this.needles = [...tables.keys()].map((path) => [path, ` (${Buffer.from(path, 'utf8').toString('latin1')})`]);
   }
 

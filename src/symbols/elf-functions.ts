@@ -361,14 +361,9 @@ async function readPltSymbols(
   demangling: DemangleForm | false,
   rules: PltRules,
 ): Promise<FunctionSymbol[]> {
-  const header = await elfHeader(source);
-  if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return [];
-  const sections = await readSectionHeaders(source, header);
-  if (!sections) return [];
-  const names = sections[header.readUInt16LE(0x3e)];
-  if (!names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return [];
-  const nameBytes = await bytesAt(source, Number(names.offset), Number(names.size));
-  const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
+  const found = await x86Sections(source);
+  if (!found) return [];
+  const { sections, named } = found;
   const rela = named('.rela.plt');
   const plt = named('.plt');
   const dynsym = rela && sections[rela.link];
@@ -414,17 +409,25 @@ async function readPltSymbols(
  * symbol tree's shape decides. Undefined for other files.
  */
 export async function pltSecRange(source: ByteSource): Promise<{ start: bigint; end: bigint } | undefined> {
+  const named = (await x86Sections(source))?.named;
+  if (!named) return undefined;
+  const [plt, sec] = [named('.plt'), named('.plt.sec')];
+  if (!sec || sec.size === 0n) return undefined;
+  const start = plt && plt.offset < sec.offset ? plt.offset : sec.offset;
+  return { start, end: sec.offset + sec.size };
+}
+
+/** An x86-64 file's section headers, and its sections by name; undefined for another file or a forged name table. */
+async function x86Sections(
+  source: ByteSource,
+): Promise<{ sections: Section[]; named: (wanted: string) => Section | undefined } | undefined> {
   const header = await elfHeader(source);
   if (!header || header.readUInt16LE(0x12) !== EM_X86_64) return undefined;
   const sections = await readSectionHeaders(source, header);
   const names = sections?.[header.readUInt16LE(0x3e)];
   if (!sections || !names || names.size > BigInt(elfFunctionLimits.maxStringBytes)) return undefined;
   const nameBytes = await bytesAt(source, Number(names.offset), Number(names.size));
-  const named = (wanted: string) => sections.find((sec) => sectionName(nameBytes, sec) === wanted);
-  const [plt, sec] = [named('.plt'), named('.plt.sec')];
-  if (!sec || sec.size === 0n) return undefined;
-  const start = plt && plt.offset < sec.offset ? plt.offset : sec.offset;
-  return { start, end: sec.offset + sec.size };
+  return { sections, named: (wanted) => sections.find((sec) => sectionName(nameBytes, sec) === wanted) };
 }
 
 /** How many bytes of `section` a read of all of it gives (the file may end inside it). */
