@@ -38,29 +38,39 @@ export async function openForReading(handle: PathHandle): Promise<FileHandle> {
   return file;
 }
 
-/**
- * The whole file behind `handle`, up to `maxBytes`, within the deadline. A regular file's size is known: it is read
- * into one buffer of that size (capped), so a large file costs its size once, not chunks and their concatenation.
- */
+/** The whole file behind `handle`, up to `maxBytes`, within the deadline (readSized: a regular file's size is known). */
 export async function readCapped(handle: PathHandle, limits: ReadLimits): Promise<CappedBytes> {
   return withDeadline(limits, handle.path, async (live) => {
     const file = await openForReading(handle);
     try {
       const size = (await file.stat()).size;
       if (size === 0) return await readAll(file, limits.maxBytes, live);
-      const bytes = Buffer.allocUnsafe(Math.min(size, limits.maxBytes));
-      let filled = 0;
-      while (filled < bytes.length) {
-        if (!live()) throw new Error('abandoned');
-        const { bytesRead } = await file.read(bytes, filled, Math.min(chunkBytes, bytes.length - filled), filled);
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return { bytes: bytes.subarray(0, filled), truncated: size > limits.maxBytes };
+      return await readSized(file, size, limits.maxBytes, live);
     } finally {
       await file.close();
     }
   });
+}
+
+/**
+ * The first `maxBytes` of an open regular file of `size` bytes, read into one buffer of that size (capped), so a
+ * large file costs its size once, not chunks and their concatenation; for use within withDeadline (`live`).
+ */
+export async function readSized(
+  file: FileHandle,
+  size: number,
+  maxBytes: number,
+  live: () => boolean,
+): Promise<CappedBytes> {
+  const bytes = Buffer.allocUnsafe(Math.min(size, maxBytes));
+  let filled = 0;
+  while (filled < bytes.length) {
+    if (!live()) throw new Error('abandoned');
+    const { bytesRead } = await file.read(bytes, filled, Math.min(chunkBytes, bytes.length - filled), filled);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return { bytes: bytes.subarray(0, filled), truncated: size > maxBytes };
 }
 
 /**

@@ -3,9 +3,9 @@
 // opened regular file or its bytes, within a cap and a deadline. A recorded path comes from perf.data, which may come
 // from anybody: nothing but a regular file is opened (stat first: opening a device or a FIFO may act, a watchdog arms,
 // a writer wakes), the file opened is checked to be the one seen, and a read that does not end is abandoned.
-import { constants, type Stats } from 'node:fs';
+import { constants } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
-import { readLimitDefaults, withDeadline } from './bounded-read.js';
+import { readLimitDefaults, readSized, withDeadline, type CappedBytes } from './bounded-read.js';
 
 /**
  * A regular file of this machine opened for reading, or undefined. stat comes first: opening anything else may act
@@ -25,14 +25,6 @@ export async function openMachineFile(path: string): Promise<FileHandle | undefi
   return undefined;
 }
 
-export interface MachineFileRead {
-  bytes: Buffer;
-  /** The file as opened (its owner, for perf's rule on perf maps). */
-  stat: Stats;
-  /** The file held more than the bytes read (only with `truncate`). */
-  truncated: boolean;
-}
-
 /**
  * A regular file of this machine (openMachineFile's rules) read whole within bounded-read.ts's default deadline, or
  * undefined when it is none, empty, cannot be read in time, or holds more than `maxBytes`; with `truncate`, a larger
@@ -42,22 +34,14 @@ export async function readMachineFile(
   path: string,
   maxBytes: number,
   { truncate = false, timeoutMs = readLimitDefaults.timeoutMs }: { truncate?: boolean; timeoutMs?: number } = {},
-): Promise<MachineFileRead | undefined> {
-  const read = async (live: () => boolean): Promise<MachineFileRead | undefined> => {
+): Promise<CappedBytes | undefined> {
+  const read = async (live: () => boolean): Promise<CappedBytes | undefined> => {
     const handle = await openMachineFile(path);
     if (!handle) return undefined;
     try {
-      const fileStat = await handle.stat();
-      const size = fileStat.size;
+      const { size } = await handle.stat();
       if (size <= 0 || (size > maxBytes && !truncate)) return undefined;
-      const bytes = Buffer.allocUnsafe(Math.min(size, maxBytes));
-      let filled = 0;
-      while (filled < bytes.length && live()) {
-        const { bytesRead } = await handle.read(bytes, filled, Math.min(1 << 20, bytes.length - filled), filled);
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return { bytes: bytes.subarray(0, filled), stat: fileStat, truncated: size > maxBytes };
+      return await readSized(handle, size, maxBytes, live);
     } finally {
       await handle.close();
     }
