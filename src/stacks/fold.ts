@@ -323,7 +323,7 @@ export class StackFolder {
         else this.endSample();
       } else this.frameLine(buf, start, end);
     } else if (matchHeader(buf, start, end, compat, this.header)) {
-      this.headerLine(buf, start, end);
+      this.beginSample(buf, start, end);
     } else if (compat) {
       // stackcollapse-perf.pl tries its frame rule on every line that is not a header.
       this.frameLine(buf, start, end);
@@ -337,15 +337,12 @@ export class StackFolder {
     if (m && Number(m[2]) === tracepointType) this.tracepoints.add(m[1]!);
   }
 
-  private headerLine(buf: Buffer, start: number, end: number): void {
-    this.beginSample(buf, start, end);
-  }
-
   /**
    * A sample's header: its event (kept or filtered out), root frame and weight. Gives the offset of what follows the
-   * event on the line (a tracepoint's fields, a one-line sample's frame), -1 when that is not known.
+   * event on the line (a tracepoint's fields, a one-line sample's frame), -1 when that is not known. `matched`: what
+   * matchEventAfterTime gave for the line, when the caller matched it already.
    */
-  private beginSample(buf: Buffer, start: number, end: number): number {
+  private beginSample(buf: Buffer, start: number, end: number, matched?: number): number {
     const { compat } = this.options;
     this.parsed++;
     this.sampleStack = undefined;
@@ -356,7 +353,9 @@ export class StackFolder {
     // stackcollapse-perf.pl reads the event from the line's end; perf prints it after the time (and a tracepoint's
     // fields after it), which is where it is read otherwise, when the line has a time.
     const h = this.header;
-    const rest = compat ? -1 : matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event);
+    const rest =
+      matched ??
+      (compat ? -1 : matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event));
     if (rest < 0) matchEvent(buf, start, end, this.event);
     else if (this.event.timeStart! >= 0) {
       this.lastTime = parseTime(buf, this.event.timeStart!, this.event.timeEnd!);
@@ -396,22 +395,18 @@ export class StackFolder {
     while (from < end && buf[from] === SPACE) from++;
     if (from >= end || !matchHeader(buf, from, end, false, this.header)) return false;
     const h = this.header;
-    if (matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event) < 0) return false;
-    const rest = this.beginSample(buf, from, end);
+    const rest = matchEventAfterTime(buf, h.secondStart >= 0 ? h.secondEnd : h.firstEnd, end, this.event);
+    if (rest < 0) return false;
+    this.beginSample(buf, from, end, rest);
     if (this.state !== State.InSample) {
       // Filtered out: the next line starts afresh.
       this.state = State.Between;
       return true;
     }
-    const event = this.event.eventStart >= 0 ? this.eventName(buf, this.event.eventStart, this.event.eventEnd) : '';
-    if (rest >= 0 && rest < end && !this.tracepoints.has(event)) this.frameLine(buf, rest, end);
+    // A sample kept is of the event folded.
+    if (rest < end && !this.tracepoints.has(this.eventFilter)) this.frameLine(buf, rest, end);
     if (this.state === State.InSample) this.endSample();
     return true;
-  }
-
-  /** The event's name, a string shared by all samples of that event. */
-  private eventName(buf: Buffer, start: number, end: number): string {
-    return this.events[this.eventIndex(buf, start, end)]!;
   }
 
   /** The event's index in `events`; past maxEvents distinct names (not perf's text), the last one stands for them. */
