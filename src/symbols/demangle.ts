@@ -688,17 +688,16 @@ class Parser {
         return type;
       }
       const inner = this.type();
-      // A qualified array is an array of qualified elements: `char const [11]`.
-      const array = ` (${hole}) [`;
       // A qualifier the type has already (a template parameter's `unsigned char const`) is written once.
       const added = qualifiers
         .split(' ')
-        .filter((q) => q !== '' && !inner.replace(array, ' [').split(/[ (]/).includes(q))
+        .filter((q) => q !== '' && !inner.replace(arrayHole, ' [').split(/[ (]/).includes(q))
         .map((q) => ` ${q}`)
         .join('');
-      // A qualified pointer to a function: `void (* const)(int)`.
-      const type = inner.includes(array)
-        ? inner.replace(array, `${added}${array}`)
+      // A qualified array is an array of qualified elements (`char const [11]`); a qualified pointer to a function:
+      // `void (* const)(int)`.
+      const type = inner.includes(arrayHole)
+        ? inner.replace(arrayHole, `${added}${arrayHole}`)
         : inner.includes(hole)
           ? inner.replace(hole, qualifiers + hole)
           : inner + added;
@@ -781,11 +780,10 @@ class Parser {
     this.expect('_');
     const element = this.type();
     // An array of arrays: `int [12][8]`; an array of functions or of pointers to them: not covered.
-    const nested = ` (${hole}) [`;
-    if (element.includes(hole) && !element.includes(nested)) throw new Unsupported();
-    const type = element.includes(nested)
-      ? element.replace(nested, `${nested}${digits}][`)
-      : `${element} (${hole}) [${digits}]`;
+    if (element.includes(hole) && !element.includes(arrayHole)) throw new Unsupported();
+    const type = element.includes(arrayHole)
+      ? element.replace(arrayHole, `${arrayHole}${digits}][`)
+      : `${element}${arrayHole}${digits}]`;
     this.subs.push(type);
     return type;
   }
@@ -874,6 +872,9 @@ function joinPack(pack: string[]): string {
 /** Marks where a pointer or reference goes in a function type (`void (*)(int)`); removed from the final name. */
 const hole = '\u0001';
 
+/** Where an array type's name goes (`char (&) [17]` once referred to): its hole, then the dimensions. */
+const arrayHole = ` (${hole}) [`;
+
 /** `\u0002N\u0003`: a lambda's template parameter N while it is read (see templateParam). */
 const lambdaParam = '\u0002';
 const lambdaParamEnd = '\u0003';
@@ -885,7 +886,7 @@ function autoParams(text: string): string {
 }
 
 function finish(name: string): string {
-  return autoParams(name.replaceAll(` (${hole}) [`, ' [').replaceAll(`(${hole})`, '').replaceAll(hole, ''));
+  return autoParams(name.replaceAll(arrayHole, ' [').replaceAll(`(${hole})`, '').replaceAll(hole, ''));
 }
 
 /** `name<args>` as libiberty writes it: `> >` between closing brackets, `operator< <int>`. */
