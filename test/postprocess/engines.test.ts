@@ -20,6 +20,7 @@ import { keepBinaries, type KeptBinary } from '../../src/symbols/kept-binaries.j
 import { TargetFiles } from '../../src/target/target-files.js';
 import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
+import { ownHome } from '../support/home.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { burnFunctions, keepPerfMap, recordCommand, recordNode } from './recording.js';
@@ -106,16 +107,10 @@ test('a recording of another kernel: both engines name its frames from the kalls
   );
   assert.notDeepEqual(replaced, data, 'perf.data holds the running kernel’s build-id');
   await writeFile(join(dir, 'perf.data'), replaced);
-  const home = await mkdtemp(join(tmpdir(), 'profcpu-engines-home-'));
-  t.after(() => rm(home, { recursive: true, force: true }));
+  const home = await ownHome(t);
   const entry = join(home, '.debug', '[kernel.kallsyms]', other);
   await mkdir(entry, { recursive: true });
   const kallsyms = await readFile('/proc/kallsyms', 'utf8');
-  const saved = process.env['HOME'];
-  process.env['HOME'] = home;
-  t.after(() => {
-    process.env['HOME'] = saved;
-  });
   // The copy as that kernel's boot placed it, then as another boot of it did (KASLR: the kernel's own symbols 32 MiB
   // higher, its modules' where they were): perf moves them back by where perf.data's kernel mapping record says
   // `_text` was (kallsyms__delta), and so must the native engine.

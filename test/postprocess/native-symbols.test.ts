@@ -14,6 +14,7 @@ import type { PerfDataHeader } from '../../src/perf/data/reader.js';
 import type { Mapping } from '../../src/perf/data/script-text.js';
 import { nativeSymbols } from '../../src/postprocess/native-symbols.js';
 import { buildNativeLib } from '../fixtures/native-lib/build.js';
+import { ownHome } from '../support/home.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 
 function header(host: string): PerfDataHeader {
@@ -322,14 +323,8 @@ test(
 test('a stripped file is named from the unstripped copy in perf’s build-id cache, as perf names it', async (t) => {
   if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'strip', 'binutils')) return;
   const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-  const home = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-home-'));
-  const savedHome = process.env['HOME'];
-  process.env['HOME'] = home;
-  t.after(() => {
-    process.env['HOME'] = savedHome;
-    rmSync(dir, { recursive: true, force: true });
-    rmSync(home, { recursive: true, force: true });
-  });
+  const home = await ownHome(t);
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(
     join(dir, 'p.c'),
     'static int profcpu_static_burn(int x) { return x * 3; }\nint main(void) { return profcpu_static_burn(1); }\n',

@@ -13,8 +13,28 @@ import { test } from 'node:test';
 import { extract } from 'tar';
 import { layout } from '../../src/bundle/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
+import { ownHome } from '../support/home.js';
 
 const corpus = fileURLToPath(new URL('../fixtures/perf-corpus/', import.meta.url));
+
+/**
+ * The native engine's perf script text against perf's: every line but the `#` header alike (after `strip`), in the
+ * same number; gives the native engine's lines.
+ */
+function assertSameFrames(ours: string, theirs: string, name: string, strip = (line: string) => line): string[] {
+  const frames = (text: string) =>
+    text
+      .split('\n')
+      .filter((line) => !line.startsWith('#'))
+      .map(strip);
+  const [mine, perfs] = [frames(ours), frames(theirs)];
+  const differing = perfs.findIndex((line, i) => mine[i] !== line);
+  assert.ok(
+    differing < 0 && mine.length === perfs.length,
+    `${name}: line ${differing} differs:\n  perf    ${perfs[differing]}\n  native  ${mine[differing]}`,
+  );
+  return mine;
+}
 
 // perf 6.1.187 (Debian 12) prints file frames at their offset in the file, tids in 5 columns, C++ names demangled;
 // perf 6.12.117 (Debian's linux-source-6.12, built as images/sidecar/build-perf.sh builds it, with no demangler)
@@ -66,18 +86,11 @@ for (const { name, perfVersion, args, shows } of cases) {
 
     const script = await readFile(join(dir, layout.perfScript), 'utf8');
     assert.match(script, new RegExp(`^# perf version : ${perfVersion.replaceAll('.', '\\.')}$`, 'm'));
-    const frames = (text: string) => text.split('\n').filter((line) => !line.startsWith('#'));
-    const ours = frames(script);
-    const theirs = frames(await readFile(join(work, name, 'perf_script.out'), 'utf8'));
-    const differing = theirs.findIndex((line, i) => ours[i] !== line);
-    assert.ok(
-      differing < 0 && ours.length === theirs.length,
-      `line ${differing} differs:\n  perf    ${theirs[differing]}\n  native  ${ours[differing]}`,
-    );
+    const lines = assertSameFrames(script, await readFile(join(work, name, 'perf_script.out'), 'utf8'), name);
     const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
     assert.equal(folded, await readFile(join(work, name, 'folded_stacks.out'), 'utf8'));
     for (const frame of shows) assert.ok(folded.includes(frame), `${frame} in the folded stacks`);
-    t.diagnostic(`${theirs.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`);
+    t.diagnostic(`${lines.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`);
   });
 }
 
@@ -100,13 +113,7 @@ for (const archive of handMade) {
     assert.ok(cases.length >= 10, `${cases.length} cases`);
     // perf record left a copy of the program in this machine's build-id cache: a HOME of its own hides it, so the
     // frames are named from what the folder holds, as on any other machine.
-    const home = await mkdtemp(join(tmpdir(), 'profcpu-hand-corpus-home-'));
-    const savedHome = process.env['HOME'];
-    process.env['HOME'] = home;
-    t.after(async () => {
-      process.env['HOME'] = savedHome;
-      await rm(home, { recursive: true, force: true });
-    });
+    await ownHome(t);
     for (const name of cases) {
       const dir = join(top, 'cases', name);
       const { perfScriptArgs } = JSON.parse(await readFile(join(dir, 'case.json'), 'utf8')) as {
@@ -128,26 +135,18 @@ for (const archive of handMade) {
       await rename(join(dir, 'folded_stacks.out'), expected.folded);
       // No perf anywhere: the engine reads the folder alone.
       await postprocess(dir, { tarball: false, perfPath: join(work, 'no-perf-here'), perfScriptArgs });
-      const frames = (text: string) =>
-        text
-          .split('\n')
-          .filter((line) => !line.startsWith('#'))
-          // perf writes a tracepoint's fields after its name, which the native engine does not (README.md).
-          .map((line) => line.replace(/^(\S.* sched:sched_switch: ).*$/, '$1'));
-      const ours = frames(await readFile(join(dir, layout.perfScript), 'utf8'));
-      const theirs = frames(await readFile(expected.script, 'utf8'));
-      const differing = theirs.findIndex((line, i) => ours[i] !== line);
-      assert.ok(
-        differing < 0 && ours.length === theirs.length,
-        `${name}: line ${differing} differs:\n  perf    ${theirs[differing]}\n  native  ${ours[differing]}`,
+      const ours = assertSameFrames(
+        await readFile(join(dir, layout.perfScript), 'utf8'),
+        await readFile(expected.script, 'utf8'),
+        name,
+        // perf writes a tracepoint's fields after its name, which the native engine does not (README.md).
+        (line) => line.replace(/^(\S.* sched:sched_switch: ).*$/, '$1'),
       );
       const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');
       assert.equal(folded, await readFile(expected.folded, 'utf8'), `${name}: the folded stacks`);
       const jit = ours.some((line) => / corpus_jit_loop(\+0x|$)/.test(line));
       assert.ok(jit, `${name}: the JIT frame named from the perf map beside perf.data`);
-      t.diagnostic(
-        `${name}: ${theirs.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`,
-      );
+      t.diagnostic(`${name}: ${ours.length} lines of perf script text, ${folded.split('\n').length - 1} folded stacks`);
     }
   });
 }
