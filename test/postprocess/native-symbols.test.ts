@@ -2,18 +2,17 @@
 // is opened only when it is a regular file (opening a device acts: a FIFO stands in, whose waiting writer wakes when
 // it is opened), and this machine's files name frames only when perf.data was recorded here (its hostname).
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { setTimeout } from 'node:timers/promises';
 import { hostname, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import type { PerfDataHeader } from '../../src/perf/data/reader.js';
 import type { Mapping } from '../../src/perf/data/script-text.js';
 import { nativeSymbols } from '../../src/postprocess/native-symbols.js';
 import { buildNativeLib } from '../fixtures/native-lib/build.js';
+import { watchedFifo } from '../support/fifo.js';
 import { ownHome } from '../support/home.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 
@@ -47,33 +46,6 @@ async function lookup(
   } finally {
     await folder.close();
   }
-}
-
-/**
- * A FIFO in a new folder, with a writer blocked in its open until somebody opens the FIFO for reading; `opened()` says,
- * after a while, whether anybody did (the writer left its open).
- */
-async function watchedFifo(name = 'watchdog') {
-  const dir = mkdtempSync(join(tmpdir(), 'profcpu-native-symbols-'));
-  const fifo = join(dir, name);
-  mkdirSync(dirname(fifo), { recursive: true });
-  execFileSync('mkfifo', [fifo]);
-  const writer = spawn('sh', ['-c', `echo woken > ${fifo}`], { stdio: 'ignore' });
-  // Once the writer waits in its open (wchan wait_for_partner), an open for reading wakes it.
-  while ((await readFile(`/proc/${writer.pid}/wchan`, 'utf8')) !== 'wait_for_partner') await setTimeout(10);
-  return {
-    dir,
-    fifo,
-    async opened(): Promise<boolean> {
-      // A woken writer leaves its open at once (it ends, or waits to write): give it time to.
-      await setTimeout(200);
-      return (await readFile(`/proc/${writer.pid}/wchan`, 'utf8').catch(() => 'ended')) !== 'wait_for_partner';
-    },
-    remove(): void {
-      writer.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 test(
