@@ -14,7 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { codeSymbols } from '../../src/collect/kallsyms-step.js';
+import { codeSymbols } from '../../src/kernel/kallsyms-step.js';
 import { benchNodeEnv, describeNodeEnv } from './support/node-env.js';
 import { summary, type Run } from './support/runs.js';
 

@@ -1,5 +1,5 @@
 // `npm run bench maps`: loading and looking up a big service's perf map and jitdump. Writes an output folder's
-// target/ snapshots (see src/bundle/layout.ts) with PROFCPU_BENCH_MAPS_ENTRIES perf-map entries and as many jitdump
+// target/ snapshots (see src/output/layout.ts) with PROFCPU_BENCH_MAPS_ENTRIES perf-map entries and as many jitdump
 // records (default 1 000 000 each) and .NET-length names (~150 bytes): the jitdump repeats every other perf-map entry,
 // in order, as the runtime does, and adds as many ReadyToRun methods in 20 .dll mappings; one perf-map entry in 97
 // is logged again over an older one (later wins). PROFCPU_BENCH_MAPS_CODE_BYTES adds that many code bytes to each
@@ -27,7 +27,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
+import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
 
 const nspid = 1;
 /** Each perf-map entry i owns a 1 KiB slot of the anonymous code heap, so its address is a function of i. */

@@ -1,4 +1,4 @@
-// Sample-path benchmark of the native engine: reads a perf.data with the built reader (dist/perf/data/), alone
+// Sample-path benchmark of the native engine: reads a perf.data with the built reader (dist/engine/perf-data/), alone
 // (handlers doing nothing) and with the perf-script writer behind it, whose symbols name nothing and whose sink
 // keeps nothing: the cost of decoding, ordering and making frame lines, without symbol tables or output files.
 // Prints wall and CPU seconds of the first run (as postprocess pays it; the second mode runs with the reader warm)

@@ -9,11 +9,11 @@ import { createReadStream } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { layout } from '../../src/bundle/layout.js';
-import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs-step.js';
+import { layout } from '../../src/output/layout.js';
+import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs/runtime-stubs-step.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
-import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
+import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
 import { inspectProcess } from '../../src/target/inspect.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 

@@ -11,10 +11,10 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { placeDebugFile } from '../../src/symbols/debug-placement.js';
-import { readElfFile } from '../../src/symbols/elf.js';
-import { SymbolFetcher } from '../../src/symbols/symbol-server-fetch.js';
-import { ssqpDebugKey } from '../../src/symbols/symbol-server.js';
+import { placeDebugFile } from '../../src/debug-files/debug-placement.js';
+import { readElfFile } from '../../src/formats/elf/elf.js';
+import { SymbolFetcher } from '../../src/debug-files/symbol-server-fetch.js';
+import { ssqpDebugKey } from '../../src/debug-files/symbol-server.js';
 import { buildNativeLib } from '../../test/fixtures/native-lib/build.js';
 import { startStaticServer } from '../../test/support/static-server.js';
 

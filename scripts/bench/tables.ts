@@ -9,10 +9,10 @@ import { open } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { perfMapFunctions } from '../../src/postprocess/jit-maps.js';
-import { kallsymsTable } from '../../src/symbols/kallsyms.js';
-import { fileByteSource } from '../../src/symbols/elf.js';
-import { readFunctionTable } from '../../src/symbols/elf-functions.js';
+import { perfMapFunctions } from '../../src/jit/jit-maps.js';
+import { kallsymsTable } from '../../src/formats/kallsyms.js';
+import { fileByteSource } from '../../src/formats/elf/elf.js';
+import { readFunctionTable } from '../../src/formats/elf/elf-functions.js';
 
 const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 const mapLines = Number(process.env['PROFCPU_BENCH_MAP_LINES'] ?? 1_000_000);

@@ -53,7 +53,7 @@ async function checkPrerequisites() {
   ])
     if ((await $({ nothrow: true, quiet: true })`command -v ${tool}`).exitCode !== 0) missing.push(`${tool} (${pkg})`);
   if (missing.length) throw new Error(`missing: ${missing.join(', ')}`);
-  const layout = path.join(repoRoot, 'dist/bundle/layout.js');
+  const layout = path.join(repoRoot, 'dist/output/layout.js');
   if (!fs.existsSync(layout)) throw new Error('dist/ is missing: run `npm run build` first');
   return (await import(layout)).layout;
 }

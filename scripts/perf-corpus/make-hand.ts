@@ -1,6 +1,6 @@
 // Makes the hand-made recordings of test/fixtures/perf-corpus/ (its README.md says what each case is): recordings made
 // with `perf record` and the options people reach for, as a user would make them without profcpu collect, each with
-// the perf script text and folded stacks of the perf that recorded it, for test/postprocess/perf-corpus.test.ts.
+// the perf script text and folded stacks of the perf that recorded it, for test/engine/perf-corpus.test.ts.
 //
 //   npx tsx scripts/perf-corpus/make-hand.ts --perf perf=6.1 --perf /usr/local/bin/perf-7.3=7.3 [--out DIR]
 //
@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { postprocess } from '../../src/postprocess/postprocess.js';
-import { fileByteSource, readElf } from '../../src/symbols/elf.js';
+import { fileByteSource, readElf } from '../../src/formats/elf/elf.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const programDir = '/tmp/profcpu-corpus';

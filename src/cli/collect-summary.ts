@@ -2,11 +2,11 @@
 // lines of text out, ready for a terminal: the target's command line and the frame names (from its perf map) are
 // escaped, so a hostile target cannot send escape sequences or forge lines. Pure.
 import { basename, join, relative } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import { terminalText } from './terminal-text.js';
 import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from '../collect/session.js';
-import type { StepReport } from '../collect/steps.js';
+import type { StepReport } from '../step/step.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
 export interface PostprocessFacts {
@@ -30,7 +30,7 @@ export interface TopFrame {
   self: number;
 }
 
-/** What the summary reads from the symbols step's report (src/symbols/symbols-step.ts). */
+/** What the summary reads from the symbols step's report (src/debug-files/symbols-step.ts). */
 interface SymbolsStepFacts {
   mode?: string;
   servers?: string[];

@@ -5,14 +5,14 @@ import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
 import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
 import { collectDefaults, type CollectOptions } from '../collect/options.js';
-import type { CollectStep } from '../collect/steps.js';
+import type { CollectStep } from '../step/step.js';
 import { formatSummary } from './collect-summary.js';
-import { perfMapStep } from '../dotnet/perfmap-step.js';
-import type { PerfMapMode } from '../dotnet/perfmap-session.js';
+import { chosenSteps } from '../collect/registry.js';
+import type { PerfMapMode } from '../dotnet/perfmap/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
-import { symbolsModes, symbolsStep, symbolsStepDefaults, type SymbolsMode } from '../symbols/symbols-step.js';
+import { symbolsModes, symbolsStepDefaults, type SymbolsMode } from '../debug-files/symbols-step.js';
 import { choosePerf } from '../perf/select.js';
-import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
+import { microsoftSymbolServer, symbolServerList } from '../debug-files/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 import { exitNow } from './signals.js';
 import { sidecarSettings } from './sidecar-settings.js';
@@ -214,7 +214,10 @@ const command: CommandModule<object, CollectArgs> = {
     const servers = symbolServerList({ flags: args.symbolServer ?? [], env: process.env, offline: args.offline }, (m) =>
       reporter.warn(m),
     );
-    const steps = [perfMapStep({ mode: args.perfmap }), symbolsStep({ mode: args.symbols, servers, env: process.env })];
+    const steps = chosenSteps({
+      dotnet: { mode: args.perfmap },
+      debugFiles: { mode: args.symbols, servers, env: process.env },
+    });
     return runCollectSession(
       {
         ...(args.pid !== undefined && { pid: args.pid }),

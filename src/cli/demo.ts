@@ -3,7 +3,7 @@
 import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
 import { startDemoWorkload } from '../collect/demo.js';
-import type { CollectStep } from '../collect/steps.js';
+import type { CollectStep } from '../step/step.js';
 import { runCollectSession } from './collect.js';
 import { createReporter } from './reporter.js';
 

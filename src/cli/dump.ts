@@ -3,7 +3,7 @@
 // the runtime is still writing, it is waited for so that its file can be removed, unless Ctrl-C comes again.
 import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
-import { dumpTypeNames, type DumpTypeName } from '../dotnet/dump-protocol.js';
+import { dumpTypeNames, type DumpTypeName } from '../dotnet/ipc/dump-protocol.js';
 import { mib } from '../dump/fetch-dump.js';
 import { dumpDefaults, takeDump } from '../dump/take-dump.js';
 import { defaultOutputDir } from '../collect/options.js';

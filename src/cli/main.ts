@@ -2,7 +2,7 @@
 // profcpu's entry point: arguments in, exit code out. Each command lives in its own file under src/cli/, loaded only
 // when it is run (commands.ts); this file only wires them into yargs, rewrites the original tool's one-dash spelling,
 // and turns errors into messages.
-import { toolInfo } from '../bundle/manifest.js';
+import { toolInfo } from '../output/manifest.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { reporterLine } from './reporter.js';
 import { singleDashToDouble } from './single-dash-options.js';

@@ -1,6 +1,6 @@
 // `profcpu postprocess D` (or `-dir D`, `--dir D`): turns an output folder holding perf.data into the flame graphs,
 // FlameScope text, folded stacks, speedscope file, manifest and tarball. D may also be a prof.tar.gz somebody sent:
-// it is unpacked into a new folder first (src/bundle/unpack.ts: untrusted, checked entry by entry), next to it or
+// it is unpacked into a new folder first (src/output/unpack.ts: untrusted, checked entry by entry), next to it or
 // at --out DIR, and that folder is post-processed. Flags map onto PostprocessOptions in `toOptions`; progress and
 // warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops perf script (or the unpacking)
 // and removes half-written outputs; perf.data is always kept. The native engine (profcpu's own perf.data reader) is the
@@ -9,8 +9,8 @@ import { stat } from 'node:fs/promises';
 import { dirname, relative } from 'node:path';
 import { isInstalled } from '../perf/select.js';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
-import { layout } from '../bundle/layout.js';
-import { defaultUnpackLimits as unpackLimits } from '../bundle/unpack-limits.js';
+import { layout } from '../output/layout.js';
+import { defaultUnpackLimits as unpackLimits } from '../output/unpack-limits.js';
 import { ProfcpuError } from '../error.js';
 import {
   defaultPostprocessOptions,
@@ -190,7 +190,7 @@ async function folderOf(
   }
   reporter.info(`unpacking ${input}`);
   // The archive code (node-tar's parser) loads only for an archive.
-  const { unpackTarball } = await import('../bundle/unpack.js');
+  const { unpackTarball } = await import('../output/unpack.js');
   const unpacked = await unpackTarball(input, { ...(out !== undefined && { into: out }), signal, warn: reporter.warn });
   const megabytes = (unpacked.bytes / 1024 ** 2).toFixed(1);
   reporter.info(`unpacked ${input} into ${unpacked.dir} (${unpacked.files} files, ${megabytes} MB)`);

@@ -4,10 +4,10 @@
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
-import { fetchFileSymbols, fetchTargetSymbols, type SymbolsReport } from '../symbols/debug-symbols.js';
-import { defaultSymbolCacheDir } from '../symbols/symbol-cache.js';
-import { symbolFetchDefaults } from '../symbols/symbol-server-fetch.js';
-import { microsoftSymbolServer, symbolServerList } from '../symbols/symbol-server.js';
+import { fetchFileSymbols, fetchTargetSymbols, type SymbolsReport } from '../debug-files/debug-symbols.js';
+import { defaultSymbolCacheDir } from '../debug-files/symbol-cache.js';
+import { symbolFetchDefaults } from '../debug-files/symbol-server-fetch.js';
+import { microsoftSymbolServer, symbolServerList } from '../debug-files/symbol-server.js';
 import { createReporter } from './reporter.js';
 import { terminalText } from './terminal-text.js';
 

@@ -6,12 +6,11 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
-import { perfMapStep } from '../dotnet/perfmap-step.js';
+import { chosenSteps } from '../collect/registry.js';
 import { ProfcpuError } from '../error.js';
 import { choosePerf } from '../perf/select.js';
 import { postprocess } from '../postprocess/postprocess.js';
-import { symbolServerList } from '../symbols/symbol-server.js';
-import { symbolsStep } from '../symbols/symbols-step.js';
+import { symbolServerList } from '../debug-files/symbol-server.js';
 import { profileAction } from '../watch/actions.js';
 import { dumpAction } from '../watch/dump-action.js';
 import {
@@ -220,10 +219,11 @@ const command: CommandModule<object, WatchArgs> = {
         },
         {
           postprocess,
-          steps: () => [
-            perfMapStep({ mode: args.perfmap }),
-            symbolsStep({ mode: args.symbols, servers, env: process.env }),
-          ],
+          steps: () =>
+            chosenSteps({
+              dotnet: { mode: args.perfmap },
+              debugFiles: { mode: args.symbols, servers, env: process.env },
+            }),
         },
       ),
     };

@@ -4,7 +4,7 @@
 // actually sampled, and the CPU time profcpu and perf used meanwhile.
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import { ProfcpuError } from '../error.js';
 import { startRecord, type RecordEnd, type RecordOutcome } from '../perf/record.js';
 import type { RecordScope } from '../perf/record-scope.js';

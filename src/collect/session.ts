@@ -4,7 +4,7 @@
 // `stop` ends the recording early and still post-processes (first Ctrl-C), `signal` aborts (second Ctrl-C) and leaves
 // the raw data in place.
 import { resolve } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
@@ -13,13 +13,12 @@ import { buildIdMmapWorks, type RecordOutcome } from '../perf/record.js';
 import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { kallsymsStep } from './kallsyms-step.js';
-import { vdsoStep } from './vdso-step.js';
 import { missedSnapshots, type SnapshotReport } from './snapshot.js';
-import { isolatedSteps, readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
+import { kernelSteps, targetReaderSteps } from './registry.js';
+import { readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
-import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from './steps.js';
+import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from '../step/step.js';
 
 export type { RecordingProgress } from './recording.js';
 
@@ -186,9 +185,8 @@ async function recordAndFinish<R>(
   // Those that read the target run in the target reader; kallsyms, the vdso (the sidecar's own) and the context's
   // own steps (perf map, symbols) here.
   const steps = [
-    ...isolatedSteps().map((step) => readerStep(reader, step)),
-    kallsymsStep(),
-    vdsoStep(),
+    ...targetReaderSteps().map((step) => readerStep(reader, step)),
+    ...kernelSteps(),
     ...(context.steps ?? []),
   ];
   const reports: Record<string, StepReport> = {};

@@ -11,7 +11,7 @@
 // - holes are not written, so a sparse file stays sparse.
 // Whole copies go to a `.partial` file first and are renamed into place, so the folder always holds a complete copy.
 import type { FileHandle } from 'node:fs/promises';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { outputModes, type OutputFolder } from '../files/output-folder.js';

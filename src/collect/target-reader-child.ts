@@ -4,17 +4,13 @@
 import { ProfcpuError, isProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
-import { readTargetElf } from '../symbols/debug-symbols.js';
+import { readTargetElf } from '../debug-files/debug-symbols.js';
 import { TargetFiles } from '../target/target-files.js';
+import { targetReaderSteps } from './registry.js';
 import { TargetSnapshotter } from './snapshot.js';
-import type { CollectStep, StepContext } from './steps.js';
-import {
-  isolatedSteps,
-  stallingExecutables,
-  type ReaderInit,
-  type ReaderMessage,
-  type ReaderRequest,
-} from './target-reader.js';
+import { stallingExecutables } from '../target/mounts.js';
+import type { CollectStep, StepContext } from '../step/step.js';
+import { type ReaderInit, type ReaderMessage, type ReaderRequest } from './target-reader.js';
 
 interface Session {
   init: ReaderInit;
@@ -65,7 +61,7 @@ async function open(init: ReaderInit): Promise<Session> {
     warn,
     progress: (message) => send({ type: 'progress', message }),
   };
-  return { init, files, steps: new Map(isolatedSteps().map((s) => [s.name, s])), context };
+  return { init, files, steps: new Map(targetReaderSteps().map((s) => [s.name, s])), context };
 }
 
 async function snapshotterOf({ init, files, context }: Session): Promise<TargetSnapshotter> {

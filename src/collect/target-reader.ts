@@ -14,28 +14,15 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Warn } from '../diagnostics.js';
-import { runtimeStubsStep } from '../dotnet/runtime-stubs-step.js';
 import { ProfcpuError } from '../error.js';
 import type { SampledFile } from '../perf/buildid-cache.js';
-import { keptBinariesStep } from '../symbols/kept-binaries.js';
-import type { ElfInfo } from '../symbols/elf.js';
-import { readyToRunStep } from '../symbols/readytorun-step.js';
+import type { ElfInfo } from '../formats/elf/elf.js';
 import type { TargetInfo } from '../target/inspect.js';
-import { stallingMappingsOf, type StallingMapping } from '../target/mounts.js';
-import { isExecutable, parseProcMaps } from '../target/proc-maps.js';
-import { readProcText, type ProcfsOptions } from '../target/procfs.js';
+import type { StallingMapping } from '../target/mounts.js';
 import type { SnapshotReport } from './snapshot.js';
-import type { CollectStep, StepReport } from './steps.js';
+import type { CollectStep, StepReport } from '../step/step.js';
 
-/**
- * The steps that read the target's files or memory, built in the child (each pass runs there); the session builds
- * them too, for their names and passes only.
- */
-export function isolatedSteps(): CollectStep[] {
-  return [keptBinariesStep(), readyToRunStep(), runtimeStubsStep()];
-}
-
-/** A stand-in for an isolated step: its passes run in the reader. */
+/** A stand-in for a step of the target reader's (registry.ts): its passes run in the reader. */
 export function readerStep(reader: TargetReader, step: CollectStep): CollectStep {
   return {
     name: step.name,
@@ -59,26 +46,6 @@ export const targetReaderDefaults = Object.freeze({
   /** Time one pass (a step's, a snapshot refresh, opening the target's root) may take, ms. Default 120 s. */
   passTimeoutMs: 120_000,
 });
-
-/**
- * The files the target maps executable from a FUSE or network file system (run in the child: a mounts check reads
- * nothing of the target's files, but it answers here with the rest). perf reads the build-ids of executable mappings
- * only, so a data file there (an mmapped database on NFS, fonts on virtiofs) does not make perf record without
- * build-ids (-B), which would cost every frame its build-id. When the maps cannot be read again, all are kept.
- */
-export async function stallingExecutables(pid: number, options: ProcfsOptions): Promise<StallingMapping[] | undefined> {
-  const stalling: StallingMapping[] | undefined = await stallingMappingsOf(pid, options);
-  if (!stalling?.length) return stalling;
-  const maps = await readProcText(pid, 'maps', options).catch(() => undefined);
-  if (maps === undefined) return stalling;
-  // By path: a path also mapped executable from elsewhere counts, on the side of -B.
-  const executable = new Set(
-    parseProcMaps(maps)
-      .mappings.filter(isExecutable)
-      .map((m) => m.path),
-  );
-  return stalling.filter((m) => executable.has(m.path));
-}
 
 /** Messages from the child. */
 export type ReaderMessage =

@@ -4,11 +4,11 @@
 // than overwritten: dumps go in a folder of their own.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProfcpuError } from '../error.js';
-import { formatManifest, toolInfo, type Manifest } from '../bundle/manifest.js';
-import { layout } from '../bundle/layout.js';
+import { formatManifest, toolInfo, type Manifest } from '../output/manifest.js';
+import { layout } from '../output/layout.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import { outputModes } from '../files/output-folder.js';
-import type { DumpTypeName } from '../dotnet/dump-protocol.js';
+import type { DumpTypeName } from '../dotnet/ipc/dump-protocol.js';
 
 export interface DumpEntry {
   /** The dump's file name in the folder. */

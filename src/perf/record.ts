@@ -43,7 +43,7 @@ export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' 
  * perf print "Events enabled" once it really records (after it has read the target's existing mappings, which takes
  * a while on a busy machine): the duration is counted from there. `-N`: perf would copy every sampled file, whole and
  * through the target's links, into its build-id cache; collect copies what naming needs itself, within limits
- * (src/symbols/sampled-binaries.ts). `--no-buffering` writes each sample as it comes: perf killed with the target (its
+ * (src/binaries/kept-binaries.ts). `--no-buffering` writes each sample as it comes: perf killed with the target (its
  * PID namespace ending) leaves a file that holds every sample but the last few (src/perf/recover.ts finishes it).
  */
 export function recordArgs(options: RecordOptions): string[] {

@@ -4,7 +4,7 @@
 import type { Stats } from 'node:fs';
 import { lstat, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import type { OutputFolder } from '../files/output-folder.js';

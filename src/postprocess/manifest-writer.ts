@@ -5,7 +5,7 @@
 import { lstat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import {
   buildManifest,
   formatManifest,
@@ -16,12 +16,12 @@ import {
   type Manifest,
   type ManifestFacts,
   type ManifestFile,
-} from '../bundle/manifest.js';
-import { listFolder } from '../bundle/tarball.js';
+} from '../output/manifest.js';
+import { listFolder } from '../output/tarball.js';
 import type { Warn } from '../diagnostics.js';
 import { kernelRelease } from '../perf/version.js';
-import type { HashWorker } from './output-hash.js';
-import type { PartialOutputs } from './outputs.js';
+import type { HashWorker } from '../output/output-hash.js';
+import type { PartialOutputs } from '../output/partial-outputs.js';
 
 /** Size and SHA-256 of perf.data and the target/ snapshots: the files a run never changes. */
 export async function hashRawData(

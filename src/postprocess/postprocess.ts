@@ -1,24 +1,24 @@
 // The postprocess pipeline: an output folder holding perf.data (and the target/ snapshots collect took) in, every
 // output out: flamescope/perf_script.out, folded_stacks.out, flamegraph.svg, flamegraph.html, speedscope.json,
-// manifest.json and prof.tar.gz (names from src/bundle/layout.ts).
+// manifest.json and prof.tar.gz (names from src/output/layout.ts).
 //
 // perf script runs once; its text is teed as it streams, to the FlameScope file and into the fold, so the text is
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
 // output is written under a `.partial` name and renamed at the end: an abort or failure (the signal kills perf script)
 // leaves no half-written file and never touches target/. perf.data is changed once, when perf was killed before
 // finishing it: it is then finished (src/perf/recover.ts), keeping its times and every whole record. prof.tar.gz is
-// started once perf.data is final and takes each output the moment it is (src/bundle/tarball.ts), the FlameScope text
+// started once perf.data is final and takes each output the moment it is (src/output/tarball.ts), the FlameScope text
 // as it is written, so its compression, on zlib's thread pool, runs beside the fold and the renders instead of after
 // them.
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
-import { layout } from '../bundle/layout.js';
-import type { Manifest } from '../bundle/manifest.js';
-import { readTargetIds } from '../bundle/target-info.js';
-import { startTarball, type StreamedFile, type TarballWriter } from '../bundle/tarball.js';
-import type { StepReport } from '../collect/steps.js';
+import { layout } from '../output/layout.js';
+import type { Manifest } from '../output/manifest.js';
+import { readTargetIds } from '../output/target-info.js';
+import { startTarball, type StreamedFile, type TarballWriter } from '../output/tarball.js';
+import type { StepReport } from '../step/step.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
-import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs-step.js';
+import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs/runtime-stubs-step.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/perf-path.js';
@@ -27,21 +27,21 @@ import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded, inSortedOrder } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
-import { loadBundleResolver } from '../symbols/bundle-resolver.js';
-import { formatNamingAdvice, namingReport } from '../symbols/naming-advice.js';
+import { loadBundleResolver } from '../dotnet/naming/folder-resolver.js';
+import { formatNamingAdvice, namingReport } from './naming-advice.js';
 import { checkPerfData, finishPerfData } from './inputs.js';
 import { hashRawData, hostFacts, writeManifest } from './manifest-writer.js';
-import { PartialOutputs } from './outputs.js';
-import { placePerfMaps, type PerfMapPlacement } from './perf-maps.js';
-import { buildIdView, type BuildIdView } from './buildid-view.js';
+import { PartialOutputs } from '../output/partial-outputs.js';
+import { placePerfMaps, type PerfMapPlacement } from '../jit/perf-maps.js';
+import { buildIdView, type BuildIdView } from '../binaries/buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
-import { runNativeAndFold } from './native-engine.js';
-import { nativeShortfall, type Engine, type Shortfall } from './engine-choice.js';
-import { inspectPerfData, type PerfDataHeader } from '../perf/data/reader.js';
-import { ibtPltTables } from './native-symbols.js';
-import { PltRenamer, pltRenameWarning } from './plt-rename.js';
-import type { PerfMapUse } from './jit-maps.js';
+import { runNativeAndFold } from '../engine/builtin-engine.js';
+import { nativeShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
+import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
+import { ibtPltTables } from '../engine/frame-symbols.js';
+import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
+import type { PerfMapUse } from '../jit/jit-maps.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
 export type FrameResolverFactory = (
@@ -62,7 +62,7 @@ export interface PostprocessOptions {
   speedscope: Partial<SpeedscopeOptions>;
   /**
    * Names frames perf left unnamed, or a factory building one from the folder. Default: the .NET resolver over the
-   * folder's perf map, jitdump and maps snapshots (src/symbols/bundle-resolver.ts).
+   * folder's perf map, jitdump and maps snapshots (src/dotnet/naming/folder-resolver.ts).
    */
   resolver: FrameResolver | FrameResolverFactory | undefined;
   /** The perf executable. Default `perf` (on PATH). */
@@ -84,17 +84,17 @@ export interface PostprocessOptions {
   /** Milliseconds between progress lines while perf script streams. Default 1000. */
   progressIntervalMs: number;
   /**
-   * Who reads perf.data: `perf` (perf script), `native` (profcpu's own reader, src/postprocess/native-engine.ts,
+   * Who reads perf.data: `perf` (perf script), `native` (profcpu's own reader, src/engine/builtin-engine.ts,
    * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`), or `auto`: the native engine, unless the
    * recording holds what it does not read the way perf does (engine-choice.ts), which then goes to perf script with
    * a warning saying why (or, with no perf installed, fails saying so). `native` asked for fails on such a
    * recording. Default `auto`: the native engine writes the same frames and folds as perf script on the test corpus
-   * (test/postprocess/perf-corpus.test.ts, engines.test.ts), with no perf installed.
+   * (test/engine/perf-corpus.test.ts, engines.test.ts), with no perf installed.
    */
   engine: Engine | 'auto';
 }
 
-export type { Engine } from './engine-choice.js';
+export type { Engine } from '../engine/engine-choice.js';
 
 /**
  * perf.data's size from which the outputs and raw data are hashed on a worker thread; below it they are hashed on the

@@ -7,11 +7,11 @@ import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
-import type { StreamedFile } from '../bundle/tarball.js';
+import type { StreamedFile } from '../output/tarball.js';
 import type { ChunkSink } from '../perf/script.js';
 import type { FrameResolver } from '../stacks/frame-name.js';
-import { LongLineCutter } from './long-lines.js';
-import { ScriptNamer } from './script-names.js';
+import { LongLineCutter } from '../stacks/long-lines.js';
+import { ScriptNamer } from '../stacks/script-names.js';
 
 /** How much of the start of the text may hold header lines; perf's header is a few KB. */
 const headerLimit = 256 * 1024;

@@ -15,7 +15,7 @@ export function oneLine(text: string): string {
 
 /**
  * Names frames perf left unnamed (symbol `[unknown]`), e.g. .NET JIT code in memfd:doublemapper mappings or
- * ReadyToRun code in .dll mappings; implemented in src/symbols/. `ip` is the address as perf script printed it,
+ * ReadyToRun code in .dll mappings; implemented in src/dotnet/naming/. `ip` is the address as perf script printed it,
  * `dso` the text in its parentheses, `pid` the sample's pid when perf printed one (`pid/tid`; with the default
  * fields perf prints only the tid). Asked once per distinct (pid, frame line); never for kernel frames.
  */

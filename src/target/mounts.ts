@@ -7,7 +7,7 @@
 // mount points relative to the process's root, with space, tab, newline and backslash written as octal escapes.
 import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { parseProcMaps } from './proc-maps.js';
+import { isExecutable, parseProcMaps } from './proc-maps.js';
 import { readProcCapped, readProcText, type ProcfsOptions } from './procfs.js';
 
 /** File systems whose reads another process serves or a network carries: a read may never return. */
@@ -185,4 +185,23 @@ export async function stallingMappingsOf(
   ]);
   if (!maps || !mountInfo || maps.truncated || mountInfo.truncated) return undefined;
   return stallingMappings(maps.text, mountInfo.text);
+}
+
+/**
+ * The files the target maps executable from a FUSE or network file system . perf reads the build-ids of executable mappings
+ * only, so a data file there (an mmapped database on NFS, fonts on virtiofs) does not make perf record without
+ * build-ids (-B), which would cost every frame its build-id. When the maps cannot be read again, all are kept.
+ */
+export async function stallingExecutables(pid: number, options: ProcfsOptions): Promise<StallingMapping[] | undefined> {
+  const stalling: StallingMapping[] | undefined = await stallingMappingsOf(pid, options);
+  if (!stalling?.length) return stalling;
+  const maps = await readProcText(pid, 'maps', options).catch(() => undefined);
+  if (maps === undefined) return stalling;
+  // By path: a path also mapped executable from elsewhere counts, on the side of -B.
+  const executable = new Set(
+    parseProcMaps(maps)
+      .mappings.filter(isExecutable)
+      .map((m) => m.path),
+  );
+  return stalling.filter((m) => executable.has(m.path));
 }

@@ -3,11 +3,11 @@
 // holds exactly what `profcpu collect` writes (perf.data, target/, flame graphs, manifest, tarball). A dump action
 // plugs in the same way (kind `dump`); until profcpu has one, rule validation refuses it (rules.ts).
 import { join } from 'node:path';
-import { layout } from '../bundle/layout.js';
+import { layout } from '../output/layout.js';
 import type { Warn } from '../diagnostics.js';
 import { collect, type CollectContext } from '../collect/session.js';
 import type { CollectOptions } from '../collect/options.js';
-import type { CollectStep } from '../collect/steps.js';
+import type { CollectStep } from '../step/step.js';
 import type { TargetInfo } from '../target/inspect.js';
 import type { Action } from './rules.js';
 

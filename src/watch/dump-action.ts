@@ -3,7 +3,7 @@
 // watch's `stop` lets a dump under way finish (a dump cannot be cut short and still be read); its `signal` abandons
 // it, and the watch removes the run's folder.
 import { basename, join } from 'node:path';
-import type { DumpTypeName } from '../dotnet/dump-protocol.js';
+import type { DumpTypeName } from '../dotnet/ipc/dump-protocol.js';
 import { takeDump, type DumpOptions } from '../dump/take-dump.js';
 import type { ActionRunner } from './actions.js';
 

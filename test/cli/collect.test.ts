@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { list } from 'tar';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { cliPath, runCli } from '../support/cli.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { namesWorkload, startNodeBurn } from '../fixtures/node-burn/node-burn.js';

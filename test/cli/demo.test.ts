@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { namesWorkload } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, cp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { repoRoot, runCli } from '../support/cli.js';
 import { have, isRoot, need, needCommand, needRoot } from '../support/requirements.js';
 import { burnFunctions, keepPerfMap, recordNode } from '../postprocess/recording.js';
@@ -45,7 +45,7 @@ test('npx profcpu postprocess prof.tar.gz on a machine with Node and no perf', {
   const packed = await execa('npm', ['pack', '--pack-destination', root, '--json'], { cwd: repoRoot });
   const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
   const shipped = new Set(files.map((f) => f.path));
-  for (const path of ['dist/cli/main.js', 'dist/bundle/unpack.js', 'assets/viewer.js', 'package.json'])
+  for (const path of ['dist/cli/main.js', 'dist/output/unpack.js', 'assets/viewer.js', 'package.json'])
     assert.ok(shipped.has(path), `the package lacks ${path}`);
   const env = {
     PATH: await nodeOnlyPath(join(root, 'bin')),

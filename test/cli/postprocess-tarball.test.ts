@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
 import { burnFunctions, keepPerfMap, recordNode } from '../postprocess/recording.js';

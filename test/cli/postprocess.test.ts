@@ -4,7 +4,7 @@ import { chown, cp, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { toOptions } from '../../src/cli/postprocess.js';
 import { runCli } from '../support/cli.js';
 import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { ssqpDebugKey } from '../../src/symbols/symbol-server.js';
+import { ssqpDebugKey } from '../../src/debug-files/symbol-server.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
 import { serveDebugFile } from '../support/debuginfod.js';

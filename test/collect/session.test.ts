@@ -4,10 +4,10 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { ProfcpuError } from '../../src/error.js';
 import { collect, type CollectPhase } from '../../src/collect/session.js';
-import type { CollectStep } from '../../src/collect/steps.js';
+import type { CollectStep } from '../../src/step/step.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 
@@ -54,7 +54,7 @@ test('steps run around the recording, a failing one only warns, and postprocess 
   assert.deepEqual(phases, ['target', 'preflight', 'before-recording', 'recording', 'after-recording', 'postprocess']);
   assert.ok(warnings.includes('failing: no socket (fix: set X)'), warnings.join('\n'));
   // The built-in step that keeps the sampled binaries in the folder, for naming after the target exits, runs first.
-  // So do the ones that keep the kernel's symbols and vDSO (test/collect/kallsyms-step.test.ts, vdso-step.test.ts).
+  // So do the ones that keep the kernel's symbols and vDSO (test/kernel/kallsyms-step.test.ts, vdso-step.test.ts).
   const { binaries, kallsyms, vdso, ...given } = result.steps as Record<string, unknown> & {
     binaries: { binaries: { path: string }[] };
     kallsyms: { kept: boolean };

@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
 import { needCommand, needRoot } from '../support/requirements.js';

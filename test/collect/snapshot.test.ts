@@ -4,7 +4,7 @@ import { appendFile, mkdtemp, readFile, rm, stat, symlink, truncate, utimes } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { inspectProcess } from '../../src/target/inspect.js';
 import { TargetSnapshotter } from '../../src/collect/snapshot.js';
 import { OutputFolder } from '../../src/files/output-folder.js';

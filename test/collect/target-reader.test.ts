@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { stallingExecutables } from '../../src/collect/target-reader.js';
+import { stallingExecutables } from '../../src/target/mounts.js';
 import { FakeProc } from '../support/fake-proc.js';
 
 // 0:40 (0x28) is an nfs4 mount, 0:41 (0x29) a virtiofs one; the root is local.

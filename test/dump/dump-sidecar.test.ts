@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import { cp, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import type { DumpTypeName } from '../../src/dotnet/dump-protocol.js';
+import type { DumpTypeName } from '../../src/dotnet/ipc/dump-protocol.js';
 import type { DumpManifest } from '../../src/dump/dump-manifest.js';
 import { readDump } from '../support/clrmd-reader.js';
 import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';

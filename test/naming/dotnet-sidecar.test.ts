@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import type { DotnetVersion } from '../support/dotnet-app.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir, type NamingManifest } from './fixture-in-sidecar.js';

@@ -4,7 +4,7 @@
 // to assert on it. Needs root, perf, unshare and the .NET SDK (callers check).
 import { cp, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { dirname, join, basename } from 'node:path';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { runCliInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
 

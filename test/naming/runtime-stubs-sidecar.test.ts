@@ -8,10 +8,10 @@ import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
-import { loadBundleResolver } from '../../src/symbols/bundle-resolver.js';
+import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir } from './fixture-in-sidecar.js';
 

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { isProfcpuError } from '../../src/error.js';
 import { parsePerfConfigValue, perfBuildIdDir } from '../../src/perf/buildid-cache.js';
-import { placeDebugFile } from '../../src/symbols/debug-placement.js';
+import { placeDebugFile } from '../../src/debug-files/debug-placement.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { lstat, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { repoRoot } from '../support/cli.js';
 import {
   canStageHostileScenes as ready,

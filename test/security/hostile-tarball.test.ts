@@ -1,4 +1,4 @@
-// `profcpu postprocess prof.tar.gz` on an archive somebody sent (src/bundle/unpack.ts): links out of the folder,
+// `profcpu postprocess prof.tar.gz` on an archive somebody sent (src/output/unpack.ts): links out of the folder,
 // absolute paths, `..`, devices, a decompression bomb, a million entries, a truncated gzip, an archive that never ends.
 // Each must end within the deadline with an error saying what was refused, write nothing outside, and leave no half
 // folder next to the archive (only the archive stays there).
@@ -10,7 +10,7 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'n
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { unpackTarball } from '../../src/bundle/unpack.js';
+import { unpackTarball } from '../../src/output/unpack.js';
 import { cliPath, runCli } from '../support/cli.js';
 import {
   craftTar,

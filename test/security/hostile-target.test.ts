@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { lstat, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { list } from 'tar';
 import { demoWorkload, namesWorkload, nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 import {

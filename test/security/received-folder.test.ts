@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { keepPerfMap, recordNode, type Recording } from '../postprocess/recording.js';
 import { runCli } from '../support/cli.js';
 import { scanForMarker } from '../support/hostile.js';

@@ -1,9 +1,9 @@
 // Run inside a sidecar by hostile-socket.test.ts: looks for the diagnostic socket of `argv[2]` (the target's pid as
 // the sidecar sees it), then asks it for ProcessInfo and to switch perf maps on, and prints one JSON line saying, for
 // each step, what it gave or which error (code and message) it threw.
-import { getProcessInfo } from '../../src/dotnet/client.js';
-import { preparePerfMap } from '../../src/dotnet/perfmap-session.js';
-import { findDiagnosticSocket } from '../../src/dotnet/socket-path.js';
+import { getProcessInfo } from '../../src/dotnet/ipc/client.js';
+import { preparePerfMap } from '../../src/dotnet/perfmap/perfmap-session.js';
+import { findDiagnosticSocket } from '../../src/dotnet/ipc/socket-path.js';
 
 type Outcome = { ok: true; value: unknown } | { ok: false; code: unknown; message: string };
 

@@ -6,7 +6,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { lines, startWatch, workDir } from './watch-support.js';

@@ -8,7 +8,7 @@ import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
-import { layout } from '../../src/bundle/layout.js';
+import { layout } from '../../src/output/layout.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 import { nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 import { burnWhileScript, lines, startWatch, workDir } from './watch-support.js';

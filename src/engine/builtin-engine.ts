@@ -1,0 +1,131 @@
+// The native engine of postprocess: perf.data read by profcpu itself (src/engine/perf-data/), with no perf installed. Takes
+// the output folder, gives what runScriptAndFold gives for perf script: the same perf-script text in the FlameScope
+// file and the same folds, so the two engines differ only in who wrote the text; the samples are folded as they are
+// made rather than parsed back from the text (script-output.ts). Names come from the folder
+// (kallsyms snapshot, kept binaries, perf-map copies: frame-symbols.ts) and, for frames left unnamed, from the
+// resolver as with perf.
+import { layout } from '../output/layout.js';
+import type { StreamedFile } from '../output/tarball.js';
+import type { Warn } from '../diagnostics.js';
+import { ProfcpuError } from '../error.js';
+import type { OutputFolder } from '../files/output-folder.js';
+import { readPerfDataFile } from './perf-data/reader.js';
+import { ScriptTextWriter } from './script-text.js';
+import { parseRecordingHeader } from '../perf/version.js';
+import { StackFolder, type FrameResolver } from '../stacks/fold.js';
+import { PerfMaps } from '../jit/jit-maps.js';
+import { pltRenameWarning } from './plt-rename.js';
+import { nativeSymbols, recordedHere } from './frame-symbols.js';
+import type { PartialOutputs } from '../output/partial-outputs.js';
+import { mapsToPlace } from '../jit/perf-maps.js';
+import type { FoldOptions } from '../stacks/fold.js';
+import { NativeScriptOutput } from './script-output.js';
+
+/**
+ * The processes to keep, from the perf script arguments the native engine understands: `--pid=N[,M]`, and
+ * `--no-demangle` (C++ names as they are, read in runNativeAndFold).
+ */
+export function nativePidFilter(args: readonly string[]): Set<number> | undefined {
+  let pids: Set<number> | undefined;
+  for (const arg of args) {
+    if (arg === '--no-demangle') continue;
+    const m = /^--pid=(\d+(?:,\d+)*)$/.exec(arg);
+    if (!m)
+      throw new ProfcpuError('USAGE', `the native engine does not take the perf script argument ${arg}`, {
+        remedy: 'Use `--engine perf` to pass arguments to perf script.',
+      });
+    pids ??= new Set();
+    for (const pid of m[1]!.split(',')) pids.add(Number(pid));
+  }
+  return pids;
+}
+
+/** What the built-in engine takes of postprocess's options (src/postprocess/postprocess.ts documents each). */
+export interface BuiltinEngineOptions {
+  fold: Partial<FoldOptions>;
+  /** Only `--pid=N` (or `--pid N,M`) is read here. */
+  perfScriptArgs: readonly string[];
+  progressIntervalMs: number;
+}
+
+export async function runNativeAndFold(
+  folder: OutputFolder,
+  opts: BuiltinEngineOptions,
+  outputs: PartialOutputs,
+  context: {
+    signal: AbortSignal | undefined;
+    warn: Warn;
+    progress: (message: string) => void;
+    /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
+    archive: StreamedFile | undefined;
+  },
+  resolving: Promise<FrameResolver | undefined>,
+) {
+  const { signal, warn, progress } = context;
+  const pids = nativePidFilter(opts.perfScriptArgs);
+  const resolver = await resolving;
+  const stackFolder = new StackFolder(opts.fold, warn, resolver);
+  const output = new NativeScriptOutput(
+    await outputs.openHashed(layout.perfScript),
+    stackFolder,
+    resolver,
+    context.archive,
+  );
+  const copies = await mapsToPlace(folder, warn);
+  let perfMaps: PerfMaps | undefined;
+  let pltRenamed: Set<string> | undefined;
+  let writer: ScriptTextWriter | undefined;
+  let lastProgress = performance.now();
+  let events = 0;
+  // Loads ahead of symbol tables stop starting when the run ends, however it ends (or at Ctrl-C).
+  const loadsAhead = new AbortController();
+  const stopLoads = () => loadsAhead.abort();
+  signal?.addEventListener('abort', stopLoads, { once: true });
+  try {
+    await readPerfDataFile(
+      `${folder.path}/${layout.perfData}`,
+      {
+        async header(header) {
+          perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
+          const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
+            demangle: !opts.perfScriptArgs.includes('--no-demangle'),
+            signal: loadsAhead.signal,
+          });
+          pltRenamed = symbols.sources.pltRenamed;
+          writer = new ScriptTextWriter(symbols, output, { pids });
+          await writer.header(header);
+        },
+        event(event) {
+          // The clock is read at the first event and every 1024th after, not for each.
+          if ((events++ & 1023) === 0 && performance.now() - lastProgress >= opts.progressIntervalMs) {
+            lastProgress = performance.now();
+            progress(`reading ${layout.perfData}: ${writer!.samples} samples`);
+          }
+          // No promise per event unless the writer has to wait (for a symbol table, for the file).
+          return writer!.event(event);
+        },
+      },
+      { signal, name: layout.perfData },
+    );
+    await output.finish();
+    if (pltRenamed && pltRenamed.size > 0) warn(pltRenameWarning(pltRenamed));
+    return {
+      fold: stackFolder.end(),
+      resolver,
+      header: parseRecordingHeader(output.headerLines()),
+      scriptBytes: output.bytes,
+      linesCut: output.linesCut,
+      isolated: false,
+      perfMaps: [],
+      jitMaps: perfMaps?.used ?? [],
+      pltRenamed: [...(pltRenamed ?? [])].sort(),
+      keptBinaries: 0,
+    };
+  } catch (error) {
+    output.destroy();
+    throw error;
+  } finally {
+    stopLoads();
+    signal?.removeEventListener('abort', stopLoads);
+  }
+}

@@ -1,0 +1,52 @@
+// The native engine's `#` header against perf's own (`perf script --header-only`) on a real recording: the same
+// lines when perf 6.1 recorded (the version whose header it writes whole); with another perf, every line it writes
+// is perf's, in perf's order, and it leaves out only the kinds of lines it does not claim to write for that version
+// (an event's attributes after its name, the missing features).
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { execa } from 'execa';
+import { readPerfDataFile } from '../../src/engine/perf-data/reader.js';
+import { ScriptTextWriter } from '../../src/engine/script-text.js';
+import { perfVersion } from '../../src/perf/version.js';
+import { needCommand, needRoot } from '../support/requirements.js';
+
+/** Lines of perf's header the writer writes for perf 6.1 only. */
+const only61 = [/^# missing features: /];
+
+async function ourHeader(path: string): Promise<string[]> {
+  let text = '';
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: () => undefined },
+    { header: (header) => void (text = header), sample: () => {}, oneLine: () => {} },
+  );
+  await readPerfDataFile(path, { header: (header) => writer.header(header), event: () => {} });
+  return text.split('\n').slice(0, -1);
+}
+
+test('the header of a whole-machine recording: the lines perf writes, in its order', async (t) => {
+  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  const dir = await mkdtemp(join(tmpdir(), 'profcpu-script-header-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const output = join(dir, 'perf.data');
+  await execa('perf', ['record', '-q', '-a', '-g', '-k', '1', '-F', '999', '-o', output, '--', 'sleep', '0.3']);
+
+  const perfs = (await execa('perf', ['script', '--header-only', '-i', output])).stdout.split('\n');
+  const ours = await ourHeader(output);
+  assert.ok(ours.some((line) => line.startsWith('# event : ')));
+  if (/^6\.1\./.test(await perfVersion())) assert.deepEqual(ours, perfs);
+  else {
+    // An event's line is perf's up to the end of its name.
+    const kept = perfs.filter((line) => !only61.some((kind) => kind.test(line)));
+    const cut = kept.map((line, i) => (line.startsWith('# event : ') ? line.slice(0, ours[i]?.length) : line));
+    assert.deepEqual(ours, cut);
+  }
+  const facts = ['captured on', 'data offset', 'cpuid', 'total memory', 'pmu mappings', 'time of first', 'clockid: '];
+  for (const fact of facts)
+    assert.ok(
+      ours.some((line) => line.startsWith(`# ${fact}`)),
+      `no ${fact} line`,
+    );
+});
