@@ -4,7 +4,7 @@
 // in order, as the runtime does, and adds as many ReadyToRun methods in 20 .dll mappings; one perf-map entry in 97
 // is logged again over an older one (later wins). PROFCPU_BENCH_MAPS_CODE_BYTES adds that many code bytes to each
 // jitdump record (default 0: the runtime writes the method's code there, which only makes the file bigger).
-// A child process (this script with `load DIR N`) then times loadBundleResolver (read, parse, de-duplication, CodeMap
+// A child process (this script with `load DIR N`) then times loadFolderResolver (read, parse, de-duplication, CodeMap
 // build), checks a few names, times resolve() over 1 000 000 frames (3 in 4 absolute JIT addresses, 1 in 4 offsets in
 // a .dll), and reads its peak RSS (VmHWM) after the load and at the end, so the figures are the load's alone.
 // PROFCPU_BENCH_MAPS_DIR=<folder> keeps the inputs there (made on the first run, reused after). Never asserted: read
@@ -27,7 +27,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../src/dotnet/naming/folder-resolver.js';
 
 const nspid = 1;
 /** Each perf-map entry i owns a 1 KiB slot of the anonymous code heap, so its address is a function of i. */
@@ -190,7 +190,7 @@ async function load(dir: string, n: number): Promise<void> {
   const baseline = vm('VmRSS');
   const warnings: string[] = [];
   const t0 = performance.now();
-  const resolver = await loadBundleResolver(dir, (m) => warnings.push(m));
+  const resolver = await loadFolderResolver(dir, (m) => warnings.push(m));
   const t1 = performance.now();
   const loadPeak = vm('VmHWM');
   if (!resolver) throw new Error('no resolver');

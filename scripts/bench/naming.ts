@@ -30,7 +30,7 @@ import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream, type FoldResult } from '../../src/stacks/fold.js';
 import { frameKinds } from '../../src/stacks/frame-kind.js';
-import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../src/dotnet/naming/folder-resolver.js';
 import { formatNamingAdvice, namingAdvice } from '../../src/postprocess/naming-advice.js';
 import { recordFixtureFromSidecar, sidecarWorkDir } from '../../test/naming/fixture-in-sidecar.js';
 import { cliPath } from '../../test/support/cli.js';
@@ -194,7 +194,7 @@ async function measure(dir: string): Promise<{ profcpu: Figures; plain: Figures 
 
     const warnings: string[] = [];
     const loadStarted = performance.now();
-    const loaded = await loadBundleResolver(dir, (m) => warnings.push(m));
+    const loaded = await loadFolderResolver(dir, (m) => warnings.push(m));
     const loadMs = performance.now() - loadStarted;
     const started = performance.now();
     const named = await foldStream(createReadStream(script), {}, undefined, loaded);

@@ -13,7 +13,7 @@ import { layout } from '../../src/output/layout.js';
 import { readRuntimeStubs } from '../../src/dotnet/runtime-stubs/runtime-stubs-step.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
-import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../src/dotnet/naming/folder-resolver.js';
 import { inspectProcess } from '../../src/target/inspect.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 
@@ -61,10 +61,10 @@ async function folder(dir: string): Promise<void> {
     await cp(dir, plain, { recursive: true });
     await postprocess(plain, { resolver: undefined, tarball: false, force: true });
     const script = join(plain, layout.perfScript);
-    const withTable = await loadBundleResolver(dir);
+    const withTable = await loadFolderResolver(dir);
     await foldStream(createReadStream(script), {}, undefined, withTable);
     await rm(join(plain, layout.runtimeStubs), { force: true });
-    const withoutTable = await loadBundleResolver(plain);
+    const withoutTable = await loadFolderResolver(plain);
     await foldStream(createReadStream(script), {}, undefined, withoutTable);
     console.log(`folder      ${dir}`);
     console.log(`without     ${withoutTable?.stats.unloggedStubs ?? 0} distinct stub frames unnamed`);

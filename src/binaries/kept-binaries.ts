@@ -9,7 +9,7 @@
 //
 // As a collect step: before recording, every executable file mapped then (so a recording cut short by a kill still
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was
-// not sampled is removed again, so the bundle carries what the flame graph needs and no more (unless perf recorded no
+// not sampled is removed again, so the output folder carries what the flame graph needs and no more (unless perf recorded no
 // build-ids at all, -B: then all stay).
 import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../step/step.js';
 import { layout } from '../output/layout.js';

@@ -3,7 +3,7 @@
 // it is unpacked into a new folder first (src/output/unpack.ts: untrusted, checked entry by entry), next to it or
 // at --out DIR, and that folder is post-processed. Flags map onto PostprocessOptions in `toOptions`; progress and
 // warnings go to stderr, the list of files written to stdout. Ctrl-C or SIGTERM stops perf script (or the unpacking)
-// and removes half-written outputs; perf.data is always kept. The native engine (profcpu's own perf.data reader) is the
+// and removes half-written outputs; perf.data is always kept. The built-in engine (profcpu's own perf.data reader) is the
 // default; `--engine perf` with no perf installed stops with the remedy.
 import { stat } from 'node:fs/promises';
 import { dirname, relative } from 'node:path';

@@ -279,7 +279,7 @@ async function avoidStallingFiles<R>(
     : 'may map files from a FUSE or network file system (its mounts could not be checked)';
   session.warn(
     `process ${target.pid} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
-      'answering would hold perf for good); frames in those files may stay unnamed, and a bundle post-processed ' +
+      'answering would hold perf for good); frames in those files may stay unnamed, and an output folder post-processed ' +
       'elsewhere names every native frame by its path alone',
   );
   if (shown)

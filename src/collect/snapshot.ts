@@ -1,5 +1,5 @@
 // Copies of a live target's perf map, jitdump and /proc/PID/maps into the output folder, taken repeatedly while it
-// runs so the bundle can be post-processed after the target is gone. Takes the target's files (TargetFiles: every
+// runs so the output folder can be post-processed after the target is gone. Takes the target's files (TargetFiles: every
 // read inside its root, capped, under a deadline) and the output folder (OutputFolder: no write through a link);
 // gives the copies and a report of each.
 //

@@ -1,4 +1,4 @@
-// The native engine of postprocess: perf.data read by profcpu itself (src/engine/perf-data/), with no perf installed. Takes
+// The built-in engine of postprocess: perf.data read by profcpu itself (src/engine/perf-data/), with no perf installed. Takes
 // the output folder, gives what runScriptAndFold gives for perf script: the same perf-script text in the FlameScope
 // file and the same folds, so the two engines differ only in who wrote the text; the samples are folded as they are
 // made rather than parsed back from the text (script-output.ts). Names come from the folder
@@ -15,17 +15,17 @@ import { parseRecordingHeader } from '../perf/version.js';
 import { StackFolder, type FrameResolver } from '../stacks/fold.js';
 import { PerfMaps } from '../jit/jit-maps.js';
 import { pltRenameWarning } from './plt-rename.js';
-import { nativeSymbols, recordedHere } from './frame-symbols.js';
+import { builtinEngineSymbols, recordedHere } from './frame-symbols.js';
 import type { PartialOutputs } from '../output/partial-outputs.js';
 import { mapsToPlace } from '../jit/perf-maps.js';
 import type { FoldOptions } from '../stacks/fold.js';
-import { NativeScriptOutput } from './script-output.js';
+import { BuiltinScriptOutput } from './script-output.js';
 
 /**
- * The processes to keep, from the perf script arguments the native engine understands: `--pid=N[,M]`, and
- * `--no-demangle` (C++ names as they are, read in runNativeAndFold).
+ * The processes to keep, from the perf script arguments the built-in engine understands: `--pid=N[,M]`, and
+ * `--no-demangle` (C++ names as they are, read in runBuiltinAndFold).
  */
-export function nativePidFilter(args: readonly string[]): Set<number> | undefined {
+export function builtinPidFilter(args: readonly string[]): Set<number> | undefined {
   let pids: Set<number> | undefined;
   for (const arg of args) {
     if (arg === '--no-demangle') continue;
@@ -48,7 +48,7 @@ export interface BuiltinEngineOptions {
   progressIntervalMs: number;
 }
 
-export async function runNativeAndFold(
+export async function runBuiltinAndFold(
   folder: OutputFolder,
   opts: BuiltinEngineOptions,
   outputs: PartialOutputs,
@@ -62,10 +62,10 @@ export async function runNativeAndFold(
   resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
-  const pids = nativePidFilter(opts.perfScriptArgs);
+  const pids = builtinPidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
-  const output = new NativeScriptOutput(
+  const output = new BuiltinScriptOutput(
     await outputs.openHashed(layout.perfScript),
     stackFolder,
     resolver,
@@ -87,7 +87,7 @@ export async function runNativeAndFold(
       {
         async header(header) {
           perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
-          const symbols = await nativeSymbols(folder, header, perfMaps, warn, {
+          const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, {
             demangle: !opts.perfScriptArgs.includes('--no-demangle'),
             signal: loadsAhead.signal,
           });

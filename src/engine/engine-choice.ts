@@ -23,7 +23,7 @@ export interface Shortfall {
 }
 
 /** What the built-in engine cannot read the way perf does in this recording, or undefined. */
-export function nativeShortfall(outline: PerfDataOutline): Shortfall | undefined {
+export function builtinShortfall(outline: PerfDataOutline): Shortfall | undefined {
   const { attrs } = outline.header;
   const combined = attrs.reduce((bits, attr) => bits | attr.sampleType, 0n);
   const framePointers = 'record with frame-pointer call graphs (-g), which it reads';

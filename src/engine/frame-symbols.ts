@@ -1,4 +1,4 @@
-// Names for the native engine (src/engine/script-text.ts), from what an output folder holds and what perf itself
+// Names for the built-in engine (src/engine/script-text.ts), from what an output folder holds and what perf itself
 // would read: kernel addresses from the folder's kallsyms snapshot (target/kallsyms), else from this machine's
 // /proc/kallsyms when the recording's kernel is the running one (same build-id), else from the copy perf record kept in
 // this machine's build-id cache (~/.debug/[kernel.kallsyms]/<build-id>/kallsyms), as perf does, and moved to where
@@ -39,7 +39,7 @@ const maxKallsymsBytes = 64 << 20;
  */
 export const prefetchLimits = Object.freeze({ files: 64, parallel: 2 });
 
-export interface NativeSymbolSources {
+export interface BuiltinSymbolSources {
   /** Where the kernel's symbols are read (`target/kallsyms`, `/proc/kallsyms`, the build-id cache's copy), if anywhere. */
   kernel: string | undefined;
   /**
@@ -70,13 +70,13 @@ export function recordedHere(header: PerfDataHeader): boolean {
   return header.features.hostname === hostname();
 }
 
-export async function nativeSymbols(
+export async function builtinEngineSymbols(
   folder: OutputFolder,
   header: PerfDataHeader,
   perfMaps: PerfMaps | undefined,
   warn: Warn,
   { demangle = true, signal }: { demangle?: boolean; signal?: AbortSignal } = {},
-): Promise<ScriptSymbols & { sources: NativeSymbolSources }> {
+): Promise<ScriptSymbols & { sources: BuiltinSymbolSources }> {
   const buildIds = new Map<string, string>();
   // An entry with an empty build-id (perf record -z writes them so) says nothing: perf reads such a file unchecked.
   for (const entry of header.features.buildIds) if (entry.buildId !== '') buildIds.set(entry.filename, entry.buildId);
@@ -409,7 +409,7 @@ async function runningKernelBuildId(): Promise<string | undefined> {
 
 /**
  * For `--engine perf` on a recording by a perf that names `.plt.sec` frames wrongly (6.1 rules): the files perf.data
- * lists that have one, each with its table (the PLT named as perf 6.12 names it), found as the native engine finds
+ * lists that have one, each with its table (the PLT named as perf 6.12 names it), found as the built-in engine finds
  * them; empty for any other recording. plt-rename.ts renames perf script's frames there from them.
  */
 export async function ibtPltTables(

@@ -1,12 +1,12 @@
 // Calls through the PLT of a file built with indirect-branch tracking (`.plt.sec`), in perf script's text of a
 // recording by perf 6.1 or 6.2, renamed as perf 6.3 and later name them (`tiny@plt`): perf 6.1 names them after the
 // symbol before the PLT (`_init+0x50`) or `[unknown]`, as its symbol tree's shape decides (elf-functions.ts's
-// pltSecRange), which no flame graph should show. The native engine names them so from its tables
+// pltSecRange), which no flame graph should show. The built-in engine names them so from its tables
 // (frame-symbols.ts); this does the same to perf's text for --engine perf, before it is teed to the FlameScope file
 // and the fold, so both engines fold alike, and both say so. Takes chunks of text, gives them back with each
 // `\t<offset> <sym> (<file>)` frame line whose offset lies in a renamed file's PLT rewritten; a chunk naming none of
 // those files passes untouched. One-line samples (no callchain) print an address, not an offset, which the text does
-// not let place in a file: they are left as perf named them (the native engine names them right).
+// not let place in a file: they are left as perf named them (the built-in engine names them right).
 import type { IbtPltTable } from './frame-symbols.js';
 
 const frameLine = /^(\t\s*)([0-9a-f]+) (.*) \((.*)\)$/;

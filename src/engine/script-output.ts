@@ -1,4 +1,4 @@
-// The native engine's two outputs from one pass over the samples: takes the samples ScriptTextWriter makes (a header
+// The built-in engine's two outputs from one pass over the samples: takes the samples ScriptTextWriter makes (a header
 // line and frame lines, src/engine/script-text.ts), gives flamescope/perf_script.out the bytes the tee writes for
 // that text (tee.ts: lines past 16 KiB cut, the names the resolver finds written over `[unknown]`) and folds the same
 // samples into a StackFolder, without parsing the text back. Each distinct frame line is prepared once (its bytes in
@@ -6,7 +6,7 @@
 // it; a frame line past the cut is cut then, once. A sample whose text holds anything the per-line way could read
 // otherwise (a line break inside a name, a header line the fold or the namer might not read as a header) goes the
 // tee's way instead, as text through the cutter, the namer and StackFolder.write: either way gives the same bytes and
-// the same folds. Only the byte count differs for a cut line: the native engine never makes what the cut drops.
+// the same folds. Only the byte count differs for a cut line: the built-in engine never makes what the cut drops.
 import { once } from 'node:events';
 import type { WriteStream } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -59,7 +59,7 @@ const stackFrameCost = 128;
 /** Stacks of one hash kept whole, at most. */
 const maxChain = 8;
 
-export class NativeScriptOutput implements ScriptSink {
+export class BuiltinScriptOutput implements ScriptSink {
   /** Bytes of perf script text made (before cutting and naming), for the manifest. */
   bytes = 0;
   private readonly file: WriteStream;

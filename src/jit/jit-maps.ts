@@ -1,7 +1,7 @@
-// The perf maps the native engine names JIT code from, one per process as perf recorded it: takes the output folder
+// The perf maps the built-in engine names JIT code from, one per process as perf recorded it: takes the output folder
 // and whether perf.data was recorded on this machine, gives each process's table, loaded when its first frame asks,
 // and says where each came from. perf script names a process's anonymous code from `/tmp/perf-<pid>.map` alone; so
-// does the native engine, for process <pid>:
+// does the built-in engine, for process <pid>:
 //   1. on this machine, when the recording was made here, at `/tmp/perf-<pid>.map`, where perf reads it: a regular
 //      file (through a link, as perf), its first GiB. perf opens whatever is there, and hangs on a FIFO another user
 //      left there: this opens nothing else. perf 6.1 and 7.3 read a map whatever its owner (checked: a map owned by
@@ -66,20 +66,20 @@ export class PerfMaps {
   table(pid: number): Promise<FunctionTable> {
     let table = this.tables.get(pid);
     if (!table) {
-      table = this.load(pid).catch(() => lookupTable([]));
+      table = this.queuedRead(pid).catch(() => lookupTable([]));
       this.tables.set(pid, table);
     }
     return table;
   }
 
-  private load(pid: number): Promise<FunctionTable> {
+  private queuedRead(pid: number): Promise<FunctionTable> {
     // One at a time: each read holds up to a GiB until its table is made.
-    const loaded = this.queue.then(() => this.loadNow(pid));
+    const loaded = this.queue.then(() => this.readTable(pid));
     this.queue = loaded.catch(() => undefined);
     return loaded;
   }
 
-  private async loadNow(pid: number): Promise<FunctionTable> {
+  private async readTable(pid: number): Promise<FunctionTable> {
     const budget = Math.min(maxPerfMapBytes, maxTotalPerfMapBytes - this.bytesRead);
     if (budget <= 0) {
       this.warn(

@@ -1,5 +1,5 @@
 // The kernel's symbols kept with the recording (target/kallsyms), so that a folder post-processed elsewhere, by the
-// native engine, names kernel frames as perf would have here. Takes the sidecar's /proc/kallsyms (the kernel is the
+// built-in engine, names kernel frames as perf would have here. Takes the sidecar's /proc/kallsyms (the kernel is the
 // host's, shared by every container), keeps its code symbols (types t, T, w, W: what perf names frames with), and
 // writes nothing when the addresses are hidden (all 0 without CAP_SYSLOG, or with kptr_restrict): kernel frames then
 // stay unnamed, as perf leaves them.

@@ -1,6 +1,6 @@
 // The vDSO image of this process: the kernel maps the same one into every 64-bit process it runs, so the sidecar's
 // is the target's (a 32-bit process has another, which profcpu does not profile). Read from this process's own memory,
-// nothing of the target's: collect keeps it (target/vdso), the native engine names [vdso] frames with it.
+// nothing of the target's: collect keeps it (target/vdso), the built-in engine names [vdso] frames with it.
 import { open, readFile } from 'node:fs/promises';
 
 /** A vdso is a few pages (8 KiB on x86-64 today). */

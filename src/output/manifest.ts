@@ -28,7 +28,7 @@ export interface ManifestFacts {
   postprocess: {
     /** Who read perf.data: perf script (`perf`) or profcpu's own reader (`native`). */
     engine?: 'perf' | 'native';
-    /** Why perf script read it where the native engine was meant to (src/engine/engine-choice.ts). */
+    /** Why perf script read it where the built-in engine was meant to (src/engine/engine-choice.ts). */
     handOver?: string;
     /** Each external command run, as an argv, in the output folder. */
     commands: string[][];
@@ -43,7 +43,7 @@ export interface ManifestFacts {
     /** Where perf maps were placed for perf script, and from which copy. */
     perfMaps: { from: string; placedAt: string }[];
     /**
-     * The perf maps the native engine named JIT code from, per process (the PID perf recorded): the file (relative
+     * The perf maps the built-in engine named JIT code from, per process (the PID perf recorded): the file (relative
      * to the folder, or this machine's /tmp/perf-<pid>.map), where it came from, its entries.
      */
     jitMaps?: { pid: number; file: string; origin: 'snapshot' | 'folder' | 'machine'; symbols: number }[];

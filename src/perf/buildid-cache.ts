@@ -1,7 +1,7 @@
 // perf's build-id cache: where it is (perfBuildIdDir), its entries (buildIdEntry, made the way perf makes them), and
 // which files a recording sampled (sampledFiles, through `perf buildid-list`). Putting a debug file into an entry is
 // src/debug-files/debug-placement.ts's job; kept binaries reach perf script through src/binaries/buildid-view.ts.
-// exec.ts (and execa with it) is imported when perf is run, not with this module: the native engine's postprocess
+// exec.ts (and execa with it) is imported when perf is run, not with this module: the built-in engine's postprocess
 // loads this module and never runs perf.
 //
 // perf 6.1 layout: `<dir>/.build-id/<xx>/<rest>` is a symlink to `<dir>/<dso path>/<build-id>/`, which holds `elf`

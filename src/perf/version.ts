@@ -1,4 +1,4 @@
-// Versions, for the manifest and for diagnosing a bundle made elsewhere: the perf on this machine (`perf version`),
+// Versions, for the manifest and for diagnosing an output folder made elsewhere: the perf on this machine (`perf version`),
 // the running kernel's release, and what a recording's own header says about the machine that recorded it (the `#`
 // lines `perf script --header` prints before the first sample).
 import { release } from 'node:os';

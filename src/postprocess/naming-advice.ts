@@ -2,8 +2,9 @@
 // remedy for each out, when fewer than 95% of samples have every frame named. Pure: collect prints the lines in its
 // summary, postprocess keeps the advice in manifest.json.
 
-import type { BundleResolver, NamingSources } from '../dotnet/naming/folder-resolver.js';
-import { unloggedStubName, type FrameResolver, type ResolverStats } from '../dotnet/naming/resolver.js';
+import type { FolderResolver, NamingSources } from '../dotnet/naming/folder-resolver.js';
+import { unloggedStubName, type ResolverStats } from '../dotnet/naming/resolver.js';
+import type { FrameResolver } from '../stacks/frame-name.js';
 
 /** Why DOTNET_PerfMapStubGranularity=2 (measured with .NET 10.0.12, see src/dotnet/perfmap/perfmap-session.ts). */
 const stubGranularityWhy =
@@ -274,24 +275,24 @@ export type NamingReport<Q extends NamingFigures> = Q & {
 };
 
 /**
- * The naming report for a fold's figures and the resolver postprocess used (the one loadBundleResolver built, or
- * any other, or none: only loadBundleResolver's carries what it read). A target without one is taken for non-.NET.
+ * The naming report for a fold's figures and the resolver postprocess used (the one loadFolderResolver built, or
+ * any other, or none: only loadFolderResolver's carries what it read). A target without one is taken for non-.NET.
  */
 export function namingReport<Q extends NamingFigures>(
   quality: Q,
   resolver: FrameResolver | undefined,
   context: NamingAdviceContext = {},
 ): NamingReport<Q> {
-  const bundle = resolver && 'sources' in resolver ? (resolver as BundleResolver) : undefined;
+  const folder = resolver && 'sources' in resolver ? (resolver as FolderResolver) : undefined;
   const advice = namingAdvice(quality, {
-    dotnet: bundle !== undefined || resolver !== undefined,
-    sources: bundle?.sources,
-    resolver: bundle?.stats,
+    dotnet: folder !== undefined || resolver !== undefined,
+    sources: folder?.sources,
+    resolver: folder?.stats,
     ...context,
   });
   return {
     ...quality,
-    ...(bundle ? { dotnet: { sources: bundle.sources, resolved: { ...bundle.stats } } } : {}),
+    ...(folder ? { dotnet: { sources: folder.sources, resolved: { ...folder.stats } } } : {}),
     ...(advice ? { advice } : {}),
   };
 }

@@ -27,7 +27,7 @@ import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded, inSortedOrder } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
-import { loadBundleResolver } from '../dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../dotnet/naming/folder-resolver.js';
 import { formatNamingAdvice, namingReport } from './naming-advice.js';
 import { checkPerfData, finishPerfData } from './inputs.js';
 import { hashRawData, hostFacts, writeManifest } from './manifest-writer.js';
@@ -36,8 +36,8 @@ import { placePerfMaps, type PerfMapPlacement } from '../jit/perf-maps.js';
 import { buildIdView, type BuildIdView } from '../binaries/buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
-import { runNativeAndFold } from '../engine/builtin-engine.js';
-import { nativeShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
+import { runBuiltinAndFold } from '../engine/builtin-engine.js';
+import { builtinShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
 import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
 import { ibtPltTables } from '../engine/frame-symbols.js';
 import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
@@ -85,10 +85,10 @@ export interface PostprocessOptions {
   progressIntervalMs: number;
   /**
    * Who reads perf.data: `perf` (perf script), `native` (profcpu's own reader, src/engine/builtin-engine.ts,
-   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`), or `auto`: the native engine, unless the
+   * which needs no perf; `perfScriptArgs` may then hold only `--pid=N`), or `auto`: the built-in engine, unless the
    * recording holds what it does not read the way perf does (engine-choice.ts), which then goes to perf script with
    * a warning saying why (or, with no perf installed, fails saying so). `native` asked for fails on such a
-   * recording. Default `auto`: the native engine writes the same frames and folds as perf script on the test corpus
+   * recording. Default `auto`: the built-in engine writes the same frames and folds as perf script on the test corpus
    * (test/engine/perf-corpus.test.ts, engines.test.ts), with no perf installed.
    */
   engine: Engine | 'auto';
@@ -111,7 +111,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   svg: Object.freeze({}),
   html: Object.freeze({}),
   speedscope: Object.freeze({}),
-  resolver: loadBundleResolver,
+  resolver: loadFolderResolver,
   perfPath: defaultPerfPath,
   perfScriptArgs: Object.freeze([]),
   force: false,
@@ -162,11 +162,11 @@ export async function postprocess(
       try {
         return await postprocessFolder(run, opts, context);
       } catch (error) {
-        // The native engine met, past the engine choice, what it does not read (a zstd window it does not decode,
+        // The built-in engine met, past the engine choice, what it does not read (a zstd window it does not decode,
         // deep in the file): under `auto`, perf script reads the recording instead, from the start (the first
         // attempt's outputs were discarded).
-        if (!(error instanceof NativeShortfall) || opts.engine !== 'auto')
-          throw error instanceof NativeShortfall ? error.cause : error;
+        if (!(error instanceof BuiltinShortfall) || opts.engine !== 'auto')
+          throw error instanceof BuiltinShortfall ? error.cause : error;
         return await postprocessFolder(run, opts, context, { why: error.message });
       }
     } finally {
@@ -236,9 +236,9 @@ async function postprocessFolder(
     const scriptArchive = await tarball?.streamFile(layout.perfScript);
     const script = await timed('perfScript', () =>
       opts.engine === 'native'
-        ? runNativeAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving).catch(
+        ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving).catch(
             (error: unknown) => {
-              throw isProfcpuError(error, 'NEEDS_PERF') ? new NativeShortfall(error) : error;
+              throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
             },
           )
         : runScriptAndFold(
@@ -328,7 +328,7 @@ function withSampleTimes(header: RecordingHeader, fold: FoldResult): RecordingHe
 }
 
 /**
- * The engine that reads this recording: perf, or the native engine unless the recording holds what it does not read
+ * The engine that reads this recording: perf, or the built-in engine unless the recording holds what it does not read
  * the way perf does (engine-choice.ts); then, for `auto`, perf with a warning, or an error when perf is missing; for
  * `native`, an error.
  */
@@ -342,7 +342,7 @@ async function chooseEngine(
   // perf.data's header comes along, for perf script's run when it reads the recording (runScriptAndFold).
   const outline = found ? undefined : await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData });
   const header = outline?.header;
-  const shortfall = found ?? nativeShortfall(outline!);
+  const shortfall = found ?? builtinShortfall(outline!);
   if (!shortfall) return { engine: 'native', header };
   const instead = shortfall.recordInstead ? `; or ${shortfall.recordInstead}` : '';
   if (options.engine === 'native')
@@ -358,8 +358,8 @@ async function chooseEngine(
   return { engine: 'perf', handOver: shortfall.why, header };
 }
 
-/** The native engine's NEEDS_PERF, met while it read (a shortfall the engine choice could not see coming). */
-class NativeShortfall extends Error {
+/** The built-in engine's NEEDS_PERF, met while it read (a shortfall the engine choice could not see coming). */
+class BuiltinShortfall extends Error {
   constructor(override readonly cause: ProfcpuError) {
     super(cause.message);
   }
@@ -459,7 +459,7 @@ async function runScriptAndFold(
     progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
   let placement: PerfMapPlacement | undefined;
   let view: BuildIdView | undefined;
-  // perf 6.1's names of calls through a .plt.sec, renamed as the native engine names them (plt-rename.ts).
+  // perf 6.1's names of calls through a .plt.sec, renamed as the built-in engine names them (plt-rename.ts).
   // (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
   const header = context.header
     ? Promise.resolve(context.header)

@@ -242,7 +242,7 @@ export class StackFolder {
 
   /**
    * Bytes [start, end) of `buf`, one line holding no newline, folded as write() folds them followed by a newline:
-   * for a caller that has the line whole (the native engine's sample headers, and its blank lines as an empty range),
+   * for a caller that has the line whole (the built-in engine's sample headers, and its blank lines as an empty range),
    * without making a chunk of it.
    */
   writeLine(buf: Buffer, start: number, end: number): void {
@@ -490,7 +490,7 @@ export class StackFolder {
   /**
    * One frame line of the current sample given whole, as a string with no line break or carriage return, instead of
    * inside write()'s chunks: folded as write() folds the same line. For a caller that makes each distinct line once and
-   * passes it again for every sample holding it (the native engine): the line is parsed once per distinct text (and
+   * passes it again for every sample holding it (the built-in engine): the line is parsed once per distinct text (and
    * per process, as unnamed frames are named by process), then only looked up; with `memo`, an object the caller
    * keeps for the line, the parse for the last process is kept on it, and not even looked up the next time.
    */

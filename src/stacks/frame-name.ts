@@ -20,7 +20,22 @@ export function oneLine(text: string): string {
  * fields perf prints only the tid). Asked once per distinct (pid, frame line); never for kernel frames.
  */
 export interface FrameResolver {
-  resolve(frame: { pid: number | undefined; ip: bigint; dso: string }): { name: string; kind: FrameKind } | undefined;
+  resolve(frame: UnnamedFrame): ResolvedFrame | undefined;
+}
+
+export interface UnnamedFrame {
+  /** The sample's pid as perf script printed it, if it printed one. */
+  pid: number | undefined;
+  /** The address exactly as perf script printed it. */
+  ip: bigint;
+  /** The mapping's name as perf script printed it between parentheses. */
+  dso: string;
+}
+
+export interface ResolvedFrame {
+  /** The raw .NET name, as the runtime logged it (e.g. `instance void [Mod] Ns.Type::Method(...)[OptimizedTier1]`). */
+  name: string;
+  kind: FrameKind;
 }
 
 export interface FrameNamingOptions {

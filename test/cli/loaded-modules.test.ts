@@ -1,4 +1,4 @@
-// What the built CLI loads to post-process with the native engine: not the code only the perf engine or an archive
+// What the built CLI loads to post-process with the built-in engine: not the code only the perf engine or an archive
 // needs (execa, node-tar's parser), whose compiling cost every run 25 ms. A module hook records every file the run
 // loads; the bundle's chunks name the packages they hold in comments (`// node_modules/execa/...`), and a package
 // loaded unbundled shows in its path. The recording is a folder of the perf corpus (test/fixtures/perf-corpus/), as

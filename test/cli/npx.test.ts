@@ -1,7 +1,7 @@
 // The npx case of issue #13, for real: the built package packed by `npm pack` (what `files` in package.json ships),
 // installed from that .tgz into a fresh prefix, and `npx profcpu postprocess prof.tar.gz` run on a recording's tarball
 // with a PATH holding node, npm, npx and sh only (no perf). Outputs must be written, the workload named, and the
-// native engine (the default) used; `--engine perf` fails with the remedy naming it.
+// built-in engine (the default) used; `--engine perf` fails with the remedy naming it.
 // Takes 20-40 s (npm pack, npm install from npm's cache, two post-processings); the dependencies come from the cache
 // `npm ci` filled (--prefer-offline), else from the registry.
 import { execa } from 'execa';
@@ -69,7 +69,7 @@ test('npx profcpu postprocess prof.tar.gz on a machine with Node and no perf', {
       all: true,
       timeout: 120_000,
     });
-  // No --engine: the native engine, the default, needs no perf.
+  // No --engine: the built-in engine, the default, needs no perf.
   const run = await npx([layout.tarball]);
   assert.equal(run.exitCode, 0, String(run.all));
   const unpacked = join(received, '15-02-11_2026-11-22');

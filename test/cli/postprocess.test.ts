@@ -78,7 +78,7 @@ test('errors print the message and the remedy, exit 1; no --dir is a usage error
 
   const dir = await folder(t);
   if (!dir) return;
-  // No perf installed: --engine perf says what to do; with no --engine, the native engine (the default) is used.
+  // No perf installed: --engine perf says what to do; with no --engine, the built-in engine (the default) is used.
   const noPerfPath = { env: { PATH: join(root, 'empty-path') } };
   const noPerf = await runCli(['postprocess', '--dir', dir, '--engine', 'perf'], noPerfPath);
   assert.equal(noPerf.exitCode, 1);

@@ -94,7 +94,7 @@ test('a recording of another kernel: both engines name its frames from the kalls
   await recordCommand(join(dir, 'perf.data'), ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=4k count=300000']);
   // The recording made another kernel's: the running kernel's build-id replaced in perf.data's build-id table, and
   // that kernel's kallsyms (this one's, under the new build-id) in the build-id cache of a HOME of its own. perf then
-  // reads the cache's copy, not /proc/kallsyms (dso__find_kallsyms); so must the native engine.
+  // reads the cache's copy, not /proc/kallsyms (dso__find_kallsyms); so must the built-in engine.
   const running = (await execa('perf', ['buildid-list', '-k'])).stdout.trim();
   assert.match(running, /^[0-9a-f]{40}$/);
   const other = 'cd'.repeat(20);
@@ -113,7 +113,7 @@ test('a recording of another kernel: both engines name its frames from the kalls
   const kallsyms = await readFile('/proc/kallsyms', 'utf8');
   // The copy as that kernel's boot placed it, then as another boot of it did (KASLR: the kernel's own symbols 32 MiB
   // higher, its modules' where they were): perf moves them back by where perf.data's kernel mapping record says
-  // `_text` was (kallsyms__delta), and so must the native engine.
+  // `_text` was (kallsyms__delta), and so must the built-in engine.
   for (const shift of [0n, 0x2000000n]) {
     const moved = kallsyms.replace(/^([0-9a-f]{16})( [^\n\t]*)$/gm, (line, address: string, rest: string) =>
       BigInt(`0x${address}`) === 0n
@@ -170,7 +170,7 @@ const clockLoop = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/vds
 
 // perf names [vdso] frames from its cache's copy of the recorded vdso when perf.data has its build-id (a plain perf
 // record, which fills the cache), else from its own vdso (`-N --buildid-mmap`, as collect records: no build-id for
-// the vdso, which is no file). The native engine must name them alike.
+// the vdso, which is no file). The built-in engine must name them alike.
 for (const [how, flags, keepVdso] of [
   ['a plain perf record', [], false],
   ['perf record -N --buildid-mmap, as collect', ['-N', '--buildid-mmap'], false],
@@ -198,7 +198,7 @@ for (const [how, flags, keepVdso] of [
 }
 
 // A recording made by hand of a runtime that writes a perf map (here Node with --perf-basic-prof): perf names its JIT
-// frames from /tmp/perf-<pid>.map, and so must the native engine, from there or from a copy beside perf.data, and
+// frames from /tmp/perf-<pid>.map, and so must the built-in engine, from there or from a copy beside perf.data, and
 // say which it read.
 test('perf record of a Node process, its perf map left in /tmp, then copied beside perf.data: both engines name its JIT frames', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
@@ -227,7 +227,7 @@ test('perf record of a Node process, its perf map left in /tmp, then copied besi
     [{ file: map, origin: 'machine' }],
   );
 
-  // Owned by somebody else: perf (6.1 and 7.3) reads it all the same, and so does the native engine.
+  // Owned by somebody else: perf (6.1 and 7.3) reads it all the same, and so does the built-in engine.
   await chown(map, 12345, 12345);
   const owned = await assertSameFold(t, dir);
   assert.ok([...owned.keys()].join('\n').includes(burnFunctions[0]));
@@ -245,7 +245,7 @@ test('perf record of a Node process, its perf map left in /tmp, then copied besi
   );
 });
 
-// DWARF call graphs: the native engine does not unwind them; perf script reads them instead, with one line saying why,
+// DWARF call graphs: the built-in engine does not unwind them; perf script reads them instead, with one line saying why,
 // or, without perf (or with --engine native asked for), postprocess stops with the reason and the remedy.
 test('perf record --call-graph dwarf: handed to perf script with a warning, or refused with the remedy', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
@@ -352,7 +352,7 @@ test('calls through .plt.sec recorded by perf 6.1: both engines name them target
 });
 
 // A zstd frame the built-in engine does not decode (a window past 2 MiB), met only deep in a recording where the
-// engine choice does not look: the native engine stops there, and under the default engine perf script reads the
+// engine choice does not look: the built-in engine stops there, and under the default engine perf script reads the
 // recording instead, from the start, with the same warning and manifest entry as a hand-over decided up front.
 test('a second zstd frame with an 8 MiB window: the default engine hands the recording to perf when it meets it', async (t) => {
   if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
@@ -425,7 +425,7 @@ test('a second zstd frame with an 8 MiB window: the default engine hands the rec
   const perf = await outputs(t, dir, 'perf');
   assert.deepEqual(run.fold.stacks, perf.stacks);
   assert.ok(run.fold.keptSamples > 10, `${run.fold.keptSamples} samples`);
-  // Asked for by name, the native engine stops with the remedy instead.
+  // Asked for by name, the built-in engine stops with the remedy instead.
   await assert.rejects(postprocess(dir, { tarball: false, engine: 'native' }), (error: unknown) => {
     assert.ok(isProfcpuError(error, 'NEEDS_PERF'), String(error));
     return true;

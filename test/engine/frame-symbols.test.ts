@@ -1,4 +1,4 @@
-// The native engine's names from this machine's files, for a perf.data that may come from anybody: a path it names
+// The built-in engine's names from this machine's files, for a perf.data that may come from anybody: a path it names
 // is opened only when it is a regular file (opening a device acts: a FIFO stands in, whose waiting writer wakes when
 // it is opened), and this machine's files name frames only when perf.data was recorded here (its hostname).
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import { test, type TestContext } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import type { PerfDataHeader } from '../../src/engine/perf-data/reader.js';
 import type { Mapping } from '../../src/engine/script-text.js';
-import { nativeSymbols } from '../../src/engine/frame-symbols.js';
+import { builtinEngineSymbols } from '../../src/engine/frame-symbols.js';
 import { buildNativeLib } from '../fixtures/native-lib/build.js';
 import { watchedFifo } from '../support/fifo.js';
 import { ownHome } from '../support/home.js';
@@ -41,7 +41,7 @@ async function lookup(
 ): Promise<string | undefined> {
   const folder = await OutputFolder.open(dir);
   try {
-    const symbols = await nativeSymbols(folder, header(host), undefined, () => {});
+    const symbols = await builtinEngineSymbols(folder, header(host), undefined, () => {});
     return (await symbols.file(mapping(path, buildId), offset))?.name;
   } finally {
     await folder.close();
@@ -119,7 +119,7 @@ test(
       const entry = (filename: string) => ({ buildId: 'ab'.repeat(20), filename, pid: -1, cpumode: 2 });
       const buildIds = [fifo, ...Array.from({ length: 200_000 }, (_, i) => `${dir}/missing-${i}.so`)].map(entry);
       const listed: PerfDataHeader = { ...header(hostname()), features: { ...header(hostname()).features, buildIds } };
-      const symbols = await nativeSymbols(folder, listed, undefined, () => {});
+      const symbols = await builtinEngineSymbols(folder, listed, undefined, () => {});
       assert.equal(await symbols.file(mapping(`${dir}/missing-3.so`, 'ab'.repeat(20)), 0x10n), undefined);
       assert.equal(await symbols.file(mapping(fifo, 'ab'.repeat(20)), 0x10n), undefined);
       assert.equal(await opened(), false, 'the FIFO was opened');
@@ -150,7 +150,7 @@ async function kernelNames(
       ...header(hostname()),
       features: { ...header(hostname()).features, buildIds: [entry] },
     };
-    const symbols = await nativeSymbols(folder, recorded, undefined, (w) => warnings.push(w));
+    const symbols = await builtinEngineSymbols(folder, recorded, undefined, (w) => warnings.push(w));
     if (reference) symbols.kernelReference!(reference);
     const names = addresses.map((address) => symbols.kernel(address)?.name);
     return { names, source: symbols.sources.kernel, warnings };
@@ -262,7 +262,7 @@ test('this machine’s /proc/kallsyms for a recording of another boot of its ker
     rmSync(folder.path, { recursive: true, force: true });
   });
   // No build-id recorded: this machine's kallsyms, as perf reads it. The recording's boot put the kernel 16 MiB lower.
-  const symbols = await nativeSymbols(folder, header(hostname()), undefined, () => {});
+  const symbols = await builtinEngineSymbols(folder, header(hostname()), undefined, () => {});
   symbols.kernelReference!({ name: '_text', address: text0 - 0x1000000n });
   assert.deepEqual(symbols.kernel(schedule - 0x1000000n + 4n), { name: 'schedule', offset: 4n });
   // Once the table is made, later records change nothing (perf loads kallsyms once).

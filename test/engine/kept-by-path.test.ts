@@ -1,5 +1,5 @@
 // A recording without build-ids (perf record -B, which collect uses when the target maps files from a FUSE or network
-// file system) names no build-id: the native engine then takes a file's build-id from binaries.json by its path and
+// file system) names no build-id: the built-in engine then takes a file's build-id from binaries.json by its path and
 // names its frames from the binary collect kept, never from another file that has the same path on this machine.
 import assert from 'node:assert/strict';
 import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';

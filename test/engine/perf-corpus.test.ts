@@ -1,8 +1,8 @@
-// The native engine against recordings made by other perf versions, with no perf at all: each fixture of
+// The built-in engine against recordings made by other perf versions, with no perf at all: each fixture of
 // test/fixtures/perf-corpus/ (README.md there says how they were made) holds a folder as `profcpu collect` lays it out
 // (perf.data, the kept binary, the kallsyms lines the samples need, the vdso) and the outputs of the perf that recorded
 // it: its own `perf script` text (through `postprocess --engine perf --perf <that perf>`) and profcpu's fold of it.
-// The native engine must write the same frames (every line but the `#` header) and the same folded stacks.
+// The built-in engine must write the same frames (every line but the `#` header) and the same folded stacks.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -18,8 +18,8 @@ import { ownHome } from '../support/home.js';
 const corpus = fileURLToPath(new URL('../fixtures/perf-corpus', import.meta.url));
 
 /**
- * The native engine's perf script text against perf's: every line but the `#` header alike (after `strip`), in the
- * same number; gives the native engine's lines.
+ * The built-in engine's perf script text against perf's: every line but the `#` header alike (after `strip`), in the
+ * same number; gives the built-in engine's lines.
  */
 function assertSameFrames(ours: string, theirs: string, name: string, strip = (line: string) => line): string[] {
   const frames = (text: string) =>
@@ -139,7 +139,7 @@ for (const archive of handMade) {
         await readFile(join(dir, layout.perfScript), 'utf8'),
         await readFile(expected.script, 'utf8'),
         name,
-        // perf writes a tracepoint's fields after its name, which the native engine does not (README.md).
+        // perf writes a tracepoint's fields after its name, which the built-in engine does not (README.md).
         (line) => line.replace(/^(\S.* sched:sched_switch: ).*$/, '$1'),
       );
       const folded = await readFile(join(dir, layout.foldedStacks), 'utf8');

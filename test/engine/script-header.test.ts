@@ -1,4 +1,4 @@
-// The native engine's `#` header against perf's own (`perf script --header-only`) on a real recording: the same
+// The built-in engine's `#` header against perf's own (`perf script --header-only`) on a real recording: the same
 // lines when perf 6.1 recorded (the version whose header it writes whole); with another perf, every line it writes
 // is perf's, in perf's order, and it leaves out only the kinds of lines it does not claim to write for that version
 // (an event's attributes after its name, the missing features).

@@ -1,4 +1,4 @@
-// NativeScriptOutput against the way it replaces: the same samples as text through PerfScriptTee into StackFolder.write
+// BuiltinScriptOutput against the way it replaces: the same samples as text through PerfScriptTee into StackFolder.write
 // must give the same file bytes, the same folds, the same header lines and counts, including for samples the
 // per-line way hands back to the text way (a line break in a name, headers the namer or the fold read otherwise), a
 // frame line past the 16 KiB cut (cut once, its dropped bytes never made nor counted) and a resolver whose names
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { ScriptFrame } from '../../src/engine/script-text.js';
-import { NativeScriptOutput } from '../../src/engine/script-output.js';
+import { BuiltinScriptOutput } from '../../src/engine/script-output.js';
 import { cutMarker, lineCutDefaults } from '../../src/stacks/long-lines.js';
 import { PerfScriptTee } from '../../src/postprocess/tee.js';
 import { StackFolder, type FoldOptions, type FrameResolver } from '../../src/stacks/fold.js';
@@ -75,7 +75,7 @@ async function throughTee(options: Partial<FoldOptions>, name: string, given = s
 
 async function throughNative(options: Partial<FoldOptions>, name: string, given = samples) {
   const folder = new StackFolder(options, undefined, resolver);
-  const output = new NativeScriptOutput(await open(join(dir, name), 'w'), folder, resolver);
+  const output = new BuiltinScriptOutput(await open(join(dir, name), 'w'), folder, resolver);
   await output.header(header);
   // As the writer gives them: one object per distinct line, the same each time it recurs.
   const made = new Map<string, ScriptFrame>();
@@ -108,7 +108,7 @@ for (const [label, options] of [
     assert.equal(native.file.toString('latin1'), tee.file.toString('latin1'));
     assert.deepEqual(native.fold, tee.fold);
     assert.deepEqual(native.headerLines, tee.headerLines);
-    // The tee counts the text perf script would have written; the native engine never makes the cut-off part.
+    // The tee counts the text perf script would have written; the built-in engine never makes the cut-off part.
     assert.equal(native.bytes, tee.bytes - longLineDropped);
     assert.equal(native.linesCut, 1);
     assert.equal(native.linesCut, tee.linesCut);

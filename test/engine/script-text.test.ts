@@ -1,4 +1,4 @@
-// The native engine's perf-script text writer keeps each distinct frame line made (per mapping and address, and for
+// The built-in engine's perf-script text writer keeps each distinct frame line made (per mapping and address, and for
 // the kernel) to give it again: those caches are bounded all together, not each, so a recording mapping many files
 // cannot grow them past the bound.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The perf maps the native engine names JIT code from (src/jit/jit-maps.ts): this machine's
+// The perf maps the built-in engine names JIT code from (src/jit/jit-maps.ts): this machine's
 // /tmp/perf-<pid>.map for a recording made here, else a copy beside perf.data. Both are somebody else's files: a FIFO
 // in either place (a writer waiting, as a device's open may act) is never opened and the lookup ends; a recording
 // from elsewhere never reads this machine's /tmp.

@@ -1,5 +1,5 @@
 // The vdso step: this kernel's vDSO image kept in target/vdso, whole, an ELF file whose symbols name the vdso's
-// functions (the native engine's names for [vdso] frames: test/engine/engines.test.ts).
+// functions (the built-in engine's names for [vdso] frames: test/engine/engines.test.ts).
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
-import { loadBundleResolver } from '../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../src/dotnet/naming/folder-resolver.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir } from './fixture-in-sidecar.js';
 
@@ -43,10 +43,10 @@ test('nothing set in the app: stubs are named by kind from the runtime’s memor
   await cp(recording.dir, plain, { recursive: true });
   await postprocess(plain, { resolver: undefined, tarball: false, force: true });
   const script = join(plain, layout.perfScript);
-  const withTable = await loadBundleResolver(recording.dir);
+  const withTable = await loadFolderResolver(recording.dir);
   await foldStream(createReadStream(script), {}, undefined, withTable);
   await rm(join(plain, layout.runtimeStubs));
-  const withoutTable = await loadBundleResolver(plain);
+  const withoutTable = await loadFolderResolver(plain);
   await foldStream(createReadStream(script), {}, undefined, withoutTable);
   const before = withoutTable!.stats;
   const after = withTable!.stats;

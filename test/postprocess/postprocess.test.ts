@@ -61,7 +61,7 @@ test('a real recording becomes every output, named, hashed and bundled', async (
   const warnings: string[] = [];
   const result = await postprocess(
     dir,
-    // perf script's own progress is checked below; the native engine has its case in engines.test.ts.
+    // perf script's own progress is checked below; the built-in engine has its case in engines.test.ts.
     { title: 'burn test', engine: 'perf' },
     { progress: (m) => progress.push(m), warn: (m) => warnings.push(m), manifestExtra: { target: { pid: 1 } } },
   );

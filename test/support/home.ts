@@ -1,4 +1,4 @@
-// A HOME of the test's own: perf and the native engine look in $HOME/.debug (perf's build-id cache), which perf record
+// A HOME of the test's own: perf and the built-in engine look in $HOME/.debug (perf's build-id cache), which perf record
 // fills on this machine. A test that must not see it, or that lays out a cache of its own, takes an empty HOME, which
 // is set for the rest of the test and restored and removed after it.
 import { mkdtemp, rm } from 'node:fs/promises';

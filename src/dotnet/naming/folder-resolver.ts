@@ -38,7 +38,7 @@ export interface NamingSources {
 }
 
 /** The resolver, with what it read attached (for manifest.json and the naming advice). */
-export interface BundleResolver extends DotnetResolver {
+export interface FolderResolver extends DotnetResolver {
   readonly sources: NamingSources;
 }
 
@@ -47,14 +47,14 @@ export interface BundleResolver extends DotnetResolver {
  * that names nothing but carries `sources` for the naming advice, after a warning; otherwise undefined. Its signature
  * is postprocess's FrameResolverFactory.
  */
-export async function loadBundleResolver(
+export async function loadFolderResolver(
   dir: string,
   warn: Warn = ignoreWarnings,
-): Promise<BundleResolver | undefined> {
+): Promise<FolderResolver | undefined> {
   // The folder may have come from anybody: its files are read without following links, each up to a cap.
   const folder = await OutputFolder.open(dir);
   try {
-    return await load(folder, warn);
+    return await resolverFromSnapshots(folder, warn);
   } finally {
     await folder.close();
   }
@@ -64,19 +64,19 @@ export async function loadBundleResolver(
  * Bytes read from a folder's snapshots at most (1 GiB each). Above what collect writes (--snapshot-limit, 256 MiB by
  * default) so a raised limit still post-processes; a received folder cannot make postprocess read more.
  */
-export const bundleReadLimits = Object.freeze({
+export const folderReadLimits = Object.freeze({
   snapshotBytes: 1024 ** 3,
   procMapsBytes: 64 << 20,
   timeoutMs: 60_000,
 });
 
 async function readCapped(folder: OutputFolder, file: string, maxBytes: number, warn: Warn): Promise<CappedBytes> {
-  const read = await folder.read(file, { maxBytes, timeoutMs: bundleReadLimits.timeoutMs });
+  const read = await folder.read(file, { maxBytes, timeoutMs: folderReadLimits.timeoutMs });
   if (read.truncated) warn(`${file} is larger than ${maxBytes} bytes: only its first ${maxBytes} bytes are used`);
   return read;
 }
 
-async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | undefined> {
+async function resolverFromSnapshots(folder: OutputFolder, warn: Warn): Promise<FolderResolver | undefined> {
   const dir = folder.path;
   const ids = await readTargetIds(folder);
   const names = await folder.list(layout.targetDir);
@@ -106,7 +106,7 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
 
   const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
   if (perfMapFile) {
-    const read = await readCapped(folder, perfMapFile, bundleReadLimits.snapshotBytes, warn).catch((error: unknown) => {
+    const read = await readCapped(folder, perfMapFile, folderReadLimits.snapshotBytes, warn).catch((error: unknown) => {
       warn(`could not read ${perfMapFile} (${describe(error)}): JIT frames are named from the jitdump only`);
       return undefined;
     });
@@ -124,7 +124,7 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
   const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
   if (jitDumpFile) {
     try {
-      const { bytes } = await readCapped(folder, jitDumpFile, bundleReadLimits.snapshotBytes, warn);
+      const { bytes } = await readCapped(folder, jitDumpFile, folderReadLimits.snapshotBytes, warn);
       const parsed = readJitDump(bytes, jitDumpFile);
       // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
       // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
@@ -169,7 +169,7 @@ async function load(folder: OutputFolder, warn: Warn): Promise<BundleResolver | 
   }
 
   let mappings: readonly ProcMapping[] = [];
-  const mapsText = await readCapped(folder, layout.procMaps, bundleReadLimits.procMapsBytes, warn).then(
+  const mapsText = await readCapped(folder, layout.procMaps, folderReadLimits.procMapsBytes, warn).then(
     (read) => read.bytes.toString('utf8'),
     () => undefined,
   );

@@ -19,10 +19,10 @@
 // collectible assemblies unload), so the last copy holds them.
 
 import type { FrameKind } from '../../stacks/frame-kind.js';
+import type { FrameResolver, ResolvedFrame, UnnamedFrame } from '../../stacks/frame-name.js';
 import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../../target/proc-maps.js';
 import { CodeMap } from '../../formats/jit/code-map.js';
-import type { SymbolTable } from '../../formats/jit/symbol-table.js';
-import type { CodeSymbol } from '../../formats/jit/symbol-table.js';
+import type { CodeSymbol, SymbolTable } from '../../formats/jit/symbol-table.js';
 import type { StubRangeIndex } from '../runtime-stubs/runtime-stubs-store.js';
 
 /** Names of an assembly's precompiled code by file offset (readytorun-store.ts's ImageNames). */
@@ -33,14 +33,6 @@ export interface AssemblyNames {
 }
 
 /** A frame perf printed without a name. */
-export interface UnnamedFrame {
-  /** The sample's pid as perf script printed it, if it printed one. */
-  pid: number | undefined;
-  /** The address exactly as perf script printed it. */
-  ip: bigint;
-  /** The mapping's name as perf script printed it between parentheses. */
-  dso: string;
-}
 
 /**
  * The name given to frames in the runtime's executable memory that no map names (kind `unknown`: not named). Seen on
@@ -52,17 +44,6 @@ export const unloggedStubName = '[.NET stub, not in perf map]';
 /** The name of a frame in a stub of `kind` (a name from runtime-stubs.ts's stubKinds). */
 export function stubName(kind: string): string {
   return `[stub: ${kind}]`;
-}
-
-export interface ResolvedFrame {
-  /** The raw .NET name, as the runtime logged it (`instance void [Mod] Ns.Type::Method(...)[OptimizedTier1]`). */
-  name: string;
-  kind: FrameKind;
-}
-
-/** What the fold stage asks about frames perf left unnamed. */
-export interface FrameResolver {
-  resolve(frame: UnnamedFrame): ResolvedFrame | undefined;
 }
 
 export interface DotnetResolverInput {

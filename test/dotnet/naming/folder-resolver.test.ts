@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { loadBundleResolver } from '../../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
 
 function jitDump(records: { start: bigint; size: number; name: string }[]): Buffer {
   const header = Buffer.alloc(40);
@@ -50,7 +50,7 @@ test('reads the snapshots named after target.json and resolves JIT and ReadyToRu
     'target/maps': maps,
   });
   const warnings: string[] = [];
-  const loaded = await loadBundleResolver(dir, (m) => warnings.push(m));
+  const loaded = await loadFolderResolver(dir, (m) => warnings.push(m));
   assert.ok(loaded);
   assert.deepEqual(warnings, []);
   assert.deepEqual(loaded.sources.pids, [4321, 1]);
@@ -73,7 +73,7 @@ test('without target.json takes the single snapshot there; warns about what is m
     'target/jit-77.dump': 'not a jitdump at all, this is text long enough for a header',
   });
   const warnings: string[] = [];
-  const loaded = await loadBundleResolver(dir, (m) => warnings.push(m));
+  const loaded = await loadFolderResolver(dir, (m) => warnings.push(m));
   assert.ok(loaded);
   assert.equal(loaded.sources.perfMap?.symbols, 1);
   assert.equal(loaded.sources.jitDump, undefined);
@@ -89,12 +89,12 @@ test('nothing to name with: for a .NET target a resolver that only carries what 
     'target/target.json': JSON.stringify({ pid: 5, nspid: 1, runtime: 'dotnet' }),
   });
   const warnings: string[] = [];
-  const loaded = await loadBundleResolver(dotnet, (m) => warnings.push(m));
+  const loaded = await loadFolderResolver(dotnet, (m) => warnings.push(m));
   assert.deepEqual(loaded?.sources, { pids: [5, 1], runtime: 'dotnet' });
   assert.equal(loaded?.resolve({ pid: 5, ip: 0x7f0000100100n, dso: '[unknown]' }), undefined);
   assert.match(warnings[0]!, /no perf map or jitdump/);
 
   const other = await folder(t, { 'target/maps': maps });
-  assert.equal(await loadBundleResolver(other, (m) => warnings.push(m)), undefined);
+  assert.equal(await loadFolderResolver(other, (m) => warnings.push(m)), undefined);
   assert.equal(warnings.length, 1);
 });

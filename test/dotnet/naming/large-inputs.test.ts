@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { test, type TestContext } from 'node:test';
-import { loadBundleResolver } from '../../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
 import { unloggedStubName } from '../../../src/dotnet/naming/resolver.js';
 
 // Output folders as big services leave them: perf maps and jitdumps of hundreds of thousands of methods, which once
@@ -118,7 +118,7 @@ async function checkFolder(t: TestContext, entries: number, records: number) {
   const written = performance.now() - started;
   started = performance.now();
   const warnings: string[] = [];
-  const loaded = await loadBundleResolver(dir, (m) => warnings.push(m));
+  const loaded = await loadFolderResolver(dir, (m) => warnings.push(m));
   t.diagnostic(
     `written in ${(written / 1000).toFixed(1)} s, loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );

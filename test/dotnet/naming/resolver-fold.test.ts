@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { StackFolder, type FoldResult } from '../../../src/stacks/fold.js';
-import { loadBundleResolver } from '../../../src/dotnet/naming/folder-resolver.js';
+import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
 
 const runtime = '/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12';
 const memfd = '/memfd:doublemapper (deleted)';
@@ -71,7 +71,7 @@ test('a sample perf left unnamed comes out of the fold fully named but for libco
     ),
   );
   await writeFile(join(dir, 'target/maps'), maps);
-  const resolver = await loadBundleResolver(dir);
+  const resolver = await loadFolderResolver(dir);
   assert.ok(resolver);
 
   // Whole, and cut in 1-byte and 7-byte chunks: the result must not depend on where chunks end.

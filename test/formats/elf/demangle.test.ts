@@ -65,7 +65,7 @@ test('the C++ function names of libstdc++ demangle exactly as c++filt -p -i writ
   await compareWithCxxfilt(t, libstdcxx);
 });
 
-// Names that stayed mangled (or were written otherwise) in the native engine's folds of whole-machine recordings,
+// Names that stayed mangled (or were written otherwise) in the built-in engine's folds of whole-machine recordings,
 // one per construct: a local class in a template argument with a pack expansion (Dp), the address of a member function
 // as a template argument (Xad), a null pointer literal, pointers to members, arrays and references to arrays, generic
 // lambdas (auto:N), noexcept function types, default arguments, closures in member initializers, std abbreviations

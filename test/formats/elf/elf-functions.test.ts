@@ -1,4 +1,4 @@
-// The function tables the native engine names frames with, in their two forms: columns of doubles (every real file)
+// The function tables the built-in engine names frames with, in their two forms: columns of doubles (every real file)
 // and bigint objects (a forged file whose addresses reach 2^52 or more). The same symbols moved past 2^52 must name
 // every address as the columns do; kallsyms and perf maps likewise, with addresses spanning more than 2^52.
 import assert from 'node:assert/strict';
