@@ -78,7 +78,7 @@ function watchOptions<T>(yargs: Argv<T>) {
       default: ruleDefaults.profile.frequency,
       describe: 'Samples per second of each profile (a rules file gives its own)',
     })
-    .option('rules', { type: 'string', describe: 'Rules file, JSON or YAML (README.md, "Collect by itself")' })
+    .option('rules', { type: 'string', describe: 'Rules file, JSON or YAML (docs/watch.md, "Rules files")' })
     .option('cpu-above', {
       type: 'number',
       describe:

@@ -106,7 +106,7 @@ export const maxRulesFileBytes = 1 << 20;
 /** A rules error naming the field, as a usage error (exit 2). */
 export function rulesError(field: string, message: string): ProfcpuError {
   return new ProfcpuError('USAGE', `rules: ${field}: ${message}`, {
-    remedy: 'Fix the rules file (README.md, "Collect by itself", shows every field), or see `profcpu watch --help`.',
+    remedy: 'Fix the rules file (docs/watch.md, "Rules files", shows every field), or see `profcpu watch --help`.',
   });
 }
 
@@ -336,7 +336,7 @@ export function parseRulesText(text: string, availability = defaultAvailability)
     document = /^\s*\{/.test(text) ? JSON.parse(text) : parseYaml(text, { maxAliasCount: 100, uniqueKeys: true });
   } catch (error) {
     throw new ProfcpuError('USAGE', `rules: not valid JSON or YAML: ${(error as Error).message}`, {
-      remedy: 'Fix the rules file (README.md, "Collect by itself", shows an example).',
+      remedy: 'Fix the rules file (docs/watch.md, "Rules files", shows an example).',
       cause: error,
     });
   }
