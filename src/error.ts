@@ -25,6 +25,8 @@ export type ErrorCode =
   | 'ELF_MALFORMED'
   | 'SYMBOL_FETCH'
   | 'IO'
+  | 'NO_DOTNET_SDK'
+  | 'BUILD_FAILED'
   | 'ABORTED';
 
 export interface ProfcpuErrorOptions {

@@ -38,7 +38,8 @@ export const commands: readonly CommandEntry[] = [
   },
   {
     command: 'demo',
-    describe: 'Profile a bundled CPU-burning Node.js workload and write a full output folder',
+    describe:
+      'Profile a bundled CPU-burning workload (.NET when an SDK is found, else Node.js) and write a full output folder',
     load: () => import('./demo.js'),
   },
   {

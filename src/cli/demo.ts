@@ -1,13 +1,18 @@
-// `profcpu demo`: profiles a bundled CPU-burning Node workload for a few seconds and writes a full output folder,
-// whose flame graph shows the workload's JavaScript function names. The quickest check that perf works here.
+// `profcpu demo`: profiles a bundled CPU-burning workload for a few seconds and writes a full output folder, whose
+// flame graph shows the workload's method names. The workload is .NET (a small C# app built with the machine's SDK on
+// first use; its perf map switched on by profcpu over the diagnostic socket) when a `dotnet` with an SDK is on PATH
+// or in DOTNET_ROOT, else Node.js (`--workload` chooses). The quickest check that perf and profcpu work here.
 import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
-import { startDemoWorkload } from '../collect/demo.js';
+import { demoDefaults, demoWorkloadChoices, startDemo, type DemoWorkloadChoice } from '../collect/demo-choice.js';
+import { defaultDemoCacheDir } from '../collect/demo-dotnet.js';
+import { chosenSteps } from '../collect/registry.js';
 import type { CollectStep } from '../step/step.js';
 import { runCollectSession } from './collect.js';
 import { createReporter } from './reporter.js';
 
 interface DemoArgs {
+  workload: DemoWorkloadChoice;
   duration: number;
   frequency: number;
   output?: string;
@@ -18,6 +23,13 @@ interface DemoArgs {
 const command: CommandModule<object, DemoArgs> = {
   builder: (yargs) =>
     yargs
+      .option('workload', {
+        choices: demoWorkloadChoices,
+        default: demoDefaults.workload,
+        describe:
+          'What to profile: dotnet (a C# app built with your .NET SDK on first use, into ~/.cache/profcpu/demo), ' +
+          'node, or auto: dotnet when a `dotnet` with an SDK is on PATH or in DOTNET_ROOT, else node',
+      })
       .option('duration', { type: 'number', default: 5, describe: 'Seconds to record' })
       .option('frequency', { type: 'number', default: 99, describe: 'Samples per second' })
       .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
@@ -27,16 +39,23 @@ const command: CommandModule<object, DemoArgs> = {
         return true;
       }) as unknown as Argv<DemoArgs>,
   handler: async (args) => {
-    const workload = await startDemoWorkload({
+    const reporter = createReporter({ quiet: args.quiet });
+    const workload = await startDemo({
+      workload: args.workload,
       nodePath: process.execPath,
       // Outlives the recording by a margin, and ends by itself should profcpu die.
       lifetimeSeconds: args.duration + 30,
+      env: process.env,
+      cacheDir: defaultDemoCacheDir(process.env),
+      progress: (m) => reporter.info(m),
+      warn: (m) => reporter.warn(m),
     });
-    createReporter({ quiet: args.quiet }).info(`started the demo workload (PID ${workload.pid})`);
+    reporter.info(`started ${workload.title} (PID ${workload.pid}; ${workload.details})`);
     // Stopped once recording ends, so it no longer competes for the CPU with post-processing; that also exercises
     // the snapshots taken while it ran (node deletes its perf map on exit).
-    const stopWorkload: CollectStep = {
-      name: 'demo-workload',
+    const demoStep: CollectStep = {
+      name: 'demoWorkload',
+      beforeRecording: () => Promise.resolve(workload.report),
       afterRecording: async () => {
         await workload.stop();
         return { stopped: true };
@@ -53,7 +72,10 @@ const command: CommandModule<object, DemoArgs> = {
           ...(args.output !== undefined && { output: args.output }),
         },
         args.quiet,
-        [stopWorkload],
+        // The .NET workload's perf map is switched on over its diagnostic socket (`collect --perfmap auto`) and off
+        // again before the workload is stopped (so the demo's step comes last); debug files are not fetched: the
+        // demo needs no network.
+        [...chosenSteps({ dotnet: { mode: 'auto' }, debugFiles: { mode: 'none', servers: [] } }), demoStep],
       );
     } finally {
       await workload.stop();

@@ -45,7 +45,13 @@ test('npx profcpu postprocess prof.tar.gz on a machine with Node and no perf', {
   const packed = await execa('npm', ['pack', '--pack-destination', root, '--json'], { cwd: repoRoot });
   const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
   const shipped = new Set(files.map((f) => f.path));
-  for (const path of ['dist/cli/main.js', 'dist/output/unpack.js', 'assets/viewer.js', 'package.json'])
+  for (const path of [
+    'dist/cli/main.js',
+    'dist/output/unpack.js',
+    'assets/viewer.js',
+    'demo/dotnet/Program.cs',
+    'package.json',
+  ])
     assert.ok(shipped.has(path), `the package lacks ${path}`);
   const env = {
     PATH: await nodeOnlyPath(join(root, 'bin')),
