@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const cli = join(root, 'dist/cli/main.js');
 const picture = join(root, 'docs/images/demo-flamegraph.svg');
 const seconds = process.argv[2] ?? '10';
-/** The methods of demo/dotnet/Program.cs that a 10 s profile always shows. */
+/** The methods of src/collect/dotnet-demo/Program.cs that a 10 s profile always shows. */
 const methods = [
   'ProfcpuDemo.Workload::Round',
   'ProfcpuDemo.PrimeSieve::CountPrimes',

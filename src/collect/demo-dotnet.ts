@@ -1,4 +1,4 @@
-// The demo's .NET workload (the C# project in the package's demo/dotnet/ folder): built on first use with the
+// The demo's .NET workload (the C# project in src/collect/dotnet-demo/, shipped with the package): built on first use with the
 // machine's SDK into a cache folder keyed by the project's content, the SDK version and the target framework, so
 // later demos reuse it; then started with no perf map setting of its own (profcpu switches the perf map on over the
 // diagnostic socket) and awaited until it printed "ready". Takes the host, the cache folder and the environment;
@@ -15,10 +15,11 @@ import type { DemoWorkload } from './demo.js';
 import type { DotnetHost, Environment } from './dotnet-host.js';
 
 /**
- * The project's sources: in the package, beside dist/ (package.json's "files" lists demo/). Not under assets/, which
- * `npm run build` writes and git ignores.
+ * The project's sources, beside this module's TypeScript (package.json's "files" ships the folder): found from dist/
+ * and from src/ alike, both two levels below the package's root. Not under assets/, which `npm run build` writes and
+ * git ignores.
  */
-export const demoDotnetSource = fileURLToPath(new URL('../../demo/dotnet/', import.meta.url));
+export const demoDotnetSource = fileURLToPath(new URL('../../src/collect/dotnet-demo/', import.meta.url));
 
 /** The executable's name (the project's AssemblyName), which is also the process's comm. */
 export const demoDotnetName = 'ProfcpuDemo';

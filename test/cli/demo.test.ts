@@ -12,7 +12,7 @@ import { pathWithout } from '../support/path-without.js';
 import { namesWorkload } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';
 
-/** The demo's C# methods (demo/dotnet/Program.cs) that a few seconds' profile always shows: the widest three. */
+/** The demo's C# methods (src/collect/dotnet-demo/Program.cs) that a few seconds' profile always shows: the widest three. */
 const dotnetMethods = [
   'ProfcpuDemo.Workload::Round',
   'ProfcpuDemo.PrimeSieve::CountPrimes',

@@ -49,7 +49,7 @@ test('npx profcpu postprocess prof.tar.gz on a machine with Node and no perf', {
     'dist/cli/main.js',
     'dist/output/unpack.js',
     'assets/viewer.js',
-    'demo/dotnet/Program.cs',
+    'src/collect/dotnet-demo/Program.cs',
     'package.json',
   ])
     assert.ok(shipped.has(path), `the package lacks ${path}`);
