@@ -37,13 +37,13 @@ async function main(): Promise<void> {
     console.log(`no ${perfData}: run \`npm run bench engines\` first, or set PROFCPU_BENCH_PERF_DATA`);
     return;
   }
-  if (!existsSync(`${dist}/perf/data/reader.js`)) {
-    console.log(`no ${dist}/perf/data/reader.js: run \`npm run build\` first`);
+  if (!existsSync(`${dist}/engine/perf-data/reader.js`)) {
+    console.log(`no ${dist}/engine/perf-data/reader.js: run \`npm run build\` first`);
     process.exitCode = 1;
     return;
   }
-  const reader = (await import(pathToFileURL(`${dist}/perf/data/reader.js`).href)) as Reader;
-  const { ScriptTextWriter } = (await import(pathToFileURL(`${dist}/perf/data/script-text.js`).href)) as WriterModule;
+  const reader = (await import(pathToFileURL(`${dist}/engine/perf-data/reader.js`).href)) as Reader;
+  const { ScriptTextWriter } = (await import(pathToFileURL(`${dist}/engine/script-text.js`).href)) as WriterModule;
   console.log(`${perfData}, ${runs} runs per mode, load ${loadavg()[0]!.toFixed(1)}, ${dist}`);
 
   const modes: Record<string, () => Promise<string>> = {
