@@ -5,7 +5,7 @@
 // verifies the build-id before the file enters the cache (see symbol-cache.ts). Never throws for a server's fault:
 // each one is an attempt with a reason in the result, and a warning. Concurrent requests for one build-id share one
 // download.
-import { open, rm } from 'node:fs/promises';
+import { open, rm, type FileHandle } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ignoreWarnings, SkipCounter, type Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
@@ -214,144 +214,206 @@ export class SymbolFetcher {
 
   /** One GET of `url` into `dest` (created, or truncated), following redirects, until `deadline` (epoch ms). */
   private async download(url: string, dest: string, buildId: string, deadline: number): Promise<Download> {
-    const { answerTimeoutMs, idleTimeoutMs, maxBytes, progressEveryBytes, signal, progress } = this.options;
-    const { totalTimeoutMs, minBytesPerSecond, minRateGraceMs, maxRedirects } = this.options;
-    const controller = new AbortController();
-    let received = 0;
-    /** Why a timer ended the request; the first one to fire wins. */
-    let stopped: Failure | undefined;
-    const stop = (reason: string, transient: boolean, unreachable = false) => {
-      stopped ??= { kind: 'failed', reason, transient, unreachable };
-      controller.abort();
-    };
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let rateTimer: ReturnType<typeof setTimeout> | undefined;
-    const arm = (ms: number, reason: () => string, unreachable = false) => {
-      clearTimeout(timer);
-      timer = later(() => stop(reason(), true, unreachable), ms);
-    };
-    const deadlineTimer = later(
-      () => stop(`not finished within ${seconds(totalTimeoutMs)} (${received} bytes received)`, false),
-      deadline - Date.now(),
-    );
-    const onAbort = () => controller.abort();
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const timers = new DownloadTimers(deadline, this.options.totalTimeoutMs, this.options.signal);
     const file = await open(dest, 'w').catch((cause: unknown) => {
       throw this.cache.writeError(cause);
     });
     try {
-      let current = url;
-      let response: Response;
-      for (let hops = 0; ; hops++) {
-        arm(answerTimeoutMs, () => `no answer within ${seconds(answerTimeoutMs)}`, true);
-        try {
-          // identity: fetch() would otherwise ask for gzip and decode it, and Content-Length would no longer
-          // tell the size of what arrives. manual: fetch() would follow any redirect to any host and scheme.
-          const headers = { 'user-agent': 'profcpu', 'accept-encoding': 'identity' };
-          response = await fetch(current, { signal: controller.signal, headers, redirect: 'manual' });
-        } catch (cause) {
-          this.throwIfAborted();
-          return (
-            stopped ?? {
-              kind: 'failed',
-              reason: `cannot connect: ${describe(cause)}`,
-              transient: true,
-              unreachable: true,
-            }
-          );
-        }
-        if (!redirectStatuses.has(response.status)) break;
-        await discard(response);
-        // Not transient: the same request would be sent to the same place again.
-        const refuse = (reason: string): Failure => ({ kind: 'failed', reason, transient: false, unreachable: false });
-        if (hops === maxRedirects) return refuse(`more than ${maxRedirects} redirects (the last from ${current})`);
-        const next = redirectTarget(current, response.headers.get('location'));
-        if ('refused' in next) return refuse(`HTTP ${response.status} from ${current}: ${next.refused}`);
-        current = next.url;
-      }
-      const at = current === url ? '' : ` from ${current}`;
-      if (response.status === 404 || response.status === 410) {
-        await discard(response);
-        return { kind: 'missing', reason: `HTTP ${response.status}${at}` };
-      }
-      if (response.status !== 200) {
-        await discard(response);
-        const transient = response.status >= 500 || response.status === 429 || response.status === 408;
-        return { kind: 'failed', reason: `HTTP ${response.status}${at}`, transient, unreachable: false };
-      }
-      const lengthHeader = response.headers.get('content-length');
-      const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
-      const total = lengthHeader !== null && /^\d+$/.test(lengthHeader) && !encoded ? Number(lengthHeader) : undefined;
-      const tooLarge = (n: number): Failure => ({
-        kind: 'failed',
-        reason: `file larger than the ${maxBytes}-byte limit (${n} bytes)`,
-        transient: false,
-        unreachable: false,
-      });
-      if (total !== undefined && total > maxBytes) {
-        await discard(response);
-        return tooLarge(total);
-      }
-      const stalled = () => `body stalled for ${seconds(idleTimeoutMs)} after ${received} bytes`;
-      arm(idleTimeoutMs, stalled);
-      // The idle timer alone lets a server keep a download alive for ever with a byte now and then: checked at the
-      // moment the average since the answer would fall under the floor, given what has arrived by then.
-      const bodyStart = Date.now();
-      const checkRate = () => {
-        const elapsed = Date.now() - bodyStart;
-        const due = Math.max(minRateGraceMs, (received / minBytesPerSecond) * 1000);
-        if (elapsed < due) rateTimer = later(checkRate, due - elapsed);
-        else
-          stop(
-            `too slow: ${received} bytes in ${seconds(elapsed)}, under the minimum of ${minBytesPerSecond} bytes/s`,
-            false,
-          );
-      };
-      if (minBytesPerSecond > 0) rateTimer = later(checkRate, minRateGraceMs);
-      let nextProgress = progressEveryBytes;
-      try {
-        for await (const chunk of response.body ?? []) {
-          arm(idleTimeoutMs, stalled);
-          received += chunk.byteLength;
-          // Leaving the loop cancels the body; aborting here would make that cancel throw.
-          if (received > maxBytes) break;
-          await file.write(chunk).catch((cause: unknown) => {
-            throw this.cache.writeError(cause);
-          });
-          if (received >= nextProgress) {
-            nextProgress += progressEveryBytes;
-            progress?.({ buildId, url, received, total });
-          }
-        }
-      } catch (cause) {
-        this.throwIfAborted();
-        if (cause instanceof ProfcpuError) throw cause;
-        const reason = `body cut after ${received} bytes: ${describe(cause)}`;
-        return stopped ?? { kind: 'failed', reason, transient: true, unreachable: false };
-      }
-      if (received > maxBytes) return tooLarge(received);
-      if (total !== undefined && received !== total)
-        return {
-          kind: 'failed',
-          reason: `body cut after ${received} of ${total} bytes`,
-          transient: true,
-          unreachable: false,
-        };
-      if (total !== undefined && total >= progressEveryBytes) progress?.({ buildId, url, received, total });
-      return { kind: 'ok', bytes: received };
+      const answer = await this.answer(url, timers);
+      if (!('response' in answer)) return answer;
+      const { response } = answer;
+      const at = answer.url === url ? '' : ` from ${answer.url}`;
+      const total = contentLength(response);
+      const refused = await this.refusal(response, at, total);
+      if (refused) return refused;
+      return await this.receive(response, file, timers, { buildId, url, total });
     } finally {
-      clearTimeout(timer);
-      clearTimeout(rateTimer);
-      clearTimeout(deadlineTimer);
-      signal?.removeEventListener('abort', onAbort);
+      timers.clear();
       await file.close();
     }
+  }
+
+  /** The answer to `url` once its redirects are followed, and the URL that gave it; or why none came. */
+  private async answer(url: string, timers: DownloadTimers): Promise<{ response: Response; url: string } | Failure> {
+    const { answerTimeoutMs, maxRedirects } = this.options;
+    let current = url;
+    for (let hops = 0; ; hops++) {
+      timers.arm(answerTimeoutMs, () => `no answer within ${seconds(answerTimeoutMs)}`, true);
+      let response: Response;
+      try {
+        // identity: fetch() would otherwise ask for gzip and decode it, and Content-Length would no longer
+        // tell the size of what arrives. manual: fetch() would follow any redirect to any host and scheme.
+        const headers = { 'user-agent': 'profcpu', 'accept-encoding': 'identity' };
+        response = await fetch(current, { signal: timers.controller.signal, headers, redirect: 'manual' });
+      } catch (cause) {
+        this.throwIfAborted();
+        return (
+          timers.stopped ?? {
+            kind: 'failed',
+            reason: `cannot connect: ${describe(cause)}`,
+            transient: true,
+            unreachable: true,
+          }
+        );
+      }
+      if (!redirectStatuses.has(response.status)) return { response, url: current };
+      await discard(response);
+      // Not transient: the same request would be sent to the same place again.
+      const refuse = (reason: string): Failure => ({ kind: 'failed', reason, transient: false, unreachable: false });
+      if (hops === maxRedirects) return refuse(`more than ${maxRedirects} redirects (the last from ${current})`);
+      const next = redirectTarget(current, response.headers.get('location'));
+      if ('refused' in next) return refuse(`HTTP ${response.status} from ${current}: ${next.refused}`);
+      current = next.url;
+    }
+  }
+
+  /** Why an answer gives no debug file, known before its body: 404 or 410, another status, a file too large. */
+  private async refusal(response: Response, at: string, total: number | undefined): Promise<Download | undefined> {
+    if (response.status === 404 || response.status === 410) {
+      await discard(response);
+      return { kind: 'missing', reason: `HTTP ${response.status}${at}` };
+    }
+    if (response.status !== 200) {
+      await discard(response);
+      const transient = response.status >= 500 || response.status === 429 || response.status === 408;
+      return { kind: 'failed', reason: `HTTP ${response.status}${at}`, transient, unreachable: false };
+    }
+    if (total !== undefined && total > this.options.maxBytes) {
+      await discard(response);
+      return tooLarge(total, this.options.maxBytes);
+    }
+    return undefined;
+  }
+
+  /** The body of `response` into `file`, under the idle and rate rules and the size cap, its progress reported. */
+  private async receive(
+    response: Response,
+    file: FileHandle,
+    timers: DownloadTimers,
+    { buildId, url, total }: { buildId: string; url: string; total: number | undefined },
+  ): Promise<Download> {
+    const { idleTimeoutMs, maxBytes, progressEveryBytes, progress, minBytesPerSecond, minRateGraceMs } = this.options;
+    const stalled = () => `body stalled for ${seconds(idleTimeoutMs)} after ${timers.received} bytes`;
+    timers.arm(idleTimeoutMs, stalled);
+    if (minBytesPerSecond > 0) timers.watchRate(minBytesPerSecond, minRateGraceMs);
+    let nextProgress = progressEveryBytes;
+    try {
+      for await (const chunk of response.body ?? []) {
+        timers.arm(idleTimeoutMs, stalled);
+        timers.received += chunk.byteLength;
+        // Leaving the loop cancels the body; aborting here would make that cancel throw.
+        if (timers.received > maxBytes) break;
+        await file.write(chunk).catch((cause: unknown) => {
+          throw this.cache.writeError(cause);
+        });
+        if (timers.received >= nextProgress) {
+          nextProgress += progressEveryBytes;
+          progress?.({ buildId, url, received: timers.received, total });
+        }
+      }
+    } catch (cause) {
+      this.throwIfAborted();
+      if (cause instanceof ProfcpuError) throw cause;
+      const reason = `body cut after ${timers.received} bytes: ${describe(cause)}`;
+      return timers.stopped ?? { kind: 'failed', reason, transient: true, unreachable: false };
+    }
+    const { received } = timers;
+    if (received > maxBytes) return tooLarge(received, maxBytes);
+    if (total !== undefined && received !== total)
+      return {
+        kind: 'failed',
+        reason: `body cut after ${received} of ${total} bytes`,
+        transient: true,
+        unreachable: false,
+      };
+    if (total !== undefined && total >= progressEveryBytes) progress?.({ buildId, url, received, total });
+    return { kind: 'ok', bytes: received };
   }
 
   private throwIfAborted(): void {
     if (this.options.signal?.aborted)
       throw new ProfcpuError('ABORTED', 'symbol download interrupted', { cause: this.options.signal.reason });
   }
+}
+
+/**
+ * The timers of one download (the answer or the pause in a body, the average rate, the overall deadline) and the
+ * bytes received so far, which their reasons tell. The first to fire stops the request and is the reason given.
+ */
+class DownloadTimers {
+  readonly controller = new AbortController();
+  received = 0;
+  /** Why a timer ended the request; the first one to fire wins. */
+  stopped: Failure | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private rateTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly deadlineTimer: ReturnType<typeof setTimeout>;
+  private readonly onAbort = () => this.controller.abort();
+
+  constructor(
+    deadline: number,
+    totalTimeoutMs: number,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.deadlineTimer = later(
+      () => this.stop(`not finished within ${seconds(totalTimeoutMs)} (${this.received} bytes received)`, false),
+      deadline - Date.now(),
+    );
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  stop(reason: string, transient: boolean, unreachable = false): void {
+    this.stopped ??= { kind: 'failed', reason, transient, unreachable };
+    this.controller.abort();
+  }
+
+  /** (Re)starts the timer for the answer or the next bytes of the body. */
+  arm(ms: number, reason: () => string, unreachable = false): void {
+    clearTimeout(this.timer);
+    this.timer = later(() => this.stop(reason(), true, unreachable), ms);
+  }
+
+  /**
+   * The idle timer alone lets a server keep a download alive for ever with a byte now and then: checked at the moment
+   * the average since the answer would fall under the floor, given what has arrived by then.
+   */
+  watchRate(minBytesPerSecond: number, minRateGraceMs: number): void {
+    const bodyStart = Date.now();
+    const checkRate = () => {
+      const elapsed = Date.now() - bodyStart;
+      const due = Math.max(minRateGraceMs, (this.received / minBytesPerSecond) * 1000);
+      if (elapsed < due) this.rateTimer = later(checkRate, due - elapsed);
+      else
+        this.stop(
+          `too slow: ${this.received} bytes in ${seconds(elapsed)}, under the minimum of ${minBytesPerSecond} bytes/s`,
+          false,
+        );
+    };
+    this.rateTimer = later(checkRate, minRateGraceMs);
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    clearTimeout(this.rateTimer);
+    clearTimeout(this.deadlineTimer);
+    this.signal?.removeEventListener('abort', this.onAbort);
+  }
+}
+
+/** The body's size from Content-Length, when the server sent one for the bytes as they arrive (not encoded). */
+function contentLength(response: Response): number | undefined {
+  const lengthHeader = response.headers.get('content-length');
+  const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity';
+  return lengthHeader !== null && /^\d+$/.test(lengthHeader) && !encoded ? Number(lengthHeader) : undefined;
+}
+
+function tooLarge(n: number, maxBytes: number): Failure {
+  return {
+    kind: 'failed',
+    reason: `file larger than the ${maxBytes}-byte limit (${n} bytes)`,
+    transient: false,
+    unreachable: false,
+  };
 }
 
 /** Drops a body not wanted; a timer that aborted the request meanwhile is already the reason given. */

@@ -91,87 +91,16 @@ function rowsFrom(from: number, to: number): Uint32Array {
  * objects: one entry per address (a group of rows, its winner chosen on first lookup) and then the added rows.
  */
 export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTableOptions): FunctionTable {
-  const { functions, base = 0n, endsFirst = false, groups: rowGroups } = options;
-  const { starts, ends, bindings } = rows;
-  const sorted = byStart(starts, rowsFrom(0, functions));
-  // Groups: the sorted positions [first[g], first[g + 1]) share one start.
-  const first = new Uint32Array(functions);
-  const groupStarts = new Float64Array(functions);
-  let groups = 0;
-  for (let p = 0, previous = -1; p < functions; p++) {
-    const start = starts[sorted[p]!]!;
-    if (start === previous) continue;
-    first[groups] = p;
-    groupStarts[groups++] = previous = start;
-  }
-  const pageAfter = (start: number) => {
-    const address = base + BigInt(start);
-    return Number(((address + 4095n) / 4096n) * 4096n + 4096n - base);
-  };
-  // A sorted row's end and label as duplicates are reduced: with endsFirst, a row of size 0 ends where the next
-  // sorted row begins (at its own start when that row shares it), or a page past its page when it is the last or the
-  // next is of another group.
-  const boundaryAt = (p: number) =>
-    p + 1 >= functions || (rowGroups !== undefined && rowGroups[sorted[p]!] !== rowGroups[sorted[p + 1]!]);
-  const endAt = (p: number) => {
-    const row = sorted[p]!;
-    if (!endsFirst || ends[row] !== starts[row]) return ends[row]!;
-    return boundaryAt(p) ? pageAfter(starts[row]!) : starts[sorted[p + 1]!]!;
-  };
-  const labelAt = (p: number) => endsFirst && ends[sorted[p]!] === starts[sorted[p]!] && !boundaryAt(p);
-
-  const known = new Map<number, string>();
-  const nameOf = (row: number) => {
-    let text = known.get(row);
-    if (text === undefined) known.set(row, (text = name(row)));
-    return text;
-  };
-  /** perf's choice between sorted positions of one group: true when `a` wins over `b`. */
-  const contender = (p: number): Contender => ({
-    sized: endAt(p) > starts[sorted[p]!]!,
-    binding: bindings[sorted[p]!]!,
-    name: () => nameOf(sorted[p]!),
-  });
-  const prefer = (a: number, b: number): boolean => perfPrefers(contender(a), contender(b));
-  // Each group's winner (-1: not chosen yet), and its end and label after the fixes.
-  const winner = new Int32Array(groups).fill(-1);
-  const groupEnd = new Float64Array(groups);
-  const groupLabel = new Uint8Array(groups);
-  const resolve = (g: number): number => {
-    if (winner[g]! >= 0) return winner[g]!;
-    let kept = first[g]!;
-    const last = g + 1 < groups ? first[g + 1]! : functions;
-    for (let p = kept + 1; p < last; p++) if (prefer(p, kept)) kept = p;
-    const start = starts[sorted[kept]!]!;
-    let end = endAt(kept);
-    let label = labelAt(kept);
-    if (end === start) {
-      if (g + 1 < groups) {
-        end = groupStarts[g + 1]!;
-        label = true;
-      } else end = pageAfter(start);
-    }
-    groupEnd[g] = end;
-    groupLabel[g] = label ? 1 : 0;
-    return (winner[g] = sorted[kept]!);
-  };
-
-  // Entries: groups then added rows (encoded ~row), by start, a group before an added row of the same start.
+  const { functions, base = 0n } = options;
+  const { starts, ends } = rows;
+  const groups = new StartGroups(rows, rememberedNames(name), options);
+  const nameOf = groups.nameOf;
   const added = byStart(starts, rowsFrom(functions, rows.count));
-  const entries = new Int32Array(groups + added.length);
-  const entryStarts = new Float64Array(entries.length);
-  for (let i = 0, g = 0, a = 0; i < entries.length; i++)
-    if (a >= added.length || (g < groups && groupStarts[g]! <= starts[added[a]!]!)) {
-      entryStarts[i] = groupStarts[g]!;
-      entries[i] = g++;
-    } else {
-      entryStarts[i] = starts[added[a]!]!;
-      entries[i] = ~added[a++]!;
-    }
+  const { entries, entryStarts } = mergedEntries(groups, starts, added);
   // An entry's row, end and label (an added row is never a label).
-  const entryRow = (i: number) => (entries[i]! >= 0 ? resolve(entries[i]!) : ~entries[i]!);
-  const entryEnd = (i: number) => (entries[i]! >= 0 ? groupEnd[entries[i]!]! : ends[~entries[i]!]!);
-  const entryLabel = (i: number) => entries[i]! >= 0 && groupLabel[entries[i]!] === 1;
+  const entryRow = (i: number) => (entries[i]! >= 0 ? groups.resolve(entries[i]!) : ~entries[i]!);
+  const entryEnd = (i: number) => (entries[i]! >= 0 ? groups.groupEnd[entries[i]!]! : ends[~entries[i]!]!);
+  const entryLabel = (i: number) => entries[i]! >= 0 && groups.groupLabel[entries[i]!] === 1;
   const hit = (i: number, offset: number) => {
     const row = entryRow(i);
     return { name: nameOf(row), offset: BigInt(offset - starts[row]!) };
@@ -184,16 +113,7 @@ export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTa
       const relative = address - base;
       if (relative < 0n || relative >= limit) return undefined;
       const offset = Number(relative);
-      let lo = 0;
-      let hi = entries.length - 1;
-      let found = -1;
-      while (lo <= hi) {
-        const mid = (lo + hi) >> 1;
-        if (entryStarts[mid]! <= offset) {
-          found = mid;
-          lo = mid + 1;
-        } else hi = mid - 1;
-      }
+      const found = lastAtOrBefore(entryStarts, offset);
       if (found < 0) return undefined;
       entryRow(found);
       if (offset >= entryEnd(found)) return undefined;
@@ -206,4 +126,168 @@ export function columnTable(rows: FunctionRows, name: RowName, options: ColumnTa
       return hit(found, offset);
     },
   };
+}
+
+/** `name` asked once per row, its answers kept. */
+function rememberedNames(name: RowName): RowName {
+  const known = new Map<number, string>();
+  return (row: number) => {
+    let text = known.get(row);
+    if (text === undefined) known.set(row, (text = name(row)));
+    return text;
+  };
+}
+
+/**
+ * The function rows sorted by start and grouped by it, each group reduced to the row perf prefers on first lookup
+ * (resolve), with the end and label that row has after perf's fixes.
+ */
+class StartGroups {
+  private readonly starts: Float64Array;
+  private readonly ends: Float64Array;
+  private readonly bindings: Uint8Array;
+  private readonly functions: number;
+  private readonly base: bigint;
+  private readonly endsFirst: boolean;
+  private readonly rowGroups: Uint8Array | Uint32Array | undefined;
+  private readonly sorted: Uint32Array;
+  // Groups: the sorted positions [first[g], first[g + 1]) share one start.
+  private readonly first: Uint32Array;
+  readonly groupStarts: Float64Array;
+  readonly count: number;
+  // Each group's winner (-1: not chosen yet), and its end and label after the fixes.
+  private readonly winner: Int32Array;
+  readonly groupEnd: Float64Array;
+  readonly groupLabel: Uint8Array;
+
+  constructor(
+    rows: FunctionRows,
+    readonly nameOf: RowName,
+    options: ColumnTableOptions,
+  ) {
+    this.starts = rows.starts;
+    this.ends = rows.ends;
+    this.bindings = rows.bindings;
+    this.functions = options.functions;
+    this.base = options.base ?? 0n;
+    this.endsFirst = options.endsFirst ?? false;
+    this.rowGroups = options.groups;
+    this.sorted = byStart(this.starts, rowsFrom(0, this.functions));
+    const runs = startRuns(this.starts, this.sorted);
+    this.first = runs.first;
+    this.groupStarts = runs.groupStarts;
+    this.count = runs.count;
+    this.winner = new Int32Array(this.count).fill(-1);
+    this.groupEnd = new Float64Array(this.count);
+    this.groupLabel = new Uint8Array(this.count);
+  }
+
+  /** The row group `g` is named by, chosen (and its end and label set) on first call. */
+  resolve(g: number): number {
+    const { winner, first, groupStarts, count } = this;
+    if (winner[g]! >= 0) return winner[g]!;
+    let kept = first[g]!;
+    const last = g + 1 < count ? first[g + 1]! : this.functions;
+    for (let p = kept + 1; p < last; p++) if (this.prefer(p, kept)) kept = p;
+    const start = this.starts[this.sorted[kept]!]!;
+    let end = this.endAt(kept);
+    let label = this.labelAt(kept);
+    if (end === start) {
+      if (g + 1 < count) {
+        end = groupStarts[g + 1]!;
+        label = true;
+      } else end = this.pageAfter(start);
+    }
+    this.groupEnd[g] = end;
+    this.groupLabel[g] = label ? 1 : 0;
+    return (winner[g] = this.sorted[kept]!);
+  }
+
+  /** perf's choice between sorted positions of one group: true when `a` wins over `b`. */
+  private prefer(a: number, b: number): boolean {
+    return perfPrefers(this.contender(a), this.contender(b));
+  }
+
+  private contender(p: number): Contender {
+    const row = this.sorted[p]!;
+    return { sized: this.endAt(p) > this.starts[row]!, binding: this.bindings[row]!, name: () => this.nameOf(row) };
+  }
+
+  // A sorted row's end and label as duplicates are reduced: with endsFirst, a row of size 0 ends where the next
+  // sorted row begins (at its own start when that row shares it), or a page past its page when it is the last or the
+  // next is of another group.
+  private boundaryAt(p: number): boolean {
+    const { sorted, rowGroups } = this;
+    return p + 1 >= this.functions || (rowGroups !== undefined && rowGroups[sorted[p]!] !== rowGroups[sorted[p + 1]!]);
+  }
+
+  private endAt(p: number): number {
+    const { starts, ends, sorted } = this;
+    const row = sorted[p]!;
+    if (!this.endsFirst || ends[row] !== starts[row]) return ends[row]!;
+    return this.boundaryAt(p) ? this.pageAfter(starts[row]!) : starts[sorted[p + 1]!]!;
+  }
+
+  private labelAt(p: number): boolean {
+    const { starts, ends, sorted } = this;
+    return this.endsFirst && ends[sorted[p]!] === starts[sorted[p]!] && !this.boundaryAt(p);
+  }
+
+  private pageAfter(start: number): number {
+    const address = this.base + BigInt(start);
+    return Number(((address + 4095n) / 4096n) * 4096n + 4096n - this.base);
+  }
+}
+
+/** Where each run of one start begins among the `sorted` rows, and that start; the number of runs. */
+function startRuns(
+  starts: Float64Array,
+  sorted: Uint32Array,
+): { first: Uint32Array; groupStarts: Float64Array; count: number } {
+  const functions = sorted.length;
+  const first = new Uint32Array(functions);
+  const groupStarts = new Float64Array(functions);
+  let groups = 0;
+  for (let p = 0, previous = -1; p < functions; p++) {
+    const start = starts[sorted[p]!]!;
+    if (start === previous) continue;
+    first[groups] = p;
+    groupStarts[groups++] = previous = start;
+  }
+  return { first, groupStarts, count: groups };
+}
+
+/** Entries: groups then added rows (encoded ~row), by start, a group before an added row of the same start. */
+function mergedEntries(
+  groups: StartGroups,
+  starts: Float64Array,
+  added: Uint32Array,
+): { entries: Int32Array; entryStarts: Float64Array } {
+  const { groupStarts, count } = groups;
+  const entries = new Int32Array(count + added.length);
+  const entryStarts = new Float64Array(entries.length);
+  for (let i = 0, g = 0, a = 0; i < entries.length; i++)
+    if (a >= added.length || (g < count && groupStarts[g]! <= starts[added[a]!]!)) {
+      entryStarts[i] = groupStarts[g]!;
+      entries[i] = g++;
+    } else {
+      entryStarts[i] = starts[added[a]!]!;
+      entries[i] = ~added[a++]!;
+    }
+  return { entries, entryStarts };
+}
+
+/** The last position of `starts` (ascending) at or before `offset`; -1 when there is none. */
+function lastAtOrBefore(starts: Float64Array, offset: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (starts[mid]! <= offset) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
 }

@@ -122,18 +122,115 @@ export async function startTarball(
   const partial = `${into.name}.partial`;
   const skip = new Set(exclude);
   if (into.folder.path === dir) for (const name of [into.name, partial]) skip.add(name);
-  const top = basename(dir);
-  const under = (relative: string, paths: readonly string[]) =>
-    paths.some((p) => relative === p || relative.startsWith(`${p}/`));
   const early = await listFolder(dir, skip);
-  const added = new Set<string>();
-  const entries: string[] = [];
-  const queue = new EntryQueue();
-  const stop = new AbortController();
-  const entry = (relative: string, source: ArchivedEntry['source']) => {
-    added.add(relative);
-    const path = relative ? `${top}/${relative}` : top;
-    const isPrivate = relative !== '' && under(relative, privatePaths);
+  const file = await into.folder.create(partial, outputModes.privateFile);
+  const archive = new Archive(dir, into, partial, skip, { mtime, privatePaths }, file);
+  archive.addTop(early, first);
+  return archive;
+}
+
+/** Whether `relative` is one of `paths` or under one of them. */
+function isUnder(relative: string, paths: readonly string[]): boolean {
+  return paths.some((p) => relative === p || relative.startsWith(`${p}/`));
+}
+
+/** The archive startTarball started: its entries queued as they come, written to `partial` meanwhile. */
+class Archive implements TarballWriter {
+  private readonly top: string;
+  private readonly added = new Set<string>();
+  private readonly entries: string[] = [];
+  private readonly queue = new EntryQueue();
+  private readonly stop = new AbortController();
+  /** The gzip streams under way (the archive's current member, streamed files' members): abandon() stops them. */
+  private readonly compressing = new Set<Gzip>();
+  /** The files holding streamed files' members (unnamed), closed at the end. */
+  private readonly members = new Set<FileHandle>();
+  /** Streamed files not ended yet: finish() refuses to leave one out. */
+  private unended = 0;
+  private readonly writing: Promise<void>;
+  private state: 'writing' | 'done' | 'abandoned' = 'writing';
+
+  constructor(
+    private readonly dir: string,
+    private readonly into: TarballDestination,
+    private readonly partial: string,
+    private readonly skip: ReadonlySet<string>,
+    private readonly settings: { mtime: Date; privatePaths: readonly string[] },
+    private readonly file: FileHandle,
+  ) {
+    this.top = basename(dir);
+    const { queue, stop, compressing } = this;
+    this.writing = writeMembers(tarBlocks(queue, stop.signal), file.createWriteStream(), compressing, stop.signal);
+    this.writing.catch(() => {});
+  }
+
+  /** The top folder, then the entries of `early` under `first`. */
+  addTop(early: FolderListing, first: readonly string[]): void {
+    this.entry('', 'folder');
+    this.add(early, (relative) => isUnder(relative, first));
+  }
+
+  async addFile(relative: string, source: string): Promise<void> {
+    this.parentsOf(relative);
+    const handle = await open(join(this.dir, source), readFlags);
+    this.entry(relative, { handle });
+  }
+
+  async streamFile(relative: string): Promise<StreamedFile> {
+    if (this.state !== 'writing') throw new Error('the archive is no longer being written');
+    const { handle, name } = await this.memberFile();
+    if (this.state !== 'writing') {
+      // Finished or abandoned meanwhile: its files are closed already, but for this one.
+      this.members.delete(handle);
+      await handle.close();
+      throw new Error('the archive is no longer being written');
+    }
+    return this.streamInto(relative, handle, name);
+  }
+
+  async finish(): Promise<TarballResult> {
+    let skipped: string[];
+    try {
+      if (this.unended > 0) throw new Error('a streamed file of the archive was never ended');
+      const rest = await listFolder(this.dir, this.skip);
+      skipped = rest.skipped;
+      this.add(rest, () => true);
+      this.queue.close();
+      await this.writing;
+      await this.into.folder.rename(this.partial, this.into.name);
+      this.state = 'done';
+      await this.closeMembers();
+    } catch (error) {
+      await this.abandon();
+      throw error;
+    }
+    return { path: `${this.into.folder.path}/${this.into.name}`, entries: this.entries, skipped };
+  }
+
+  async abandon(): Promise<void> {
+    if (this.state !== 'writing') return;
+    this.state = 'abandoned';
+    this.stop.abort();
+    this.queue.close();
+    // Node's streams end the pipelines whatever the generator is waiting for.
+    for (const gzip of this.compressing) gzip.destroy(new Error('tarball abandoned'));
+    await this.writing.catch(() => undefined);
+    await this.queue.closeHandles();
+    await this.file.close().catch(() => undefined);
+    await this.into.folder.remove(this.partial).catch(() => undefined);
+    await this.closeMembers();
+  }
+
+  private async closeMembers(): Promise<void> {
+    for (const handle of this.members) await handle.close().catch(() => undefined);
+    this.members.clear();
+  }
+
+  /** Queues the entry `relative` ('' for the top folder), private or not as the options say. */
+  private entry(relative: string, source: ArchivedEntry['source']): void {
+    this.added.add(relative);
+    const path = relative ? `${this.top}/${relative}` : this.top;
+    const isPrivate = relative !== '' && isUnder(relative, this.settings.privatePaths);
     const folder = source === 'folder';
     const mode = isPrivate
       ? folder
@@ -142,57 +239,45 @@ export async function startTarball(
       : folder
         ? outputModes.folder
         : outputModes.file;
-    entries.push(folder ? `${path}/` : path);
-    queue.push({ path: folder ? `${path}/` : path, mode, mtime, source });
-  };
-  const add = (listing: FolderListing, wanted: (relative: string) => boolean) =>
+    this.entries.push(folder ? `${path}/` : path);
+    this.queue.push({ path: folder ? `${path}/` : path, mode, mtime: this.settings.mtime, source });
+  }
+
+  /** Queues the entries of `listing` not added yet that are `wanted`. */
+  private add(listing: FolderListing, wanted: (relative: string) => boolean): void {
     listing.entries.forEach((relative, i) => {
-      if (!added.has(relative) && wanted(relative))
-        entry(relative, listing.isDir[i] ? 'folder' : { file: join(dir, relative) });
+      if (!this.added.has(relative) && wanted(relative))
+        this.entry(relative, listing.isDir[i] ? 'folder' : { file: join(this.dir, relative) });
     });
-  const file = await into.folder.create(partial, outputModes.privateFile);
-  /** The gzip streams under way (the archive's current member, streamed files' members): abandon() stops them. */
-  const compressing = new Set<Gzip>();
-  /** The files holding streamed files' members (unnamed), closed at the end. */
-  const members = new Set<FileHandle>();
-  /** Streamed files not ended yet: finish() refuses to leave one out. */
-  let unended = 0;
-  const writing = writeMembers(tarBlocks(queue, stop.signal), file.createWriteStream(), compressing, stop.signal);
-  writing.catch(() => {});
-  entry('', 'folder');
-  add(early, (relative) => under(relative, first));
-  let state: 'writing' | 'done' | 'abandoned' = 'writing';
-  const parentsOf = (relative: string) => {
+  }
+
+  /** Queues the folders above `relative` not added yet. */
+  private parentsOf(relative: string): void {
     const parts = relative.split('/');
     for (let i = 1; i < parts.length; i++) {
       const parent = parts.slice(0, i).join('/');
-      if (!added.has(parent)) entry(parent, 'folder');
+      if (!this.added.has(parent)) this.entry(parent, 'folder');
     }
-  };
-  const addFile = async (relative: string, source: string) => {
-    parentsOf(relative);
-    const handle = await open(join(dir, source), readFlags);
-    entry(relative, { handle });
-  };
-  const streamFile = async (relative: string): Promise<StreamedFile> => {
-    if (state !== 'writing') throw new Error('the archive is no longer being written');
+  }
+
+  /** The file a streamed file's member is written to, and the name it had. */
+  private async memberFile(): Promise<{ handle: FileHandle; name: string }> {
     // A file of its own with no name once opened (nothing can swap it, and a killed run leaves nothing behind):
     // written and read back through the one handle.
-    const name = `${partial}.${members.size}`;
-    const handle = await into.folder.create(name, outputModes.privateFile);
-    members.add(handle);
-    await into.folder.remove(name);
-    if (state !== 'writing') {
-      // Finished or abandoned meanwhile: its files are closed already, but for this one.
-      members.delete(handle);
-      await handle.close();
-      throw new Error('the archive is no longer being written');
-    }
+    const name = `${this.partial}.${this.members.size}`;
+    const handle = await this.into.folder.create(name, outputModes.privateFile);
+    this.members.add(handle);
+    await this.into.folder.remove(name);
+    return { handle, name };
+  }
+
+  /** The streamed file `relative`, its bytes compressed into `handle` as they come, queued when it ends. */
+  private streamInto(relative: string, handle: FileHandle, name: string): StreamedFile {
     const gzip = archiveGzip();
-    compressing.add(gzip);
+    this.compressing.add(gzip);
     let size = 0;
     let ended = false;
-    unended++;
+    this.unended++;
     const member = (async (): Promise<CompressedMember> => {
       let at = 0;
       await drainMember(gzip, async (chunk) => {
@@ -203,6 +288,7 @@ export async function startTarball(
       return { handle, size, compressedSize: at };
     })();
     member.catch(() => {});
+    const { signal } = this.stop;
     return {
       write(bytes, done) {
         if (ended) throw new Error(`${relative} was ended: no more bytes can be archived`);
@@ -213,59 +299,19 @@ export async function startTarball(
         // A member that failed (its file cannot be written) ends the wait, and every wait after it, with its error.
         if (gzip.destroyed) return member.then(() => undefined);
         if (!gzip.writableNeedDrain) return undefined;
-        return Promise.race([once(gzip, 'drain', { signal: stop.signal }), member]).then(() => undefined);
+        return Promise.race([once(gzip, 'drain', { signal }), member]).then(() => undefined);
       },
-      async end() {
+      end: async () => {
         if (ended) return;
         ended = true;
-        unended--;
+        this.unended--;
         gzip.end();
-        parentsOf(relative);
-        entry(relative, { member });
+        this.parentsOf(relative);
+        this.entry(relative, { member });
         await finished(gzip, { readable: false });
       },
     };
-  };
-  const abandon = async () => {
-    if (state !== 'writing') return;
-    state = 'abandoned';
-    stop.abort();
-    queue.close();
-    // Node's streams end the pipelines whatever the generator is waiting for.
-    for (const gzip of compressing) gzip.destroy(new Error('tarball abandoned'));
-    await writing.catch(() => undefined);
-    await queue.closeHandles();
-    await file.close().catch(() => undefined);
-    await into.folder.remove(partial).catch(() => undefined);
-    await closeMembers();
-  };
-  const closeMembers = async () => {
-    for (const handle of members) await handle.close().catch(() => undefined);
-    members.clear();
-  };
-  return {
-    addFile,
-    streamFile,
-    abandon,
-    async finish() {
-      let skipped: string[];
-      try {
-        if (unended > 0) throw new Error('a streamed file of the archive was never ended');
-        const rest = await listFolder(dir, skip);
-        skipped = rest.skipped;
-        add(rest, () => true);
-        queue.close();
-        await writing;
-        await into.folder.rename(partial, into.name);
-        state = 'done';
-        await closeMembers();
-      } catch (error) {
-        await abandon();
-        throw error;
-      }
-      return { path: `${into.folder.path}/${into.name}`, entries, skipped };
-    },
-  };
+  }
 }
 
 /** An entry to archive: a folder, a file to open when its turn comes, or a file opened already. */

@@ -365,35 +365,262 @@ async function deliverRecords(
   options: ReadOptions,
   end: number,
 ): Promise<ReadSummary> {
-  const summary: ReadSummary = {
-    header,
-    recordCounts: new Map(),
-    samples: 0,
-    unknownIdSamples: 0,
-    pipeBuildIds: 0,
-    decompressedBytes: 0,
-    cutCompressedBytes: 0,
-  };
-  let compressed: CompressedRecords | undefined;
-  let layout: RecordLayout | undefined;
-  // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
-  // bytes too.
+  const walk = new RecordWalk(stream, header, handlers, name, options);
+  if (header.mode === 'file') await walk.started();
+  try {
+    await walk.readRecords(end);
+    return await walk.finish();
+  } finally {
+    await walk.close();
+  }
+}
+
+/** One walk over a recording's records: what its steps share, the layout once known, the queue, the counts. */
+class RecordWalk {
+  private readonly summary: ReadSummary;
+  private compressed: CompressedRecords | undefined;
+  private layout: RecordLayout | undefined;
+  private readonly order: TimeOrder<PerfEvent>;
+  private readonly slab = new CallchainSlab();
+  /** The last value of each counter, by id (or id and thread) for PERF_SAMPLE_READ samples: see deliverReads. */
+  private readonly lastValue = new Map<number | bigint | string, number | bigint>();
+  // Counted in an array (types beyond perf's together at 128: a hostile stream cannot grow it), a map at the end.
+  private readonly counts = new Array<number>(129).fill(0);
+
+  constructor(
+    private readonly stream: ByteStream,
+    private readonly header: PerfDataHeader,
+    private readonly handlers: ReadHandlers,
+    private readonly name: string,
+    private readonly options: ReadOptions,
+  ) {
+    this.summary = {
+      header,
+      recordCounts: new Map(),
+      samples: 0,
+      unknownIdSamples: 0,
+      pipeBuildIds: 0,
+      decompressedBytes: 0,
+      cutCompressedBytes: 0,
+    };
+    // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
+    // bytes too.
+    this.order = new TimeOrder<PerfEvent>(
+      (event) => (event.kind === 'sample' && event.reads ? this.deliverReads(event) : handlers.event(event)),
+      undefined,
+      (event) => (event.kind === 'sample' ? event.callchain?.buffer : undefined),
+    );
+  }
+
+  /** The attributes are all in: the events named, the layout made, the header handed over (once). */
+  async started(): Promise<RecordLayout> {
+    if (this.layout) return this.layout;
+    if (this.header.attrs.length === 0) throw badInput(this.name, 'records before any event attribute');
+    nameEvents(this.header);
+    try {
+      this.layout = new RecordLayout(this.header.attrs);
+    } catch (error) {
+      throw badInput(this.name, (error as Error).message, error);
+    }
+    await this.handlers.header?.(this.header);
+    return this.layout;
+  }
+
+  /** Reads and handles each record from the stream's position up to `end` (a pipe's: the end of the stream). */
+  async readRecords(end: number): Promise<void> {
+    const { stream, name } = this;
+    let count = 0;
+    while (stream.position < end) {
+      if ((++count & 0xfff) === 0) {
+        // Buffered chunks and sync handlers never leave the microtask queue: let timers and signals run.
+        await new Promise(setImmediate);
+        if (this.options.signal?.aborted) throw new ProfcpuError('ABORTED', `reading ${name} was interrupted`);
+      }
+      const offset = stream.position;
+      const record = this.bufferedRecord(offset, end) ?? (await this.readRecord(offset, end));
+      if (!record) break;
+      const type = record.readUInt32LE(0);
+      this.counts[type < 128 ? type : 128]!++;
+      try {
+        const handled = this.handleRecord(record, type, offset);
+        if (handled) await handled;
+      } catch (error) {
+        if (error instanceof RecordError) throw badInput(name, `${error.message} at offset ${offset}`, error);
+        throw error;
+      }
+    }
+  }
+
+  /** A record within the chunk read is one view of it; undefined when it is not all there. */
+  private bufferedRecord(offset: number, end: number): Buffer | undefined {
+    const buffered = this.stream.peekUInt16LE(6);
+    return buffered !== undefined && buffered >= 8 && offset + buffered <= end
+      ? this.stream.tryRead(buffered)
+      : undefined;
+  }
+
+  /** The record at `offset` read whole from the stream, checked against `end`; undefined where a pipe ends. */
+  private async readRecord(offset: number, end: number): Promise<Buffer | undefined> {
+    const { stream, name } = this;
+    const head = stream.tryRead(8) ?? (await stream.read(8));
+    if (head.length === 0 && end === Number.POSITIVE_INFINITY) return undefined;
+    if (head.length < 8) throw badInput(name, `a record cut short at offset ${offset}`);
+    const size = head.readUInt16LE(6);
+    if (size < 8 || offset + size > end) throw badInput(name, `a record of ${size} bytes at offset ${offset}`);
+    const record = await wholeRecord(stream, head, size);
+    if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
+    return record;
+  }
+
+  /** The queue delivered and the summary completed, once the records are read. */
+  async finish(): Promise<ReadSummary> {
+    const { summary } = this;
+    // A recording cut short (perf killed, finished by recover.ts) may end inside a compressed record: perf leaves
+    // what it holds of that record unread, and so does this.
+    summary.cutCompressedBytes = this.compressed?.pending ?? 0;
+    if (this.layout) await this.order.finish();
+    else await this.started();
+    this.counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
+    summary.decompressedBytes = this.compressed?.bytes ?? 0;
+    return summary;
+  }
+
+  async close(): Promise<void> {
+    await this.compressed?.close();
+    await this.stream.close();
+  }
+
+  /** Samples once the layout is known, the bulk of the records, are handled without a promise unless one is needed. */
+  private handleRecord(record: Buffer, type: number, offset: number): void | Promise<void> {
+    const { layout, summary } = this;
+    if (type !== recordType.sample || !layout) return this.handleAny(record, type, offset);
+    const attr = layout.sampleAttr(record);
+    if (attr < 0) {
+      summary.unknownIdSamples++;
+      return;
+    }
+    summary.samples++;
+    const sample = decodeSample(record, attr, this.header.attrs[attr]!, this.slab);
+    sample.offset = offset;
+    return this.order.push(sample.time, sample);
+  }
+
+  private async handleAny(record: Buffer, type: number, offset: number): Promise<void> {
+    const { header } = this;
+    switch (type) {
+      case recordType.sample:
+        // The first sample of a pipe: the attributes are all in, the layout is made, then it goes as the others.
+        await this.started();
+        return this.handleRecord(record, type, offset);
+      case recordType.finishedRound:
+        if (this.layout) await this.order.round();
+        return;
+      case recordType.headerAttr:
+        return this.addPipeAttr(record, offset);
+      case recordType.headerFeature:
+        return this.addPipeFeature(record, offset);
+      case recordType.headerBuildId:
+        if (record.length < 36) throw new RecordError('a build-id record too short');
+        if (header.features.buildIds.length < limits.maxBuildIds)
+          header.features.buildIds.push(decodeBuildIdRecord(record));
+        this.summary.pipeBuildIds++;
+        return;
+      case recordType.headerTracingData: {
+        // Its tracing data follows the record, padded to 8 bytes.
+        if (record.length < 12) throw new RecordError('a tracing-data record too short');
+        const bytes = record.readUInt32LE(8);
+        if (!(await this.stream.skip(Math.ceil(bytes / 8) * 8))) throw new RecordError('tracing data cut short');
+        return;
+      }
+      case recordType.auxtrace: {
+        if (record.length < 16) throw new RecordError('an auxtrace record too short');
+        const bytes = safe(record.readBigUInt64LE(8));
+        if (!Number.isFinite(bytes) || !(await this.stream.skip(bytes)))
+          throw new RecordError('auxtrace data cut short');
+        return;
+      }
+      case recordType.compressed:
+      case recordType.compressed2:
+        return this.decompressed(record, type, offset);
+      default: {
+        if (type >= 64) return;
+        const l = await this.started();
+        const event = decodeOther(record, type, l.otherTime(record));
+        if (!event) return;
+        event.offset = offset;
+        return this.order.push(event.time, event);
+      }
+    }
+  }
+
+  /** The records a COMPRESSED record holds, each handled as if it stood in its place. */
+  private async decompressed(record: Buffer, type: number, offset: number): Promise<void> {
+    const payload = compressedPayload(record, type);
+    this.compressed ??= new CompressedRecords(this.options.decodeDeadlineMs, this.options.signal);
+    let records: Buffer[];
+    try {
+      records = await this.compressed.take(payload);
+    } catch (error) {
+      if (!(error instanceof CompressedStreamError)) throw error;
+      if (error.tooLargeWindow) throw windowTooLarge(this.name, error);
+      throw new RecordError(`compressed data (perf record -z) with ${error.message}`);
+    }
+    for (const inner of records) {
+      const innerType = inner.readUInt32LE(0);
+      // Records whose data follows them in the file (tracing data, AUX trace) cannot lie inside compressed data.
+      if (
+        innerType === recordType.compressed ||
+        innerType === recordType.compressed2 ||
+        innerType === recordType.headerTracingData ||
+        innerType === recordType.auxtrace
+      )
+        throw new RecordError(`a record of type ${innerType} inside compressed data`);
+      this.counts[innerType < 128 ? innerType : 128]!++;
+      const handled = this.handleRecord(inner, innerType, offset);
+      if (handled) await handled;
+    }
+  }
+
+  private addPipeAttr(record: Buffer, offset: number): void {
+    const { header } = this;
+    if (this.layout) throw badInput(this.name, `an event attribute after the data began, at offset ${offset}`);
+    if (record.length < 8 + attrMinBytes) throw new RecordError('an attribute record too short');
+    const attrBytes = record.readUInt32LE(12);
+    if (attrBytes < attrMinBytes || 8 + attrBytes > record.length)
+      throw new RecordError(`an attribute of ${attrBytes} bytes`);
+    if (header.attrs.length >= limits.maxAttrs) throw new RecordError(`more than ${limits.maxAttrs} attributes`);
+    const ids: bigint[] = [];
+    for (let at = 8 + attrBytes; at + 8 <= record.length; at += 8) ids.push(record.readBigUInt64LE(at));
+    header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids, name: undefined });
+  }
+
+  private addPipeFeature(record: Buffer, offset: number): void {
+    if (record.length < 16) throw new RecordError('a feature record too short');
+    const bit = safe(record.readBigUInt64LE(8));
+    try {
+      decodeFeature(bit, record.subarray(16), this.header.features);
+    } catch (error) {
+      throw badInput(this.name, `feature ${bit} at offset ${offset}: ${(error as Error).message}`, error);
+    }
+  }
+
   // A PERF_SAMPLE_READ sample is, to perf script, one sample per value it holds, of that value's event, its period
   // what the counter grew by since the last one of the same id; none when it did not grow (session.c's
   // deliver_sample_value), made when delivered, in perf's order. For an inherited event that samples its tid (perf 7
   // records leader sampling so; earlier perfs turned inherit off) the last value is kept per id and thread
   // (perf_sample_id__get_period_storage), as each thread's counter counts on its own. At most maxReadCounters are
   // kept: past them (a file no perf wrote) they start afresh.
-  const lastValue = new Map<number | bigint | string, number | bigint>();
-  const deliverReads = (sample: SampleEvent): void | Promise<void> => {
+  private deliverReads(sample: SampleEvent): void | Promise<void> {
+    const { lastValue, summary, handlers } = this;
+    const layout = this.layout!;
     const reads = sample.reads!;
-    const own = header.attrs[sample.attr]!;
+    const own = this.header.attrs[sample.attr]!;
     const perThread = own.inherit && (own.sampleType & sampleBit.tid) !== 0n;
     if (lastValue.size >= maxReadCounters) lastValue.clear();
     const next = (i: number): void | Promise<void> => {
       for (; i < reads.length; i++) {
         const { id, value } = reads[i]!;
-        const attr = layout!.byId.get(id);
+        const attr = layout.byId.get(id);
         if (attr === undefined) {
           summary.unknownIdSamples++;
           continue;
@@ -412,181 +639,6 @@ async function deliverRecords(
       }
     };
     return next(0);
-  };
-  const order = new TimeOrder<PerfEvent>(
-    (event) => (event.kind === 'sample' && event.reads ? deliverReads(event) : handlers.event(event)),
-    undefined,
-    (event) => (event.kind === 'sample' ? event.callchain?.buffer : undefined),
-  );
-  const slab = new CallchainSlab();
-  const started = async () => {
-    if (layout) return layout;
-    if (header.attrs.length === 0) throw badInput(name, 'records before any event attribute');
-    nameEvents(header);
-    try {
-      layout = new RecordLayout(header.attrs);
-    } catch (error) {
-      throw badInput(name, (error as Error).message, error);
-    }
-    await handlers.header?.(header);
-    return layout;
-  };
-  if (header.mode === 'file') await started();
-  // Counted in an array (types beyond perf's together at 128: a hostile stream cannot grow it), a map at the end.
-  const counts = new Array<number>(129).fill(0);
-  let count = 0;
-  try {
-    while (stream.position < end) {
-      if ((++count & 0xfff) === 0) {
-        // Buffered chunks and sync handlers never leave the microtask queue: let timers and signals run.
-        await new Promise(setImmediate);
-        if (options.signal?.aborted) throw new ProfcpuError('ABORTED', `reading ${name} was interrupted`);
-      }
-      const offset = stream.position;
-      // A record within the chunk read is one view of it.
-      const buffered = stream.peekUInt16LE(6);
-      let record =
-        buffered !== undefined && buffered >= 8 && offset + buffered <= end ? stream.tryRead(buffered) : undefined;
-      if (!record) {
-        const head = stream.tryRead(8) ?? (await stream.read(8));
-        if (head.length === 0 && end === Number.POSITIVE_INFINITY) break;
-        if (head.length < 8) throw badInput(name, `a record cut short at offset ${offset}`);
-        const size = head.readUInt16LE(6);
-        if (size < 8 || offset + size > end) throw badInput(name, `a record of ${size} bytes at offset ${offset}`);
-        record = await wholeRecord(stream, head, size);
-        if (record.length < size) throw badInput(name, `a record cut short at offset ${offset}`);
-      }
-      const type = record.readUInt32LE(0);
-      counts[type < 128 ? type : 128]!++;
-      try {
-        const handled = handleRecord(record, type, offset);
-        if (handled) await handled;
-      } catch (error) {
-        if (error instanceof RecordError) throw badInput(name, `${error.message} at offset ${offset}`, error);
-        throw error;
-      }
-    }
-    // A recording cut short (perf killed, finished by recover.ts) may end inside a compressed record: perf leaves
-    // what it holds of that record unread, and so does this.
-    summary.cutCompressedBytes = compressed?.pending ?? 0;
-    if (layout) await order.finish();
-    else await started();
-    counts.forEach((n, type) => n > 0 && summary.recordCounts.set(type, n));
-    summary.decompressedBytes = compressed?.bytes ?? 0;
-    return summary;
-  } finally {
-    await compressed?.close();
-    await stream.close();
-  }
-
-  /** Samples once the layout is known, the bulk of the records, are handled without a promise unless one is needed. */
-  function handleRecord(record: Buffer, type: number, offset: number): void | Promise<void> {
-    if (type !== recordType.sample || !layout) return handleAny(record, type, offset);
-    const attr = layout.sampleAttr(record);
-    if (attr < 0) {
-      summary.unknownIdSamples++;
-      return;
-    }
-    summary.samples++;
-    const sample = decodeSample(record, attr, header.attrs[attr]!, slab);
-    sample.offset = offset;
-    return order.push(sample.time, sample);
-  }
-
-  async function handleAny(record: Buffer, type: number, offset: number): Promise<void> {
-    switch (type) {
-      case recordType.sample:
-        // The first sample of a pipe: the attributes are all in, the layout is made, then it goes as the others.
-        await started();
-        return handleRecord(record, type, offset);
-      case recordType.finishedRound:
-        if (layout) await order.round();
-        return;
-      case recordType.headerAttr:
-        return addPipeAttr(record, offset);
-      case recordType.headerFeature:
-        return addPipeFeature(record, offset);
-      case recordType.headerBuildId:
-        if (record.length < 36) throw new RecordError('a build-id record too short');
-        if (header.features.buildIds.length < limits.maxBuildIds)
-          header.features.buildIds.push(decodeBuildIdRecord(record));
-        summary.pipeBuildIds++;
-        return;
-      case recordType.headerTracingData: {
-        // Its tracing data follows the record, padded to 8 bytes.
-        if (record.length < 12) throw new RecordError('a tracing-data record too short');
-        const bytes = record.readUInt32LE(8);
-        if (!(await stream.skip(Math.ceil(bytes / 8) * 8))) throw new RecordError('tracing data cut short');
-        return;
-      }
-      case recordType.auxtrace: {
-        if (record.length < 16) throw new RecordError('an auxtrace record too short');
-        const bytes = safe(record.readBigUInt64LE(8));
-        if (!Number.isFinite(bytes) || !(await stream.skip(bytes))) throw new RecordError('auxtrace data cut short');
-        return;
-      }
-      case recordType.compressed:
-      case recordType.compressed2:
-        return decompressed(record, type, offset);
-      default: {
-        if (type >= 64) return;
-        const l = await started();
-        const event = decodeOther(record, type, l.otherTime(record));
-        if (!event) return;
-        event.offset = offset;
-        return order.push(event.time, event);
-      }
-    }
-  }
-
-  /** The records a COMPRESSED record holds, each handled as if it stood in its place. */
-  async function decompressed(record: Buffer, type: number, offset: number): Promise<void> {
-    const payload = compressedPayload(record, type);
-    compressed ??= new CompressedRecords(options.decodeDeadlineMs, options.signal);
-    let records: Buffer[];
-    try {
-      records = await compressed.take(payload);
-    } catch (error) {
-      if (!(error instanceof CompressedStreamError)) throw error;
-      if (error.tooLargeWindow) throw windowTooLarge(name, error);
-      throw new RecordError(`compressed data (perf record -z) with ${error.message}`);
-    }
-    for (const inner of records) {
-      const innerType = inner.readUInt32LE(0);
-      // Records whose data follows them in the file (tracing data, AUX trace) cannot lie inside compressed data.
-      if (
-        innerType === recordType.compressed ||
-        innerType === recordType.compressed2 ||
-        innerType === recordType.headerTracingData ||
-        innerType === recordType.auxtrace
-      )
-        throw new RecordError(`a record of type ${innerType} inside compressed data`);
-      counts[innerType < 128 ? innerType : 128]!++;
-      const handled = handleRecord(inner, innerType, offset);
-      if (handled) await handled;
-    }
-  }
-
-  function addPipeAttr(record: Buffer, offset: number): void {
-    if (layout) throw badInput(name, `an event attribute after the data began, at offset ${offset}`);
-    if (record.length < 8 + attrMinBytes) throw new RecordError('an attribute record too short');
-    const attrBytes = record.readUInt32LE(12);
-    if (attrBytes < attrMinBytes || 8 + attrBytes > record.length)
-      throw new RecordError(`an attribute of ${attrBytes} bytes`);
-    if (header.attrs.length >= limits.maxAttrs) throw new RecordError(`more than ${limits.maxAttrs} attributes`);
-    const ids: bigint[] = [];
-    for (let at = 8 + attrBytes; at + 8 <= record.length; at += 8) ids.push(record.readBigUInt64LE(at));
-    header.attrs.push({ ...decodeAttr(record, 8, attrBytes), ids, name: undefined });
-  }
-
-  function addPipeFeature(record: Buffer, offset: number): void {
-    if (record.length < 16) throw new RecordError('a feature record too short');
-    const bit = safe(record.readBigUInt64LE(8));
-    try {
-      decodeFeature(bit, record.subarray(16), header.features);
-    } catch (error) {
-      throw badInput(name, `feature ${bit} at offset ${offset}: ${(error as Error).message}`, error);
-    }
   }
 }
 
