@@ -193,80 +193,30 @@ async function postprocessFolder(
   context: PostprocessContext,
   shortfall?: Shortfall,
 ): Promise<PostprocessResult> {
-  const { dir, folder, euid } = run;
+  const { dir, folder } = run;
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
-  const durationsMs: Record<string, number> = {};
-  const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
-    const start = performance.now();
-    try {
-      return await work();
-    } finally {
-      durationsMs[phase] = Math.round(performance.now() - start);
-    }
-  };
+  const { durationsMs, timed } = phaseTimer();
   const recovered = await finishPerfData(folder, warn, signal);
   const chosen = await chooseEngine(run, options, warn, shortfall);
   const opts = { ...(await withTargetFilter(folder, options)), engine: chosen.engine };
-  const perfVersionPromise =
-    opts.engine === 'native'
-      ? Promise.resolve('not used (native engine)')
-      : perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
-  // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
-  const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
-  resolving.catch(() => {});
-  const outputs = new PartialOutputs(folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
-  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
-  // afterwards.
-  const rawHashes = hashRawData(dir, outputs.hashing, signal);
-  rawHashes.catch(() => {});
+  const { perfVersionPromise, resolving, outputs, rawHashes } = startAlongside(run, opts, warn, signal);
   let tarball: TarballWriter | undefined;
   try {
     // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.
     if (opts.tarball) tarball = await startTarballOf(run);
-    // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
-    // The perf engine's code (and execa's) loads only for that engine.
-    const scriptCommand =
-      opts.engine === 'native'
-        ? undefined
-        : [
-            opts.perfPath,
-            ...(await import('../perf/script.js')).perfScriptArgs(layout.perfData, perfScriptOptions(opts)),
-          ];
+    const scriptCommand = await perfScriptCommand(opts);
     // Either engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile.
-    const scriptArchive = await tarball?.streamFile(layout.perfScript);
-    const script = await timed('perfScript', () =>
-      opts.engine === 'native'
-        ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving).catch(
-            (error: unknown) => {
-              throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
-            },
-          )
-        : runScriptAndFold(
-            folder,
-            opts,
-            outputs,
-            { signal, warn, progress, euid, archive: scriptArchive, header: chosen.header },
-            resolving,
-          ),
-    );
+    const archive = await tarball?.streamFile(layout.perfScript);
+    const engineContext = { signal, warn, progress, euid: run.euid, archive, header: chosen.header };
+    const script = await timed('perfScript', () => readRecording(folder, opts, outputs, engineContext, resolving));
     const { fold } = script;
     checkSamples(fold, dir);
-    const collectSteps = (context.manifestExtra?.['collect'] as { steps?: Record<string, StepReport> } | undefined)
-      ?.steps;
-    const naming = namingReport(fold.quality, script.resolver, {
-      runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
-      memfdFrames: [...fold.stacks.keys()].some((stack) => stack.includes('[memfd:doublemapper')),
-    });
-    if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
-    // Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered.
-    const archive = async (name: string) => {
-      const partial = outputs.partialOf(name);
-      if (tarball && partial) await tarball.addFile(name, partial);
-    };
-    await timed('render', () => writeRenders(outputs, fold, opts, signal, archive));
+    const naming = reportNaming(script, context.manifestExtra, warn);
+    await timed('render', () => writeRenders(outputs, fold, opts, signal, archiveInto(tarball, outputs)));
     const files = await outputs.commit();
 
     // Phases after this point cannot time themselves into the manifest they write.
+    const commands = scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [];
     const manifest = await writeManifest(
       dir,
       outputs,
@@ -274,29 +224,8 @@ async function postprocessFolder(
         createdAt: new Date().toISOString(),
         host: await hostFacts(perfVersionPromise),
         recording: withSampleTimes(script.header, fold),
-        postprocess: {
-          engine: chosen.engine,
-          ...(chosen.handOver && { handOver: chosen.handOver }),
-          commands: scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [],
-          durationsMs,
-          perfScriptBytes: script.scriptBytes,
-          ...(script.linesCut > 0 && { linesCut: script.linesCut }),
-          perfScriptIsolated: script.isolated,
-          perfMaps: script.perfMaps,
-          ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
-          ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
-          keptBinariesPlaced: script.keptBinaries,
-          ...(recovered && { recovered }),
-        },
-        samples: {
-          parsed: fold.samples,
-          kept: fold.keptSamples,
-          weight: fold.weight,
-          distinctStacks: fold.stacks.size,
-          events: fold.events,
-          ...(fold.events.length > 1 && { byEvent: fold.eventSamples }),
-          ...(fold.foldedEvent !== undefined && { folded: fold.foldedEvent }),
-        },
+        postprocess: postprocessFacts(script, chosen, commands, durationsMs, recovered),
+        samples: sampleCounts(fold),
         skipped: fold.skipped,
         naming,
       },
@@ -309,6 +238,125 @@ async function postprocessFolder(
     await tarball?.abandon();
     await outputs.discard();
   }
+}
+
+/** Each phase's duration for the manifest, and `timed`, which measures one phase into them. */
+function phaseTimer() {
+  const durationsMs: Record<string, number> = {};
+  const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    try {
+      return await work();
+    } finally {
+      durationsMs[phase] = Math.round(performance.now() - start);
+    }
+  };
+  return { durationsMs, timed };
+}
+
+/** What runs beside the engine from the start: perf's version asked, the resolver built, the hashes taken. */
+function startAlongside(run: Run, opts: PostprocessOptions, warn: Warn, signal: AbortSignal | undefined) {
+  const perfVersionPromise =
+    opts.engine === 'native'
+      ? Promise.resolve('not used (native engine)')
+      : perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
+  // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
+  const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(run.dir, warn) : opts.resolver);
+  resolving.catch(() => {});
+  const outputs = new PartialOutputs(run.folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
+  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
+  // afterwards.
+  const rawHashes = hashRawData(run.dir, outputs.hashing, signal);
+  rawHashes.catch(() => {});
+  return { perfVersionPromise, resolving, outputs, rawHashes };
+}
+
+/**
+ * perf script's command for the manifest, none for the built-in engine. Run in the folder on `perf.data`, so the
+ * command in the manifest holds no absolute path and can be rerun there. The perf engine's code (and execa's) loads
+ * only for that engine.
+ */
+async function perfScriptCommand(opts: PostprocessOptions): Promise<string[] | undefined> {
+  return opts.engine === 'native'
+    ? undefined
+    : [opts.perfPath, ...(await import('../perf/script.js')).perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+}
+
+/** The recording read by the chosen engine: its text written to the FlameScope file and folded. */
+function readRecording(
+  folder: OutputFolder,
+  opts: PostprocessOptions,
+  outputs: PartialOutputs,
+  context: ScriptContext,
+  resolving: Promise<FrameResolver | undefined>,
+) {
+  const { signal, warn, progress, archive } = context;
+  return opts.engine === 'native'
+    ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive }, resolving).catch(
+        (error: unknown) => {
+          throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
+        },
+      )
+    : runScriptAndFold(folder, opts, outputs, context, resolving);
+}
+
+type EngineRun = Awaited<ReturnType<typeof readRecording>>;
+
+/** The naming report for the manifest; its advice, if any, warned. */
+function reportNaming(script: EngineRun, manifestExtra: PostprocessContext['manifestExtra'], warn: Warn) {
+  const { fold } = script;
+  const collectSteps = (manifestExtra?.['collect'] as { steps?: Record<string, StepReport> } | undefined)?.steps;
+  const naming = namingReport(fold.quality, script.resolver, {
+    runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
+    memfdFrames: [...fold.stacks.keys()].some((stack) => stack.includes('[memfd:doublemapper')),
+  });
+  if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
+  return naming;
+}
+
+/** Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered. */
+function archiveInto(tarball: TarballWriter | undefined, outputs: PartialOutputs) {
+  return async (name: string) => {
+    const partial = outputs.partialOf(name);
+    if (tarball && partial) await tarball.addFile(name, partial);
+  };
+}
+
+/** The manifest's `postprocess`: the engine, its commands, the phases' durations, what perf script did. */
+function postprocessFacts(
+  script: EngineRun,
+  chosen: { engine: Engine; handOver?: string },
+  commands: string[][],
+  durationsMs: Record<string, number>,
+  recovered: Awaited<ReturnType<typeof finishPerfData>>,
+) {
+  return {
+    engine: chosen.engine,
+    ...(chosen.handOver && { handOver: chosen.handOver }),
+    commands,
+    durationsMs,
+    perfScriptBytes: script.scriptBytes,
+    ...(script.linesCut > 0 && { linesCut: script.linesCut }),
+    perfScriptIsolated: script.isolated,
+    perfMaps: script.perfMaps,
+    ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
+    ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
+    keptBinariesPlaced: script.keptBinaries,
+    ...(recovered && { recovered }),
+  };
+}
+
+/** The manifest's `samples`: counts from the fold. */
+function sampleCounts(fold: FoldResult) {
+  return {
+    parsed: fold.samples,
+    kept: fold.keptSamples,
+    weight: fold.weight,
+    distinctStacks: fold.stacks.size,
+    events: fold.events,
+    ...(fold.events.length > 1 && { byEvent: fold.eventSamples }),
+    ...(fold.foldedEvent !== undefined && { folded: fold.foldedEvent }),
+  };
 }
 
 /**
@@ -423,19 +471,22 @@ function perfScriptOptions(opts: PostprocessOptions) {
   return { extraArgs: opts.perfScriptArgs, force: opts.force };
 }
 
+/** What the engine that reads the recording is given beside the folder and the options. */
+type ScriptContext = Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
+  signal: AbortSignal | undefined;
+  euid: number | undefined;
+  /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
+  archive: StreamedFile | undefined;
+  /** perf.data's header, when the engine choice read it already. */
+  header: PerfDataHeader | undefined;
+};
+
 /** Runs perf script once, teeing its text into the FlameScope file and the fold, with perf maps placed meanwhile. */
 async function runScriptAndFold(
   folder: OutputFolder,
   opts: PostprocessOptions,
   outputs: PartialOutputs,
-  context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
-    signal: AbortSignal | undefined;
-    euid: number | undefined;
-    /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
-    archive: StreamedFile | undefined;
-    /** perf.data's header, when the engine choice read it already. */
-    header: PerfDataHeader | undefined;
-  },
+  context: ScriptContext,
   resolving: Promise<FrameResolver | undefined>,
 ) {
   const { signal, warn, progress } = context;
