@@ -489,7 +489,7 @@ async function runScriptAndFold(
   context: ScriptContext,
   resolving: Promise<FrameResolver | undefined>,
 ) {
-  const { signal, warn, progress } = context;
+  const { signal, warn } = context;
   const { isolationAvailable, perfScript } = await import('../perf/script.js');
   const dir = folder.path;
   let stackFolder: StackFolder | undefined;
@@ -505,39 +505,21 @@ async function runScriptAndFold(
     (chunk) => stackFolder!.write(chunk),
     context.archive,
   );
-  let lastProgress = performance.now();
-  const report = () =>
-    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  const { report, reportEach } = scriptProgress(tee, context.progress, opts.progressIntervalMs);
   let placement: PerfMapPlacement | undefined;
   let view: BuildIdView | undefined;
-  // perf 6.1's names of calls through a .plt.sec, renamed as the built-in engine names them (plt-rename.ts).
-  // (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
-  const header = context.header
-    ? Promise.resolve(context.header)
-    : inspectPerfData(join(dir, layout.perfData), { name: layout.perfData }).then((outline) => outline.header);
-  const pltTables = await header
-    .then((read) => ibtPltTables(folder, read, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
-    .catch(() => undefined);
-  const renamer = pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
+  const renamer = await pltRenamerFor(folder, opts, context.header);
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
     view = await buildIdView(folder, await perfBuildIdDir({ perfPath: opts.perfPath, signal }), warn, signal);
-    const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
-    if (opts.isolate && !wrapper)
-      warn(
-        'perf script runs beside the target (unshare cannot make it a PID namespace here): it may read the live ' +
-          "target's perf map and binaries, which a hostile target controls",
-      );
+    const wrapper = await isolationWrapper(opts, isolationAvailable, warn, signal);
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {
         await startFold();
         await tee.sink(renamer ? renamer.transform(chunk) : chunk);
-        if (performance.now() - lastProgress >= opts.progressIntervalMs) {
-          lastProgress = performance.now();
-          report();
-        }
+        reportEach();
       },
       {
         ...perfScriptOptions(opts),
@@ -552,13 +534,7 @@ async function runScriptAndFold(
     if (rest && rest.length > 0) await tee.sink(rest);
     await tee.finish();
     report();
-    if (renamer && renamer.renamed.size > 0) warn(pltRenameWarning(renamer.renamed));
-    if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
-    if (tee.linesCut > 0)
-      warn(
-        `${tee.linesCut} lines of perf script were longer than 16 KiB and were cut (a name in the target's perf map ` +
-          'or jitdump that long is not a real method name)',
-      );
+    warnAfterScript(tee, renamer, run.stderrTail, warn);
     return {
       fold: (await startFold()).end(),
       resolver: await resolving,
@@ -578,6 +554,65 @@ async function runScriptAndFold(
     await placement?.remove();
     await view?.remove();
   }
+}
+
+/** perf script's progress line: `report` says it now, `reportEach` once `intervalMs` have passed since it last did. */
+function scriptProgress(tee: PerfScriptTee, progress: (message: string) => void, intervalMs: number) {
+  let lastProgress = performance.now();
+  const report = () =>
+    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  const reportEach = () => {
+    if (performance.now() - lastProgress >= intervalMs) {
+      lastProgress = performance.now();
+      report();
+    }
+  };
+  return { report, reportEach };
+}
+
+/**
+ * perf 6.1's names of calls through a .plt.sec, renamed as the built-in engine names them (plt-rename.ts).
+ * (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
+ */
+async function pltRenamerFor(
+  folder: OutputFolder,
+  opts: PostprocessOptions,
+  known: PerfDataHeader | undefined,
+): Promise<PltRenamer | undefined> {
+  const header = known
+    ? Promise.resolve(known)
+    : inspectPerfData(join(folder.path, layout.perfData), { name: layout.perfData }).then((outline) => outline.header);
+  const pltTables = await header
+    .then((read) => ibtPltTables(folder, read, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
+    .catch(() => undefined);
+  return pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
+}
+
+/** The wrapper that gives perf script a PID namespace of its own, when asked for and possible; said when not. */
+async function isolationWrapper(
+  opts: PostprocessOptions,
+  isolationAvailable: (typeof import('../perf/script.js'))['isolationAvailable'],
+  warn: Warn,
+  signal: AbortSignal | undefined,
+): Promise<readonly string[] | undefined> {
+  const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
+  if (opts.isolate && !wrapper)
+    warn(
+      'perf script runs beside the target (unshare cannot make it a PID namespace here): it may read the live ' +
+        "target's perf map and binaries, which a hostile target controls",
+    );
+  return wrapper;
+}
+
+/** What is left to say once perf script has run: calls renamed, its own warnings, lines cut. */
+function warnAfterScript(tee: PerfScriptTee, renamer: PltRenamer | undefined, stderrTail: string, warn: Warn): void {
+  if (renamer && renamer.renamed.size > 0) warn(pltRenameWarning(renamer.renamed));
+  if (stderrTail) warnPerfStderr(stderrTail, warn);
+  if (tee.linesCut > 0)
+    warn(
+      `${tee.linesCut} lines of perf script were longer than 16 KiB and were cut (a name in the target's perf map ` +
+        'or jitdump that long is not a real method name)',
+    );
 }
 
 /** perf script's warnings (lost chunks, maps it could not open), passed on once each. */
