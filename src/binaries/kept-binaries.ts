@@ -11,12 +11,13 @@
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was
 // not sampled is removed again, so the output folder carries what the flame graph needs and no more (unless perf recorded no
 // build-ids at all, -B: then all stay).
+import type { FileHandle } from 'node:fs/promises';
 import { sampledFilesOf, type CollectStep, type StepContext, type StepReport } from '../step/step.js';
 import { layout } from '../output/layout.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { copyRange, openForReading, withDeadline } from '../files/bounded-read.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
-import { isMissing, RootedPathError } from '../files/rooted.js';
+import { isMissing, RootedPathError, type PathHandle } from '../files/rooted.js';
 import { isAnonymous, isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
 import type { TargetFiles } from '../target/target-files.js';
@@ -148,106 +149,156 @@ export async function keepBinaries(
   const opts = { ...keptBinariesDefaults, ...options };
   const outcomes: BinaryOutcome[] = [];
   const passEnds = Date.now() + opts.passTimeoutMs;
-  let total = [...kept.values()].reduce((sum, b) => sum + b.bytes, 0);
+  const total = [...kept.values()].reduce((sum, b) => sum + b.bytes, 0);
   const binaries = await folder.folder(layout.binaries, { create: true, mode: outputModes.privateFolder });
+  const pass: Pass = { opts, files, folder, binaries, kept, signal, passEnds, total, outcomes };
   try {
-    for (const { path, buildId } of wanted.filter((w) => isTargetFile(w.path))) {
-      const skip = (reason: string): BinaryOutcome => ({
-        path,
-        ...(buildId && { buildId }),
-        status: 'skipped',
-        reason,
-      });
-      if (buildId !== undefined && kept.has(buildId)) {
-        outcomes.push({ path, buildId, status: 'present', bytes: kept.get(buildId)!.bytes });
-        continue;
-      }
-      if (signal?.aborted) throw new ProfcpuError('ABORTED', 'keeping the target’s binaries was interrupted');
-      if (Date.now() > passEnds) {
-        outcomes.push(skip(`the ${opts.passTimeoutMs / 1000} s for one pass over the target's files are over`));
-        continue;
-      }
-      let handle;
-      try {
-        handle = await files.lookup(path, 'file');
-      } catch (error) {
-        // Gone is expected (a library deleted since it was mapped); a refusal or a lookup past its deadline is said.
-        if (isMissing(error)) outcomes.push({ path, status: 'missing' });
-        else outcomes.push(skip(error instanceof RootedPathError ? error.reason : (error as Error).message));
-        continue;
-      }
-      try {
-        const size = handle.stat.size;
-        if (size > opts.maxFileBytes) {
-          outcomes.push(skip(`${size} bytes, more than the ${opts.maxFileBytes}-byte limit`));
-          continue;
-        }
-        if (total + size > opts.maxTotalBytes) {
-          outcomes.push(skip(`the ${opts.maxTotalBytes}-byte limit for one run is reached`));
-          continue;
-        }
-        if (kept.size >= opts.maxFiles) {
-          outcomes.push(skip(`the limit of ${opts.maxFiles} binaries for one run is reached`));
-          continue;
-        }
-        const outcome = await withDeadline({ timeoutMs: opts.copyTimeoutMs, signal }, path, async (live) => {
-          const source = await openForReading(handle);
-          try {
-            const elf = await readElf(
-              fileByteSource(source, size, (cause) => cause as Error),
-              path,
-            ).catch(() => undefined);
-            const found = elf?.buildId;
-            if (elf === undefined || found === undefined || !buildIdPattern.test(found))
-              return skip('not an ELF file with a build-id');
-            if (buildId !== undefined && found !== buildId) return skip(`its build-id is now ${found}`);
-            if (kept.has(found)) return { path, buildId: found, status: 'present', bytes: size } as BinaryOutcome;
-            // Work that outlived its deadline writes nothing: the loop has moved on and may have closed `binaries`.
-            if (!live()) throw new Error('abandoned');
-            // What perf reads to name frames, at the same offsets; the rest (code, data) stays a hole. Under another
-            // name until whole: the reader may be killed mid-copy (a later file hangs the pass), and a binary under
-            // its build-id is a complete one.
-            const partial = `${found}.partial`;
-            const dest = await binaries.create(partial, outputModes.privateFile);
-            let stored = 0;
-            try {
-              try {
-                for (const [from, to] of elf.namingRanges)
-                  stored += (await copyRange(source, dest, from, to, live)).written;
-                await dest.truncate(size);
-              } finally {
-                await dest.close();
-              }
-              if (!live()) throw new Error('abandoned');
-              await binaries.rename(partial, found);
-            } catch (error) {
-              await binaries.remove(partial).catch(() => undefined);
-              throw error;
-            }
-            kept.set(found, { path, buildId: found, bytes: size, storedBytes: stored });
-            return { path, buildId: found, status: 'kept', bytes: size, storedBytes: stored } as BinaryOutcome;
-          } finally {
-            await source.close();
-          }
-        });
-        outcomes.push(outcome);
-        if (outcome.status === 'kept') {
-          total += size;
-          // Indexed at once: what a killed pass kept is still found (postprocess uses indexed binaries only).
-          await writeKeptIndex(folder, kept);
-        }
-      } catch (error) {
-        if (isProfcpuError(error, 'ABORTED')) throw error;
-        outcomes.push(skip(error instanceof Error ? error.message : String(error)));
-      } finally {
-        await handle.close();
-      }
-    }
+    for (const binary of wanted.filter((w) => isTargetFile(w.path))) await keepOne(pass, binary);
   } finally {
     await binaries.close();
   }
   await writeKeptIndex(folder, kept);
   return outcomes;
+}
+
+/** One call of keepBinaries: its limits, where it keeps, the bytes kept so far, and the outcomes said. */
+interface Pass {
+  opts: KeptBinariesOptions;
+  files: TargetFiles;
+  folder: OutputFolder;
+  /** The folder's target/binaries. */
+  binaries: OutputFolder;
+  kept: Map<string, KeptBinary>;
+  signal: AbortSignal | undefined;
+  passEnds: number;
+  total: number;
+  outcomes: BinaryOutcome[];
+}
+
+function skipped({ path, buildId }: WantedBinary, reason: string): BinaryOutcome {
+  return { path, ...(buildId && { buildId }), status: 'skipped', reason };
+}
+
+/** One wanted file: present already, the pass over, gone, or opened and kept (or skipped); its outcome said. */
+async function keepOne(pass: Pass, wanted: WantedBinary): Promise<void> {
+  const { opts, kept, outcomes } = pass;
+  const { path, buildId } = wanted;
+  if (buildId !== undefined && kept.has(buildId)) {
+    outcomes.push({ path, buildId, status: 'present', bytes: kept.get(buildId)!.bytes });
+    return;
+  }
+  if (pass.signal?.aborted) throw new ProfcpuError('ABORTED', 'keeping the target’s binaries was interrupted');
+  if (Date.now() > pass.passEnds) {
+    outcomes.push(skipped(wanted, `the ${opts.passTimeoutMs / 1000} s for one pass over the target's files are over`));
+    return;
+  }
+  let handle;
+  try {
+    handle = await pass.files.lookup(path, 'file');
+  } catch (error) {
+    // Gone is expected (a library deleted since it was mapped); a refusal or a lookup past its deadline is said.
+    if (isMissing(error)) outcomes.push({ path, status: 'missing' });
+    else outcomes.push(skipped(wanted, error instanceof RootedPathError ? error.reason : (error as Error).message));
+    return;
+  }
+  try {
+    await keepWithinLimits(pass, wanted, handle);
+  } catch (error) {
+    if (isProfcpuError(error, 'ABORTED')) throw error;
+    outcomes.push(skipped(wanted, error instanceof Error ? error.message : String(error)));
+  } finally {
+    await handle.close();
+  }
+}
+
+/** An opened file, unless it passes a limit, copied within the copy's deadline; indexed as soon as it is kept. */
+async function keepWithinLimits(pass: Pass, wanted: WantedBinary, handle: PathHandle): Promise<void> {
+  const { opts, signal } = pass;
+  const size = handle.stat.size;
+  const limit = limitPassed(pass, size);
+  if (limit !== undefined) {
+    pass.outcomes.push(skipped(wanted, limit));
+    return;
+  }
+  const outcome = await withDeadline({ timeoutMs: opts.copyTimeoutMs, signal }, wanted.path, (live) =>
+    copyBinary(pass, wanted, handle, size, live),
+  );
+  pass.outcomes.push(outcome);
+  if (outcome.status === 'kept') {
+    pass.total += size;
+    // Indexed at once: what a killed pass kept is still found (postprocess uses indexed binaries only).
+    await writeKeptIndex(pass.folder, pass.kept);
+  }
+}
+
+/** Why a file of `size` bytes is not kept in this pass, if a limit says so. */
+function limitPassed({ opts, total, kept }: Pass, size: number): string | undefined {
+  if (size > opts.maxFileBytes) return `${size} bytes, more than the ${opts.maxFileBytes}-byte limit`;
+  if (total + size > opts.maxTotalBytes) return `the ${opts.maxTotalBytes}-byte limit for one run is reached`;
+  if (kept.size >= opts.maxFiles) return `the limit of ${opts.maxFiles} binaries for one run is reached`;
+  return undefined;
+}
+
+/** The file's build-id checked, then what perf reads to name frames copied under it and added to `kept`. */
+async function copyBinary(
+  pass: Pass,
+  wanted: WantedBinary,
+  handle: PathHandle,
+  size: number,
+  live: () => boolean,
+): Promise<BinaryOutcome> {
+  const { path, buildId } = wanted;
+  const source = await openForReading(handle);
+  try {
+    const elf = await readElf(
+      fileByteSource(source, size, (cause) => cause as Error),
+      path,
+    ).catch(() => undefined);
+    const found = elf?.buildId;
+    if (elf === undefined || found === undefined || !buildIdPattern.test(found))
+      return skipped(wanted, 'not an ELF file with a build-id');
+    if (buildId !== undefined && found !== buildId) return skipped(wanted, `its build-id is now ${found}`);
+    if (pass.kept.has(found)) return { path, buildId: found, status: 'present', bytes: size } as BinaryOutcome;
+    // Work that outlived its deadline writes nothing: the loop has moved on and may have closed `binaries`.
+    if (!live()) throw new Error('abandoned');
+    const stored = await copyNamingRanges(pass.binaries, source, elf.namingRanges, found, size, live);
+    pass.kept.set(found, { path, buildId: found, bytes: size, storedBytes: stored });
+    return { path, buildId: found, status: 'kept', bytes: size, storedBytes: stored } as BinaryOutcome;
+  } finally {
+    await source.close();
+  }
+}
+
+/**
+ * What perf reads to name frames, at the same offsets; the rest (code, data) stays a hole. Under another name until
+ * whole: the reader may be killed mid-copy (a later file hangs the pass), and a binary under its build-id is a
+ * complete one. Gives the bytes written.
+ */
+async function copyNamingRanges(
+  binaries: OutputFolder,
+  source: FileHandle,
+  ranges: readonly [number, number][],
+  buildId: string,
+  size: number,
+  live: () => boolean,
+): Promise<number> {
+  const partial = `${buildId}.partial`;
+  const dest = await binaries.create(partial, outputModes.privateFile);
+  let stored = 0;
+  try {
+    try {
+      for (const [from, to] of ranges) stored += (await copyRange(source, dest, from, to, live)).written;
+      await dest.truncate(size);
+    } finally {
+      await dest.close();
+    }
+    if (!live()) throw new Error('abandoned');
+    await binaries.rename(partial, buildId);
+  } catch (error) {
+    await binaries.remove(partial).catch(() => undefined);
+    throw error;
+  }
+  return stored;
 }
 
 /** Removes from the folder the kept binaries whose build-id is not in `sampled`. */

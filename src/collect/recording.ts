@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layout } from '../output/layout.js';
 import { ProfcpuError } from '../error.js';
-import { startRecord, type RecordEnd, type RecordOutcome } from '../perf/record.js';
+import { startRecord, type RecordEnd, type RecordOptions, type RecordOutcome, type Recording } from '../perf/record.js';
 import type { RecordScope } from '../perf/record-scope.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
@@ -37,7 +37,7 @@ export interface RecordTargetParams {
   /** Ends it too; the caller then stops the session. */
   signal: AbortSignal;
   onProgress?: (progress: RecordingProgress) => void;
-  /** Told why perf is started a second time (see recordTarget). */
+  /** Told why perf is started a second time (see restartOrThrow). */
   onRetry?: (message: string) => void;
   /** Told when perf is stopped for not starting to record within --target-timeout. */
   warn?: (message: string) => void;
@@ -59,132 +59,207 @@ export interface RecordedTarget {
 }
 
 export async function recordTarget(params: RecordTargetParams): Promise<RecordedTarget> {
-  const { options, target, dir, event, scope, buildIdMmap, noBuildIds, snapshotter, stop, signal, onProgress } = params;
-  const durationMs = options.durationSeconds * 1000;
-  await snapshotter.refresh();
+  await params.snapshotter.refresh();
   const cpuBefore = process.cpuUsage();
-  let started = performance.now();
-  let deadline: NodeJS.Timeout | undefined;
-  let ended = false;
-  const begin = () => {
-    const next = startRecord(
-      {
-        pid: target.pid,
-        output: join(dir, layout.perfData),
-        frequency: options.frequency,
-        event,
-        scope,
-        buildIdMmap: buildIdMmap ?? false,
-        noBuildIds: noBuildIds ?? false,
-        stopTimeoutMs: options.targetTimeoutSeconds * 1000,
-      },
-      { perfPath: options.perfPath },
-    );
+  const run = new PerfRun(params);
+  const unwatch = watchRecording(params, run);
+  try {
+    const outcome = await perfOutcome(params, run);
+    // The last refresh, waited for once only.
+    await (run.lastRefresh ?? within(run.snapshotting, lastSnapshotTimeoutMs));
+    return await recorded(params, run, outcome, cpuBefore);
+  } finally {
+    run.end();
+    unwatch();
+  }
+}
+
+/** perf recording the target (started once more on a retry), and what the timers and listeners share about it. */
+class PerfRun {
+  recording: Recording;
+  started = performance.now();
+  ended = false;
+  // Sampling ends when perf gets the signal; what follows is perf writing its file.
+  stoppedAt: number | undefined;
+  snapshotting: Promise<void> = Promise.resolve();
+  lastRefresh: Promise<void> | undefined;
+  perfCpuMs: number | undefined;
+  private deadline: NodeJS.Timeout | undefined;
+  private readonly params: RecordTargetParams;
+
+  constructor(params: RecordTargetParams) {
+    this.params = params;
+    this.recording = this.begin();
+  }
+
+  /** Starts perf afresh, in place of the one that ended before it recorded anything. */
+  restart(): void {
+    this.recording = this.begin();
+  }
+
+  refresh(): Promise<void> {
+    return (this.snapshotting = this.snapshotting.then(() => this.params.snapshotter.refresh()));
+  }
+
+  stopNow(reason: RecordEnd): void {
+    this.stoppedAt ??= performance.now();
+    this.recording.stop(reason);
+  }
+
+  // The last snapshot is taken just before perf stops, so it holds every method compiled during the recording.
+  stopWith(reason: RecordEnd): void {
+    void (this.lastRefresh ??= within(this.refresh(), lastSnapshotTimeoutMs)).then(() => this.stopNow(reason));
+  }
+
+  end(): void {
+    this.ended = true;
+    clearTimeout(this.deadline);
+  }
+
+  private begin(): Recording {
+    const { options, warn } = this.params;
+    const next = startRecord(recordOptions(this.params), { perfPath: options.perfPath });
     // perf reads the target's mappings before it records, and a read that never returns would hold it there for
     // good: past the target timeout it is stopped (then killed, then given up: see startRecord).
     const startLimitMs = options.targetTimeoutSeconds * 1000;
     const notStarted = setTimeout(() => {
-      if (next !== recording || ended || stoppedAt !== undefined || next.finished) return;
-      params.warn?.(
+      if (next !== this.recording || this.ended || this.stoppedAt !== undefined || next.finished) return;
+      warn?.(
         `perf did not start recording within ${options.targetTimeoutSeconds} s (reading the target's mappings?): stopped`,
       );
-      stopNow('stopped');
+      this.stopNow('stopped');
     }, startLimitMs);
     // The duration counts from when perf really records, not from when it was started.
     void next.started.then((ok) => {
       clearTimeout(notStarted);
-      if (next !== recording) return;
-      started = performance.now();
-      if (ok && !ended) deadline = setTimeout(() => stopWith('duration'), durationMs);
+      if (next !== this.recording) return;
+      this.started = performance.now();
+      if (ok && !this.ended)
+        this.deadline = setTimeout(() => this.stopWith('duration'), options.durationSeconds * 1000);
     });
     return next;
+  }
+}
+
+function recordOptions(params: RecordTargetParams): RecordOptions {
+  const { options, target, dir, event, scope, buildIdMmap, noBuildIds } = params;
+  return {
+    pid: target.pid,
+    output: join(dir, layout.perfData),
+    frequency: options.frequency,
+    event,
+    scope,
+    buildIdMmap: buildIdMmap ?? false,
+    noBuildIds: noBuildIds ?? false,
+    stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
-  let recording = begin();
-  let perfCpuMs: number | undefined;
-  let snapshotting: Promise<void> = Promise.resolve();
-  const refresh = () => (snapshotting = snapshotting.then(() => snapshotter.refresh()));
-  // The last snapshot is taken just before perf stops, so it holds every method compiled during the recording.
-  // Sampling ends when perf gets the signal; what follows is perf writing its file.
-  let stoppedAt: number | undefined;
-  const stopNow = (reason: RecordEnd) => {
-    stoppedAt ??= performance.now();
-    recording.stop(reason);
-  };
-  let lastRefresh: Promise<void> | undefined;
-  const stopWith = (reason: RecordEnd) =>
-    void (lastRefresh ??= within(refresh(), lastSnapshotTimeoutMs)).then(() => stopNow(reason));
-  const onStop = () => stopWith('stopped');
-  const onAbort = () => stopNow('stopped');
+}
+
+/**
+ * Ends the recording on `stop` (after a last snapshot) or `signal` (at once); snapshots the target every
+ * snapshotIntervalMs and ticks progress every progressIntervalMs. Gives what undoes all that.
+ */
+function watchRecording(params: RecordTargetParams, run: PerfRun): () => void {
+  const { options, stop, signal } = params;
+  const onStop = () => run.stopWith('stopped');
+  const onAbort = () => run.stopNow('stopped');
   stop?.addEventListener('abort', onStop, { once: true });
   signal.addEventListener('abort', onAbort, { once: true });
-  const snapshotTimer = setInterval(() => void refresh(), options.snapshotIntervalMs);
-  // perf's own CPU time is read while it runs (its exit status carries none); the last reading is kept.
-  const progressTimer = setInterval(() => {
-    const elapsedMs = performance.now() - started;
-    if (!recording.finished) onProgress?.({ elapsedMs, remainingMs: Math.max(0, durationMs - elapsedMs) });
-    // perf watching a cgroup goes on after the target exits: end the recording as perf -p would.
-    if (scope.kind === 'cgroup')
-      void readStat(target.pid, { procRoot: options.procRoot }).then((now) => {
-        // A pid reused by another process (another start time) counts as gone too.
-        const gone =
-          now === undefined || now.state === 'Z' || now.state === 'X' || now.startTicks !== target.startTicks;
-        if (gone && !recording.finished) stopNow('target-exited');
-      });
-    if (recording.pid !== undefined)
-      void readStat(recording.pid, { procRoot: options.procRoot })
-        .then((perfStat) => {
-          if (perfStat) perfCpuMs = ((perfStat.utimeTicks + perfStat.stimeTicks) * 1000) / clockTicksPerSecond;
-        })
-        .catch(() => {});
-  }, options.progressIntervalMs);
+  const snapshotTimer = setInterval(() => void run.refresh(), options.snapshotIntervalMs);
+  const progressTimer = setInterval(() => progressTick(params, run), options.progressIntervalMs);
   if (stop?.aborted) onStop();
-  try {
-    let outcome: RecordOutcome | undefined;
-    for (let attempt = 1; outcome === undefined; attempt++) {
-      outcome = await recording.done.catch(async (error: unknown) => {
-        // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
-        if (
-          !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
-            () => true,
-            () => false,
-          ))
-        )
-          throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
-            remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
-            cause: error,
-          });
-        // perf 7.3 was seen to end while attaching (exit 255, nothing said, a few mapping records written) to a .NET
-        // process whose threads come and go: a perf that never enabled its events is started once more, afresh.
-        if (attempt > 1 || (await recording.started) || stoppedAt !== undefined || signal.aborted) throw error;
-        params.onRetry?.(
-          `perf record ended before it recorded anything (${error instanceof Error ? error.message : String(error)}); starting it once more`,
-        );
-        await removePerfData(dir);
-        recording = begin();
-        return undefined;
-      });
-    }
-    // The last refresh, waited for once only.
-    await (lastRefresh ?? within(snapshotting, lastSnapshotTimeoutMs));
-    const cpu = process.cpuUsage(cpuBefore);
-    // perf leaves the count out when build-ids come with the mappings: count the records it wrote.
-    const samples = outcome.samples ?? (await samplesIn(dir, signal));
-    return {
-      outcome: { ...outcome, ...(samples !== undefined && { samples }) },
-      seconds: ((stoppedAt ?? performance.now()) - started) / 1000,
-      cpuMs: {
-        profcpu: Math.round((cpu.user + cpu.system) / 1000),
-        ...(perfCpuMs !== undefined && { perf: perfCpuMs }),
-      },
-    };
-  } finally {
-    ended = true;
-    clearTimeout(deadline);
+  return () => {
     clearInterval(snapshotTimer);
     clearInterval(progressTimer);
     stop?.removeEventListener('abort', onStop);
     signal.removeEventListener('abort', onAbort);
+  };
+}
+
+function progressTick(params: RecordTargetParams, run: PerfRun): void {
+  const { options, scope, onProgress } = params;
+  const durationMs = options.durationSeconds * 1000;
+  const elapsedMs = performance.now() - run.started;
+  if (!run.recording.finished) onProgress?.({ elapsedMs, remainingMs: Math.max(0, durationMs - elapsedMs) });
+  // perf watching a cgroup goes on after the target exits: end the recording as perf -p would.
+  if (scope.kind === 'cgroup') stopIfTargetGone(params, run);
+  if (run.recording.pid !== undefined) readPerfCpu(params, run, run.recording.pid);
+}
+
+function stopIfTargetGone(params: RecordTargetParams, run: PerfRun): void {
+  const { options, target } = params;
+  void readStat(target.pid, { procRoot: options.procRoot }).then((now) => {
+    // A pid reused by another process (another start time) counts as gone too.
+    const gone = now === undefined || now.state === 'Z' || now.state === 'X' || now.startTicks !== target.startTicks;
+    if (gone && !run.recording.finished) run.stopNow('target-exited');
+  });
+}
+
+// perf's own CPU time is read while it runs (its exit status carries none); the last reading is kept.
+function readPerfCpu(params: RecordTargetParams, run: PerfRun, perfPid: number): void {
+  void readStat(perfPid, { procRoot: params.options.procRoot })
+    .then((perfStat) => {
+      if (perfStat) run.perfCpuMs = ((perfStat.utimeTicks + perfStat.stimeTicks) * 1000) / clockTicksPerSecond;
+    })
+    .catch(() => {});
+}
+
+/** How perf ended, perf started once more if the first one ended before it recorded anything. */
+async function perfOutcome(params: RecordTargetParams, run: PerfRun): Promise<RecordOutcome> {
+  let outcome: RecordOutcome | undefined;
+  for (let attempt = 1; outcome === undefined; attempt++) {
+    outcome = await run.recording.done.catch((error: unknown) => restartOrThrow(params, run, error, attempt));
   }
+  return outcome;
+}
+
+/** After perf failed: the error to report, thrown, or perf started once more (then undefined). */
+async function restartOrThrow(
+  params: RecordTargetParams,
+  run: PerfRun,
+  error: unknown,
+  attempt: number,
+): Promise<undefined> {
+  const { options, target, dir, signal } = params;
+  // perf cannot attach to a process that is gone: say that, rather than perf's generic complaint.
+  if (
+    !(await stat(procPath(target.pid, 'stat', { procRoot: options.procRoot })).then(
+      () => true,
+      () => false,
+    ))
+  )
+    throw new ProfcpuError('NO_TARGET', `process ${target.pid} exited before perf could record it`, {
+      remedy: 'Profile a process that keeps running for the duration, or start recording sooner.',
+      cause: error,
+    });
+  // perf 7.3 was seen to end while attaching (exit 255, nothing said, a few mapping records written) to a .NET
+  // process whose threads come and go: a perf that never enabled its events is started once more, afresh.
+  if (attempt > 1 || (await run.recording.started) || run.stoppedAt !== undefined || signal.aborted) throw error;
+  params.onRetry?.(
+    `perf record ended before it recorded anything (${error instanceof Error ? error.message : String(error)}); starting it once more`,
+  );
+  await removePerfData(dir);
+  run.restart();
+  return undefined;
+}
+
+async function recorded(
+  params: RecordTargetParams,
+  run: PerfRun,
+  outcome: RecordOutcome,
+  cpuBefore: NodeJS.CpuUsage,
+): Promise<RecordedTarget> {
+  const cpu = process.cpuUsage(cpuBefore);
+  // perf leaves the count out when build-ids come with the mappings: count the records it wrote.
+  const samples = outcome.samples ?? (await samplesIn(params.dir, params.signal));
+  return {
+    outcome: { ...outcome, ...(samples !== undefined && { samples }) },
+    seconds: ((run.stoppedAt ?? performance.now()) - run.started) / 1000,
+    cpuMs: {
+      profcpu: Math.round((cpu.user + cpu.system) / 1000),
+      ...(run.perfCpuMs !== undefined && { perf: run.perfCpuMs }),
+    },
+  };
 }
 
 /** Waits for `work` (never rejected: a refresh warns of its own failures), `ms` at most. */

@@ -193,80 +193,30 @@ async function postprocessFolder(
   context: PostprocessContext,
   shortfall?: Shortfall,
 ): Promise<PostprocessResult> {
-  const { dir, folder, euid } = run;
+  const { dir, folder } = run;
   const { signal, warn = ignoreWarnings, progress = () => {} } = context;
-  const durationsMs: Record<string, number> = {};
-  const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
-    const start = performance.now();
-    try {
-      return await work();
-    } finally {
-      durationsMs[phase] = Math.round(performance.now() - start);
-    }
-  };
+  const { durationsMs, timed } = phaseTimer();
   const recovered = await finishPerfData(folder, warn, signal);
   const chosen = await chooseEngine(run, options, warn, shortfall);
   const opts = { ...(await withTargetFilter(folder, options)), engine: chosen.engine };
-  const perfVersionPromise =
-    opts.engine === 'native'
-      ? Promise.resolve('not used (native engine)')
-      : perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
-  // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
-  const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(dir, warn) : opts.resolver);
-  resolving.catch(() => {});
-  const outputs = new PartialOutputs(folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
-  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
-  // afterwards.
-  const rawHashes = hashRawData(dir, outputs.hashing, signal);
-  rawHashes.catch(() => {});
+  const { perfVersionPromise, resolving, outputs, rawHashes } = startAlongside(run, opts, warn, signal);
   let tarball: TarballWriter | undefined;
   try {
     // The raw data is final from here: it is archived (and compressed off the main thread) while the outputs are made.
     if (opts.tarball) tarball = await startTarballOf(run);
-    // Run in the folder on `perf.data`, so the command in the manifest holds no absolute path and can be rerun there.
-    // The perf engine's code (and execa's) loads only for that engine.
-    const scriptCommand =
-      opts.engine === 'native'
-        ? undefined
-        : [
-            opts.perfPath,
-            ...(await import('../perf/script.js')).perfScriptArgs(layout.perfData, perfScriptOptions(opts)),
-          ];
+    const scriptCommand = await perfScriptCommand(opts);
     // Either engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile.
-    const scriptArchive = await tarball?.streamFile(layout.perfScript);
-    const script = await timed('perfScript', () =>
-      opts.engine === 'native'
-        ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive: scriptArchive }, resolving).catch(
-            (error: unknown) => {
-              throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
-            },
-          )
-        : runScriptAndFold(
-            folder,
-            opts,
-            outputs,
-            { signal, warn, progress, euid, archive: scriptArchive, header: chosen.header },
-            resolving,
-          ),
-    );
+    const archive = await tarball?.streamFile(layout.perfScript);
+    const engineContext = { signal, warn, progress, euid: run.euid, archive, header: chosen.header };
+    const script = await timed('perfScript', () => readRecording(folder, opts, outputs, engineContext, resolving));
     const { fold } = script;
     checkSamples(fold, dir);
-    const collectSteps = (context.manifestExtra?.['collect'] as { steps?: Record<string, StepReport> } | undefined)
-      ?.steps;
-    const naming = namingReport(fold.quality, script.resolver, {
-      runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
-      memfdFrames: [...fold.stacks.keys()].some((stack) => stack.includes('[memfd:doublemapper')),
-    });
-    if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
-    // Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered.
-    const archive = async (name: string) => {
-      const partial = outputs.partialOf(name);
-      if (tarball && partial) await tarball.addFile(name, partial);
-    };
-    await timed('render', () => writeRenders(outputs, fold, opts, signal, archive));
+    const naming = reportNaming(script, context.manifestExtra, warn);
+    await timed('render', () => writeRenders(outputs, fold, opts, signal, archiveInto(tarball, outputs)));
     const files = await outputs.commit();
 
     // Phases after this point cannot time themselves into the manifest they write.
+    const commands = scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [];
     const manifest = await writeManifest(
       dir,
       outputs,
@@ -274,29 +224,8 @@ async function postprocessFolder(
         createdAt: new Date().toISOString(),
         host: await hostFacts(perfVersionPromise),
         recording: withSampleTimes(script.header, fold),
-        postprocess: {
-          engine: chosen.engine,
-          ...(chosen.handOver && { handOver: chosen.handOver }),
-          commands: scriptCommand ? [[opts.perfPath, 'version'], scriptCommand] : [],
-          durationsMs,
-          perfScriptBytes: script.scriptBytes,
-          ...(script.linesCut > 0 && { linesCut: script.linesCut }),
-          perfScriptIsolated: script.isolated,
-          perfMaps: script.perfMaps,
-          ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
-          ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
-          keptBinariesPlaced: script.keptBinaries,
-          ...(recovered && { recovered }),
-        },
-        samples: {
-          parsed: fold.samples,
-          kept: fold.keptSamples,
-          weight: fold.weight,
-          distinctStacks: fold.stacks.size,
-          events: fold.events,
-          ...(fold.events.length > 1 && { byEvent: fold.eventSamples }),
-          ...(fold.foldedEvent !== undefined && { folded: fold.foldedEvent }),
-        },
+        postprocess: postprocessFacts(script, chosen, commands, durationsMs, recovered),
+        samples: sampleCounts(fold),
         skipped: fold.skipped,
         naming,
       },
@@ -309,6 +238,125 @@ async function postprocessFolder(
     await tarball?.abandon();
     await outputs.discard();
   }
+}
+
+/** Each phase's duration for the manifest, and `timed`, which measures one phase into them. */
+function phaseTimer() {
+  const durationsMs: Record<string, number> = {};
+  const timed = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    try {
+      return await work();
+    } finally {
+      durationsMs[phase] = Math.round(performance.now() - start);
+    }
+  };
+  return { durationsMs, timed };
+}
+
+/** What runs beside the engine from the start: perf's version asked, the resolver built, the hashes taken. */
+function startAlongside(run: Run, opts: PostprocessOptions, warn: Warn, signal: AbortSignal | undefined) {
+  const perfVersionPromise =
+    opts.engine === 'native'
+      ? Promise.resolve('not used (native engine)')
+      : perfVersion({ perfPath: opts.perfPath, signal }).catch(() => 'unknown');
+  // Built while perf script starts up (it loads symbols before printing anything); the fold waits for it.
+  const resolving = Promise.resolve(typeof opts.resolver === 'function' ? opts.resolver(run.dir, warn) : opts.resolver);
+  resolving.catch(() => {});
+  const outputs = new PartialOutputs(run.folder, { hashOffThread: run.perfDataBytes >= hashOffThreadFrom });
+  // The raw data does not change while perf script reads it: hash it meanwhile (off the main thread) rather than
+  // afterwards.
+  const rawHashes = hashRawData(run.dir, outputs.hashing, signal);
+  rawHashes.catch(() => {});
+  return { perfVersionPromise, resolving, outputs, rawHashes };
+}
+
+/**
+ * perf script's command for the manifest, none for the built-in engine. Run in the folder on `perf.data`, so the
+ * command in the manifest holds no absolute path and can be rerun there. The perf engine's code (and execa's) loads
+ * only for that engine.
+ */
+async function perfScriptCommand(opts: PostprocessOptions): Promise<string[] | undefined> {
+  return opts.engine === 'native'
+    ? undefined
+    : [opts.perfPath, ...(await import('../perf/script.js')).perfScriptArgs(layout.perfData, perfScriptOptions(opts))];
+}
+
+/** The recording read by the chosen engine: its text written to the FlameScope file and folded. */
+function readRecording(
+  folder: OutputFolder,
+  opts: PostprocessOptions,
+  outputs: PartialOutputs,
+  context: ScriptContext,
+  resolving: Promise<FrameResolver | undefined>,
+) {
+  const { signal, warn, progress, archive } = context;
+  return opts.engine === 'native'
+    ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive }, resolving).catch(
+        (error: unknown) => {
+          throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
+        },
+      )
+    : runScriptAndFold(folder, opts, outputs, context, resolving);
+}
+
+type EngineRun = Awaited<ReturnType<typeof readRecording>>;
+
+/** The naming report for the manifest; its advice, if any, warned. */
+function reportNaming(script: EngineRun, manifestExtra: PostprocessContext['manifestExtra'], warn: Warn) {
+  const { fold } = script;
+  const collectSteps = (manifestExtra?.['collect'] as { steps?: Record<string, StepReport> } | undefined)?.steps;
+  const naming = namingReport(fold.quality, script.resolver, {
+    runtimeStubsSkipped: runtimeStubsSkipReason(collectSteps?.['runtime-stubs']),
+    memfdFrames: [...fold.stacks.keys()].some((stack) => stack.includes('[memfd:doublemapper')),
+  });
+  if (naming.advice) for (const line of formatNamingAdvice(naming.advice)) warn(line);
+  return naming;
+}
+
+/** Each output goes into the tarball as soon as it is final, to be compressed while the next one is rendered. */
+function archiveInto(tarball: TarballWriter | undefined, outputs: PartialOutputs) {
+  return async (name: string) => {
+    const partial = outputs.partialOf(name);
+    if (tarball && partial) await tarball.addFile(name, partial);
+  };
+}
+
+/** The manifest's `postprocess`: the engine, its commands, the phases' durations, what perf script did. */
+function postprocessFacts(
+  script: EngineRun,
+  chosen: { engine: Engine; handOver?: string },
+  commands: string[][],
+  durationsMs: Record<string, number>,
+  recovered: Awaited<ReturnType<typeof finishPerfData>>,
+) {
+  return {
+    engine: chosen.engine,
+    ...(chosen.handOver && { handOver: chosen.handOver }),
+    commands,
+    durationsMs,
+    perfScriptBytes: script.scriptBytes,
+    ...(script.linesCut > 0 && { linesCut: script.linesCut }),
+    perfScriptIsolated: script.isolated,
+    perfMaps: script.perfMaps,
+    ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
+    ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
+    keptBinariesPlaced: script.keptBinaries,
+    ...(recovered && { recovered }),
+  };
+}
+
+/** The manifest's `samples`: counts from the fold. */
+function sampleCounts(fold: FoldResult) {
+  return {
+    parsed: fold.samples,
+    kept: fold.keptSamples,
+    weight: fold.weight,
+    distinctStacks: fold.stacks.size,
+    events: fold.events,
+    ...(fold.events.length > 1 && { byEvent: fold.eventSamples }),
+    ...(fold.foldedEvent !== undefined && { folded: fold.foldedEvent }),
+  };
 }
 
 /**
@@ -423,22 +471,25 @@ function perfScriptOptions(opts: PostprocessOptions) {
   return { extraArgs: opts.perfScriptArgs, force: opts.force };
 }
 
+/** What the engine that reads the recording is given beside the folder and the options. */
+type ScriptContext = Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
+  signal: AbortSignal | undefined;
+  euid: number | undefined;
+  /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
+  archive: StreamedFile | undefined;
+  /** perf.data's header, when the engine choice read it already. */
+  header: PerfDataHeader | undefined;
+};
+
 /** Runs perf script once, teeing its text into the FlameScope file and the fold, with perf maps placed meanwhile. */
 async function runScriptAndFold(
   folder: OutputFolder,
   opts: PostprocessOptions,
   outputs: PartialOutputs,
-  context: Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
-    signal: AbortSignal | undefined;
-    euid: number | undefined;
-    /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
-    archive: StreamedFile | undefined;
-    /** perf.data's header, when the engine choice read it already. */
-    header: PerfDataHeader | undefined;
-  },
+  context: ScriptContext,
   resolving: Promise<FrameResolver | undefined>,
 ) {
-  const { signal, warn, progress } = context;
+  const { signal, warn } = context;
   const { isolationAvailable, perfScript } = await import('../perf/script.js');
   const dir = folder.path;
   let stackFolder: StackFolder | undefined;
@@ -454,39 +505,21 @@ async function runScriptAndFold(
     (chunk) => stackFolder!.write(chunk),
     context.archive,
   );
-  let lastProgress = performance.now();
-  const report = () =>
-    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  const { report, reportEach } = scriptProgress(tee, context.progress, opts.progressIntervalMs);
   let placement: PerfMapPlacement | undefined;
   let view: BuildIdView | undefined;
-  // perf 6.1's names of calls through a .plt.sec, renamed as the built-in engine names them (plt-rename.ts).
-  // (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
-  const header = context.header
-    ? Promise.resolve(context.header)
-    : inspectPerfData(join(dir, layout.perfData), { name: layout.perfData }).then((outline) => outline.header);
-  const pltTables = await header
-    .then((read) => ibtPltTables(folder, read, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
-    .catch(() => undefined);
-  const renamer = pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
+  const renamer = await pltRenamerFor(folder, opts, context.header);
   try {
     // placePerfMaps removes what it placed itself if it fails; from here on, `finally` does.
     if (opts.placePerfMaps) placement = await placePerfMaps(folder, warn, { euid: context.euid });
     view = await buildIdView(folder, await perfBuildIdDir({ perfPath: opts.perfPath, signal }), warn, signal);
-    const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
-    if (opts.isolate && !wrapper)
-      warn(
-        'perf script runs beside the target (unshare cannot make it a PID namespace here): it may read the live ' +
-          "target's perf map and binaries, which a hostile target controls",
-      );
+    const wrapper = await isolationWrapper(opts, isolationAvailable, warn, signal);
     const run = await perfScript(
       layout.perfData,
       async (chunk) => {
         await startFold();
         await tee.sink(renamer ? renamer.transform(chunk) : chunk);
-        if (performance.now() - lastProgress >= opts.progressIntervalMs) {
-          lastProgress = performance.now();
-          report();
-        }
+        reportEach();
       },
       {
         ...perfScriptOptions(opts),
@@ -501,13 +534,7 @@ async function runScriptAndFold(
     if (rest && rest.length > 0) await tee.sink(rest);
     await tee.finish();
     report();
-    if (renamer && renamer.renamed.size > 0) warn(pltRenameWarning(renamer.renamed));
-    if (run.stderrTail) warnPerfStderr(run.stderrTail, warn);
-    if (tee.linesCut > 0)
-      warn(
-        `${tee.linesCut} lines of perf script were longer than 16 KiB and were cut (a name in the target's perf map ` +
-          'or jitdump that long is not a real method name)',
-      );
+    warnAfterScript(tee, renamer, run.stderrTail, warn);
     return {
       fold: (await startFold()).end(),
       resolver: await resolving,
@@ -527,6 +554,65 @@ async function runScriptAndFold(
     await placement?.remove();
     await view?.remove();
   }
+}
+
+/** perf script's progress line: `report` says it now, `reportEach` once `intervalMs` have passed since it last did. */
+function scriptProgress(tee: PerfScriptTee, progress: (message: string) => void, intervalMs: number) {
+  let lastProgress = performance.now();
+  const report = () =>
+    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+  const reportEach = () => {
+    if (performance.now() - lastProgress >= intervalMs) {
+      lastProgress = performance.now();
+      report();
+    }
+  };
+  return { report, reportEach };
+}
+
+/**
+ * perf 6.1's names of calls through a .plt.sec, renamed as the built-in engine names them (plt-rename.ts).
+ * (perf itself says what is wrong with a perf.data it cannot read: a failed look here leaves its text as it is.)
+ */
+async function pltRenamerFor(
+  folder: OutputFolder,
+  opts: PostprocessOptions,
+  known: PerfDataHeader | undefined,
+): Promise<PltRenamer | undefined> {
+  const header = known
+    ? Promise.resolve(known)
+    : inspectPerfData(join(folder.path, layout.perfData), { name: layout.perfData }).then((outline) => outline.header);
+  const pltTables = await header
+    .then((read) => ibtPltTables(folder, read, { demangle: !opts.perfScriptArgs.includes('--no-demangle') }))
+    .catch(() => undefined);
+  return pltTables && pltTables.size > 0 ? new PltRenamer(pltTables) : undefined;
+}
+
+/** The wrapper that gives perf script a PID namespace of its own, when asked for and possible; said when not. */
+async function isolationWrapper(
+  opts: PostprocessOptions,
+  isolationAvailable: (typeof import('../perf/script.js'))['isolationAvailable'],
+  warn: Warn,
+  signal: AbortSignal | undefined,
+): Promise<readonly string[] | undefined> {
+  const wrapper = opts.isolate ? await isolationAvailable({ perfPath: opts.perfPath, signal }) : undefined;
+  if (opts.isolate && !wrapper)
+    warn(
+      'perf script runs beside the target (unshare cannot make it a PID namespace here): it may read the live ' +
+        "target's perf map and binaries, which a hostile target controls",
+    );
+  return wrapper;
+}
+
+/** What is left to say once perf script has run: calls renamed, its own warnings, lines cut. */
+function warnAfterScript(tee: PerfScriptTee, renamer: PltRenamer | undefined, stderrTail: string, warn: Warn): void {
+  if (renamer && renamer.renamed.size > 0) warn(pltRenameWarning(renamer.renamed));
+  if (stderrTail) warnPerfStderr(stderrTail, warn);
+  if (tee.linesCut > 0)
+    warn(
+      `${tee.linesCut} lines of perf script were longer than 16 KiB and were cut (a name in the target's perf map ` +
+        'or jitdump that long is not a real method name)',
+    );
 }
 
 /** perf script's warnings (lost chunks, maps it could not open), passed on once each. */

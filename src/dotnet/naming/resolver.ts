@@ -95,21 +95,21 @@ export interface DotnetResolver extends FrameResolver {
 
 /** Builds a resolver over one target's symbols and mappings. */
 export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver {
-  const code = new CodeMap(input.symbols);
-  const all = new ProcMapsIndex(input.mappings);
-  const byPath = new Map<string, ProcMapping[]>();
-  const byBaseName = new Map<string, ProcMapping[]>();
-  const seen = new Set<string>();
-  for (const m of input.mappings) {
-    if (!isExecutable(m) || m.path === '') continue;
-    const key = `${m.start}-${m.end}-${m.offset}-${m.path}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    push(byPath, m.path, m);
-    push(byBaseName, baseName(m.path), m);
-  }
-  const pids = new Set(input.pids ?? []);
-  const stats: ResolverStats = {
+  const stats = noneCounted();
+  const name = managedNamer(input, stats);
+  const unnamed = unnamedLabeller(input, stats);
+  const resolve = frameResolver(input, stats, name, unnamed);
+  return keepingAnswers(stats, resolve);
+}
+
+/** Names the managed code at an absolute address, `fromFile` being the mapping it was found in. */
+type NameAt = (address: bigint, fromFile: ProcMapping | undefined) => ResolvedFrame | undefined;
+/** What a frame at an absolute address that no map names gets, by the mapping it is in. */
+type LabelUnnamed = (mapping: ProcMapping | undefined, address: bigint) => ResolvedFrame | undefined;
+type Resolve = (frame: UnnamedFrame) => ResolvedFrame | undefined;
+
+function noneCounted(): ResolverStats {
+  return {
     jit: 0,
     readytorun: 0,
     readytorunFromImage: 0,
@@ -120,9 +120,51 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     notManaged: 0,
     unnamedByFile: {},
   };
+}
+
+/** Names from the perf map and jitdump, else from the ReadyToRun image itself; counted by kind. */
+function managedNamer(input: DotnetResolverInput, stats: ResolverStats): NameAt {
+  const code = new CodeMap(input.symbols);
+  const fromImage = imageNamer(input.assemblies ?? []);
+  return (address, fromFile) => {
+    const found = code.lookupName(address);
+    if (found === undefined) {
+      const precompiled = fromImage(address, fromFile);
+      if (precompiled === undefined) return undefined;
+      stats.readytorun++;
+      stats.readytorunFromImage++;
+      return { name: precompiled, kind: 'readytorun' };
+    }
+    const kind: FrameKind = isReadyToRun(found, fromFile) ? 'readytorun' : 'jit';
+    stats[kind]++;
+    return { name: found, kind };
+  };
+}
+
+/** Names read from the ReadyToRun images, found by the mapping's path or else its base name. */
+function imageNamer(
+  assemblies: readonly AssemblyNames[],
+): (address: bigint, mapping: ProcMapping | undefined) => string | undefined {
+  const assemblyByPath = new Map<string, AssemblyNames>();
+  const assemblyByBaseName = new Map<string, AssemblyNames | null>();
+  for (const a of assemblies) {
+    assemblyByPath.set(a.entry.path, a);
+    const base = baseName(a.entry.path);
+    // Two assemblies of one name (two runtimes, say) cannot be told apart by it.
+    assemblyByBaseName.set(base, assemblyByBaseName.has(base) ? null : a);
+  }
+  return (address, mapping) => {
+    if (mapping === undefined || assemblyByPath.size === 0) return undefined;
+    const names = assemblyByPath.get(mapping.path) ?? assemblyByBaseName.get(baseName(mapping.path)) ?? undefined;
+    return names?.lookupFileOffset(address - mapping.start + mapping.offset);
+  };
+}
+
+/** A runtime stub's name (from its stub table, or the unlogged-stub label) or nothing; counted by outcome. */
+function unnamedLabeller(input: DotnetResolverInput, stats: ResolverStats): LabelUnnamed {
   // Without any symbol every managed frame would look like an unlogged stub: label them only when a map was read.
   const labelStubs = input.symbols.length > 0;
-  const unnamed = (mapping: ProcMapping | undefined, address: bigint): ResolvedFrame | undefined => {
+  return (mapping, address) => {
     if (mapping === undefined || !isExecutable(mapping)) {
       stats.noMapping++;
       return undefined;
@@ -140,36 +182,14 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     stats.noSymbol++;
     return undefined;
   };
+}
 
-  const assemblyByPath = new Map<string, AssemblyNames>();
-  const assemblyByBaseName = new Map<string, AssemblyNames | null>();
-  for (const a of input.assemblies ?? []) {
-    assemblyByPath.set(a.entry.path, a);
-    const base = baseName(a.entry.path);
-    // Two assemblies of one name (two runtimes, say) cannot be told apart by it.
-    assemblyByBaseName.set(base, assemblyByBaseName.has(base) ? null : a);
-  }
-  const fromImage = (address: bigint, mapping: ProcMapping | undefined): string | undefined => {
-    if (mapping === undefined || assemblyByPath.size === 0) return undefined;
-    const names = assemblyByPath.get(mapping.path) ?? assemblyByBaseName.get(baseName(mapping.path)) ?? undefined;
-    return names?.lookupFileOffset(address - mapping.start + mapping.offset);
-  };
-
-  const name = (address: bigint, fromFile: ProcMapping | undefined): ResolvedFrame | undefined => {
-    const found = code.lookupName(address);
-    if (found === undefined) {
-      const precompiled = fromImage(address, fromFile);
-      if (precompiled === undefined) return undefined;
-      stats.readytorun++;
-      stats.readytorunFromImage++;
-      return { name: precompiled, kind: 'readytorun' };
-    }
-    const kind: FrameKind = isReadyToRun(found, fromFile) ? 'readytorun' : 'jit';
-    stats[kind]++;
-    return { name: found, kind };
-  };
-
-  const resolve = (frame: UnnamedFrame): ResolvedFrame | undefined => {
+/** A frame of the target, by how perf printed its address: its mapping found, then named or labelled. */
+function frameResolver(input: DotnetResolverInput, stats: ResolverStats, name: NameAt, unnamed: LabelUnnamed): Resolve {
+  const all = new ProcMapsIndex(input.mappings);
+  const { byPath, byBaseName } = executableFileMappings(input.mappings);
+  const pids = new Set(input.pids ?? []);
+  return (frame) => {
     if (frame.pid !== undefined && pids.size > 0 && !pids.has(frame.pid)) {
       stats.notManaged++;
       return undefined;
@@ -185,23 +205,54 @@ export function createDotnetResolver(input: DotnetResolverInput): DotnetResolver
     }
     // A path seen from another mount namespace may differ in its directories, not in its file name.
     const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
-    // perf 6.1 prints an offset into the file; newer perf (6.12 seen) the absolute address. Offsets are far below
-    // the addresses such mappings get, so an address inside one of the file's mappings is taken as absolute.
-    for (const m of candidates) {
-      if (frame.ip >= m.start && frame.ip < m.end) return name(frame.ip, m) ?? unnamed(m, frame.ip);
-    }
-    let inMapping: ProcMapping | undefined;
-    for (const m of candidates) {
-      if (frame.ip < m.offset || frame.ip >= m.offset + (m.end - m.start)) continue;
-      inMapping = m;
-      const found = name(frame.ip - m.offset + m.start, m);
-      if (found) return found;
-    }
-    return unnamed(inMapping, inMapping ? frame.ip - inMapping.offset + inMapping.start : frame.ip);
+    return inFileMappings(frame.ip, candidates, name, unnamed);
   };
+}
 
-  // The fold and the FlameScope file each ask once per distinct frame: answers are kept so that the stats count
-  // each distinct frame once, as the naming report says they do.
+/** A frame perf printed in a file's mapping: `ip` looked for in the file's executable mappings. */
+function inFileMappings(
+  ip: bigint,
+  candidates: readonly ProcMapping[],
+  name: NameAt,
+  unnamed: LabelUnnamed,
+): ResolvedFrame | undefined {
+  // perf 6.1 prints an offset into the file; newer perf (6.12 seen) the absolute address. Offsets are far below
+  // the addresses such mappings get, so an address inside one of the file's mappings is taken as absolute.
+  for (const m of candidates) {
+    if (ip >= m.start && ip < m.end) return name(ip, m) ?? unnamed(m, ip);
+  }
+  let inMapping: ProcMapping | undefined;
+  for (const m of candidates) {
+    if (ip < m.offset || ip >= m.offset + (m.end - m.start)) continue;
+    inMapping = m;
+    const found = name(ip - m.offset + m.start, m);
+    if (found) return found;
+  }
+  return unnamed(inMapping, inMapping ? ip - inMapping.offset + inMapping.start : ip);
+}
+
+/** The target's executable file mappings, each once, by path and by base name. */
+function executableFileMappings(mappings: readonly ProcMapping[]): {
+  byPath: Map<string, ProcMapping[]>;
+  byBaseName: Map<string, ProcMapping[]>;
+} {
+  const byPath = new Map<string, ProcMapping[]>();
+  const byBaseName = new Map<string, ProcMapping[]>();
+  const seen = new Set<string>();
+  for (const m of mappings) {
+    if (!isExecutable(m) || m.path === '') continue;
+    const key = `${m.start}-${m.end}-${m.offset}-${m.path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    push(byPath, m.path, m);
+    push(byBaseName, baseName(m.path), m);
+  }
+  return { byPath, byBaseName };
+}
+
+// The fold and the FlameScope file each ask once per distinct frame: answers are kept so that the stats count
+// each distinct frame once, as the naming report says they do.
+function keepingAnswers(stats: ResolverStats, resolve: Resolve): DotnetResolver {
   const answers = new Map<string, ResolvedFrame | undefined>();
   return {
     stats,
