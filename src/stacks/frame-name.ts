@@ -23,6 +23,7 @@ export interface FrameResolver {
   resolve(frame: UnnamedFrame): ResolvedFrame | undefined;
 }
 
+/** A frame perf printed without a name. */
 export interface UnnamedFrame {
   /** The sample's pid as perf script printed it, if it printed one. */
   pid: number | undefined;

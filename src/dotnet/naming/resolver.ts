@@ -32,8 +32,6 @@ export interface AssemblyNames {
   lookupFileOffset(offset: bigint): string | undefined;
 }
 
-/** A frame perf printed without a name. */
-
 /**
  * The name given to frames in the runtime's executable memory that no map names (kind `unknown`: not named). Seen on
  * .NET 10 with the perf map switched on over IPC: the JIT's copied write barriers, virtual stub dispatch and dynamic
