@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { disablePerfMap, enablePerfMap, getProcessInfo } from '../../../src/dotnet/ipc/client.js';
 import { openPerfMapFiles } from '../../../src/dotnet/perfmap/perfmap-session.js';
 import {
@@ -20,7 +21,6 @@ import { needCommand } from '../../support/requirements.js';
 import { errorReply, okReply, processInfoPayload, startFakeIpcServer } from './ipc-bytes.js';
 
 const size = (path: string): number => (existsSync(path) ? statSync(path).size : -1);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitFor(what: string, condition: () => boolean, timeoutMs = 20_000): Promise<void> {
   for (const deadline = Date.now() + timeoutMs; !condition(); await sleep(100)) {

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   openPerfMapFiles,
   perfMapEnabledBySetting,
@@ -16,8 +17,6 @@ import { startDotnetApp, type DotnetAppOptions } from '../../support/dotnet-app.
 import { needCommand } from '../../support/requirements.js';
 import { fakeProcessView } from '../../support/fake-proc.js';
 import { errorReply, okReply, startFakeIpcServer } from '../ipc/ipc-bytes.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function app(t: TestContext, options: DotnetAppOptions = {}) {
   const started = await startDotnetApp({ seconds: 60, workloads: ['generic', 'linq'], ...options });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { StepContext } from '../../../src/step/step.js';
 import { openPerfMapFiles } from '../../../src/dotnet/perfmap/perfmap-session.js';
 import { perfMapStep } from '../../../src/dotnet/perfmap/perfmap-step.js';
@@ -10,8 +11,6 @@ import { startDotnetApp } from '../../support/dotnet-app.js';
 import { needCommand } from '../../support/requirements.js';
 import { fakeProcessView } from '../../support/fake-proc.js';
 import { okReply, startFakeIpcServer } from '../ipc/ipc-bytes.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function stepContext(pid: number, signal: AbortSignal) {
   const lines: { warn: string[]; progress: string[] } = { warn: [], progress: [] };
