@@ -1,6 +1,5 @@
 // `profcpu collect` end to end on this machine: a real Node target with distinctive function names, real perf.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { access, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +8,7 @@ import { list } from 'tar';
 import { layout } from '../../src/output/layout.js';
 import { cliPath, runCli } from '../support/cli.js';
 import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
 import { namesWorkload, startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { execa } from 'execa';
 
@@ -249,9 +249,4 @@ function killGroup(subprocess: ReturnType<typeof execa>): void {
   } catch {
     // The group is already gone.
   }
-}
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
 }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { ownCgroup } from '../support/cgroup.js';
 import { needCommand, needRoot } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
 import { startHostileProcess } from './hostile-process.js';
 import { assertNoTerminalControl } from './terminal-control.js';
 
@@ -78,8 +78,3 @@ test('doctor lists ambiguous hostile command lines escaped, on the one FAIL line
   assert.match(lines[0]!, /^FAIL target-choice: 2 processes are named "hostile\\x1b\]8;;x:evil\\x07link/);
   for (const pid of [first.pid, second.pid]) assert.ok(lines[0]!.includes(`${pid} (hostile\\x1b]8;;`), lines[0]);
 });
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
-}

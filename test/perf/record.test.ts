@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +8,7 @@ import { isProfcpuError } from '../../src/error.js';
 import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { needCommand, needRoot } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
 
 test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process, each sample written at once', () => {
   assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
@@ -115,8 +115,3 @@ test('a PID perf cannot attach to rejects with a PerfError keeping perf’s comp
     return true;
   });
 });
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
-}
