@@ -7,7 +7,7 @@ import { test, type TestContext } from 'node:test';
 import { list } from 'tar';
 import { layout } from '../../src/output/layout.js';
 import { cliPath, runCli } from '../support/cli.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, need, needRoot } from '../support/requirements.js';
 import { nonexistentPid } from '../support/processes.js';
 import { namesWorkload, startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { execa } from 'execa';
@@ -27,10 +27,6 @@ const exists = (path: string) =>
 interface CollectManifest {
   files: { path: string }[];
   collect: { record: { end: string; samples: number }; phaseMs: Record<string, number>; cpuMs: { profcpu: number } };
-}
-
-function canRecord(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
 }
 
 test('collect with the original tool’s single-dash options names the JIT frames, and writes a complete tarball and manifest', async (t) => {

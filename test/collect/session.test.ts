@@ -9,10 +9,10 @@ import { ProfcpuError } from '../../src/error.js';
 import { collect, type CollectPhase } from '../../src/collect/session.js';
 import type { CollectStep } from '../../src/step/step.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needRoot } from '../support/requirements.js';
 
 test('steps run around the recording, a failing one only warns, and postprocess gets the collect entry', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const work = await mkdtemp('/var/tmp/profcpu-session-');
   t.after(() => rm(work, { recursive: true, force: true }));
   const node = await startNodeBurn(60);

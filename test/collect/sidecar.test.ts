@@ -9,11 +9,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
 import { demoWorkload, namesWorkload, nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 
 test('collect from a sidecar names JIT frames, and so does postprocess after the target exited', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
   const work = await mkdtemp('/var/tmp/profcpu-sidecar-');
   t.after(() => rm(work, { recursive: true, force: true }));
   const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {
@@ -63,7 +63,7 @@ function lastSampleTime(text: string): number {
 }
 
 test('a target killed mid-recording takes the sidecar with it; postprocess recovers all but the last moment', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
   const work = await mkdtemp('/var/tmp/profcpu-sidecar-stop-');
   t.after(() => rm(work, { recursive: true, force: true }));
   const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {

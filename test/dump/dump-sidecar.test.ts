@@ -13,7 +13,7 @@ import type { DumpManifest } from '../../src/dump/dump-manifest.js';
 import { readDump } from '../support/clrmd-reader.js';
 import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { needCommand, needDotnet, needRoot } from '../support/requirements.js';
 
 async function sha256(path: string): Promise<string> {
   const hash = createHash('sha256');
@@ -23,10 +23,7 @@ async function sha256(path: string): Promise<string> {
 
 function prerequisites(t: TestContext): boolean {
   return (
-    needRoot(t) &&
-    needCommand(t, 'unshare', 'util-linux') &&
-    needCommand(t, 'nsenter', 'util-linux') &&
-    need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')
+    needRoot(t) && needCommand(t, 'unshare', 'util-linux') && needCommand(t, 'nsenter', 'util-linux') && needDotnet(t)
   );
 }
 

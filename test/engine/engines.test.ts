@@ -21,7 +21,7 @@ import { TargetFiles } from '../../src/target/target-files.js';
 import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
 import { ownHome } from '../support/home.js';
-import { need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need, needCommand, needDotnet } from '../support/requirements.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { burnFunctions, keepPerfMap, recordCommand, recordNode } from '../postprocess/recording.js';
 
@@ -67,7 +67,7 @@ async function assertSameFold(t: TestContext, dir: string): Promise<Map<string, 
 }
 
 test('a Node program with a perf map (JIT frames, C++ frames perf demangles): the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const recording = await recordNode(dir, 1500);
@@ -79,7 +79,7 @@ test('a Node program with a perf map (JIT frames, C++ frames perf demangles): th
 });
 
 test('a kernel-heavy native program: the same folded stacks from both engines', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const load = 'dd if=/dev/zero of=/dev/null bs=4k count=300000; dd if=/dev/urandom of=/dev/null bs=64k count=1500';
@@ -88,7 +88,7 @@ test('a kernel-heavy native program: the same folded stacks from both engines', 
 });
 
 test('a recording of another kernel: both engines name its frames from the kallsyms in perf’s build-id cache', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   await recordCommand(join(dir, 'perf.data'), ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=4k count=300000']);
@@ -136,7 +136,7 @@ test('a recording of another kernel: both engines name its frames from the kalls
 });
 
 test('a native program whose stripped library has its debug file beside it: the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const lib = needNativeLib(t, buildNativeLibIfPossible(join(dir, 'lib')));
@@ -154,7 +154,7 @@ test('a native program whose stripped library has its debug file beside it: the 
 });
 
 test('a .NET app recorded by profcpu collect (kept binaries, perf map, jitdump): the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'dotnet', 'dotnet-sdk')) return;
+  if (!canRecord(t) || !needDotnet(t)) return;
   const work = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(work, { recursive: true, force: true }));
   const app = await startDotnetApp({ seconds: 60 });
@@ -177,7 +177,7 @@ for (const [how, flags, keepVdso] of [
   ['perf record -N --buildid-mmap, with the vdso collect keeps', ['-N', '--buildid-mmap'], true],
 ] as const) {
   test(`a program calling clock_gettime in a loop (${how}): the same vDSO frames from both engines`, async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+    if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
     const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const program = join(dir, 'clockloop');
@@ -201,7 +201,7 @@ for (const [how, flags, keepVdso] of [
 // frames from /tmp/perf-<pid>.map, and so must the native engine, from there or from a copy beside perf.data, and
 // say which it read.
 test('perf record of a Node process, its perf map left in /tmp, then copied beside perf.data: both engines name its JIT frames', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const recording = await recordNode(dir, 1500);
@@ -248,7 +248,7 @@ test('perf record of a Node process, its perf map left in /tmp, then copied besi
 // DWARF call graphs: the native engine does not unwind them; perf script reads them instead, with one line saying why,
 // or, without perf (or with --engine native asked for), postprocess stops with the reason and the remedy.
 test('perf record --call-graph dwarf: handed to perf script with a warning, or refused with the remedy', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   await execa('perf', [
@@ -294,7 +294,7 @@ test('perf record --call-graph dwarf: handed to perf script with a warning, or r
 // `.plt.sec`, which perf 6.1 names after the symbol before its PLT (`_init+0x50`) or not at all: both engines name
 // those frames `<target>@plt` as perf 6.3 and later do, alike, and say so.
 test('calls through .plt.sec recorded by perf 6.1: both engines name them target@plt and say so', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
   const version = (await execa('perf', ['version'])).stdout;
   if (!/ 6\.1\./.test(version)) return t.skip(`perf ${version}: the renaming is for perf 6.1's recordings`);
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
@@ -355,7 +355,7 @@ test('calls through .plt.sec recorded by perf 6.1: both engines name them target
 // engine choice does not look: the native engine stops there, and under the default engine perf script reads the
 // recording instead, from the start, with the same warning and manifest entry as a hand-over decided up front.
 test('a second zstd frame with an 8 MiB window: the default engine hands the recording to perf when it meets it', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const load = 'dd if=/dev/urandom of=/dev/null bs=64k count=4000';

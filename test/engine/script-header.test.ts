@@ -11,7 +11,7 @@ import { execa } from 'execa';
 import { readPerfDataFile } from '../../src/engine/perf-data/reader.js';
 import { ScriptTextWriter } from '../../src/engine/script-text.js';
 import { perfVersion } from '../../src/perf/version.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 
 /** Lines of perf's header the writer writes for perf 6.1 only. */
 const only61 = [/^# missing features: /];
@@ -27,7 +27,7 @@ async function ourHeader(path: string): Promise<string[]> {
 }
 
 test('the header of a whole-machine recording: the lines perf writes, in its order', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = await mkdtemp(join(tmpdir(), 'profcpu-script-header-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const output = join(dir, 'perf.data');

@@ -26,7 +26,7 @@ import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { installDotnetTrace } from '../support/dotnet-trace.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { foldedShares, leading, speedscopeShares, type MethodShares } from './leading-methods.js';
 
 const execFileAsync = promisify(execFile);
@@ -47,8 +47,7 @@ const describe = (shares: MethodShares) =>
     .join('\n');
 
 test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound workload', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)'))
-    return;
+  if (!canRecord(t) || !needDotnet(t)) return;
   let dotnetTrace: string;
   try {
     dotnetTrace = await installDotnetTrace();

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isProfcpuError } from '../../src/error.js';
 import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
 import { nonexistentPid } from '../support/processes.js';
 
 test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process, each sample written at once', () => {
@@ -76,7 +76,7 @@ async function out(t: TestContext): Promise<string> {
 }
 
 test('stop() ends a recording cleanly with the samples perf wrote', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30);
   t.after(() => node.kill());
   const output = await out(t);
@@ -93,7 +93,7 @@ test('stop() ends a recording cleanly with the samples perf wrote', async (t) =>
 });
 
 test('a target exiting ends the recording by itself', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30);
   t.after(() => node.kill());
   const recording = startRecord({ pid: node.pid, output: await out(t) });

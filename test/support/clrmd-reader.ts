@@ -2,7 +2,7 @@
 // builds it once per source version into the test cache (restoring Microsoft.Diagnostics.Runtime), and
 // `readDump(path)` runs it on a core dump, giving its OS thread count and each managed thread's frames;
 // `readStubHeaps(pid)` attaches it to a live process, giving the ranges of its stub heaps.
-// Callers check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+// Callers check for the SDK first: `needDotnet(t)`.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';

@@ -4,7 +4,7 @@
 // { pid, kill() }. .NET 10 (the default) is a plain build on the SDK's own shared framework, built with no network;
 // .NET 8 and 9 are published self-contained for linux-x64 (the runtime, libcoreclr.so and System.Private.CoreLib in
 // the app's folder), with the runtime packs the SDK picks restored from NuGet on the first build.
-// Tests check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+// Tests check for the SDK first: `needDotnet(t)`.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, realpathSync } from 'node:fs';

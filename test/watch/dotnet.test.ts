@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needDotnet } from '../support/requirements.js';
 import { lines, startWatch, workDir } from './watch-support.js';
 
 // Other tests may run fixture apps at the same time: this test's are told apart by their --burn-while file.
@@ -26,8 +26,7 @@ retention: { maxRuns: 5, maxBytes: 4GiB }
 `;
 
 test('a .NET app that idles, burns, restarts and burns again: one profile per burn, the restarted app found again', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)'))
-    return;
+  if (!canRecord(t) || !needDotnet(t)) return;
   const work = await workDir(t);
   const gate = join(work, 'burn');
   const rulesFile = join(work, 'rules.yaml');

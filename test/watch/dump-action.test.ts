@@ -5,11 +5,11 @@ import { open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { have, need, needRoot } from '../support/requirements.js';
+import { needDotnet, needRoot } from '../support/requirements.js';
 import { startWatch, workDir } from './watch-support.js';
 
 test('a dump action on demand: a mini dump of the .NET app in the run folder, with its manifest, indexed', async (t) => {
-  if (!needRoot(t) || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')) return;
+  if (!needRoot(t) || !needDotnet(t)) return;
   const work = await workDir(t);
   const gate = join(work, 'burn');
   const app = await startDotnetApp({ burnWhile: gate, workloads: ['generic'] });

@@ -9,13 +9,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 import { nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
 import { burnWhileScript, lines, startWatch, workDir } from './watch-support.js';
-
-function canRecord(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
-}
 
 async function startBurner(t: TestContext, gate: string) {
   const child = spawn(process.execPath, [...nodePerfMapFlags, burnWhileScript, gate], {
