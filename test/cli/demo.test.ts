@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
-import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { namesWorkload } from '../fixtures/node-burn/node-burn.js';
 import { canRecord } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 test('demo writes a full output folder whose flame graph names the workload’s JavaScript functions', async (t) => {
   if (!canRecord(t)) return;
-  const work = await mkdtemp('/var/tmp/profcpu-demo-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  const work = await tempDir(t, 'demo', '/var/tmp');
   const run = await runCli(['demo', '--duration', '2'], { cwd: work });
   assert.equal(run.exitCode, 0, String(run.all));
   const match = /flame graph (profilings\/\d\d-\d\d-\d\d_\d{4}-\d\d-\d\d)\/flamegraph\.svg/.exec(String(run.stdout));

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,7 @@ import { cliPath } from '../support/cli.js';
 import { serveDebianDebugPackage } from '../support/debuginfod.js';
 import { startInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
 import { canRecord, need, needCommand } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 const source = fileURLToPath(new URL('../fixtures/libc-burn/libc-burn.c', import.meta.url));
 
@@ -110,8 +111,7 @@ test(
     if (!need(t, existsSync(libc.debugFile), `libc6-dbg matching this machine's libc (${libc.debugFile})`)) return;
 
     // Not under /tmp: the namespaces mount their own.
-    const work = await mkdtemp('/var/tmp/profcpu-system-libraries-');
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'system-libraries', '/var/tmp');
     const program = join(work, 'libc-burn');
     execFileSync('gcc', ['-O2', '-g', '-fno-omit-frame-pointer', '-pthread', '-o', program, source]);
 

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +8,7 @@ import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '.
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { canRecord, needCommand } from '../support/requirements.js';
 import { nonexistentPid } from '../support/processes.js';
+import { tempDir } from '../support/temp.js';
 
 test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process, each sample written at once', () => {
   assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
@@ -70,8 +70,7 @@ test('parseRecordSummary reads perf’s closing line, and its sample count when 
 });
 
 async function out(t: TestContext): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-record-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'record');
   return join(dir, 'perf.data');
 }
 

@@ -10,7 +10,7 @@
 // - `scanForMarker(dir, marker)`: every file of a folder (gzip files decompressed, links not followed) holding the
 //   marker, and every link found.
 import { createReadStream } from 'node:fs';
-import { lstat, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
@@ -24,6 +24,7 @@ import {
   type NamespacedTargetOptions,
   type SidecarOptions,
 } from './namespaces.js';
+import { tempDir } from './temp.js';
 
 export interface HostileScene {
   /** A fresh folder under /var/tmp, hidden from the target: the sidecar's working directory. */
@@ -42,8 +43,7 @@ export function canStageHostileScenes(t: TestContext): boolean {
 }
 
 export async function hostileScene(t: TestContext): Promise<HostileScene> {
-  const dir = await mkdtemp('/var/tmp/profcpu-hostile-');
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'hostile', '/var/tmp');
   const marker = `PROFCPU-SECRET-${randomBytes(8).toString('hex')}`;
   const secret = join(dir, 'secret');
   await writeFile(secret, `${marker}:host\n`);

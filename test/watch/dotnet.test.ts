@@ -9,7 +9,8 @@ import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { canRecord, needDotnet } from '../support/requirements.js';
-import { lines, startWatch, workDir } from './watch-support.js';
+import { lines, startWatch } from './watch-support.js';
+import { tempDir } from '../support/temp.js';
 
 // Other tests may run fixture apps at the same time: this test's are told apart by their --burn-while file.
 const rules = (gate: string) => `
@@ -27,7 +28,7 @@ retention: { maxRuns: 5, maxBytes: 4GiB }
 
 test('a .NET app that idles, burns, restarts and burns again: one profile per burn, the restarted app found again', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
-  const work = await workDir(t);
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const gate = join(work, 'burn');
   const rulesFile = join(work, 'rules.yaml');
   await writeFile(rulesFile, rules(gate));

@@ -34,6 +34,7 @@ import { buildCompositeDotnetApp } from '../../support/composite-app.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
 import { lookup, random } from './readytorun-support.js';
 import { canRecord, needDotnet } from '../../support/requirements.js';
+import { tempDir } from '../../support/temp.js';
 
 const compositeName = 'ProfcpuFixture.r2r.dll';
 
@@ -128,8 +129,7 @@ test(
     const executable = await buildCompositeDotnetApp();
     const app = await startComposite(executable);
     t.after(() => app.kill());
-    const work = await mkdtemp('/var/tmp/profcpu-composite-');
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'composite', '/var/tmp');
     const out = join(work, 'out');
     const run = await runCli([
       'collect',
