@@ -16,6 +16,7 @@ import { keepBinaries, keptBinariesStep, readKeptIndex, type KeptBinary } from '
 import type { TargetInfo } from '../../src/target/inspect.js';
 import { TargetFiles } from '../../src/target/target-files.js';
 import { FakeProc } from '../support/fake-proc.js';
+import { tempDir } from '../support/temp.js';
 
 const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 
@@ -87,8 +88,7 @@ test('limits, a changed build-id, a file without one and a link out of the targe
 test("the build-id view gives perf the kept binary and links this machine's entries, writing nothing there", async (t) => {
   const { files, folder, buildId } = await setup(t);
   await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
-  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
-  t.after(() => rm(machine, { recursive: true, force: true }));
+  const machine = await tempDir(t, 'machine-cache');
   // This machine's cache holds another entry (perf's layout: a relative link to the path-named folder).
   await mkdir(join(machine, 'usr', 'bin', 'tool', 'aabbcc'), { recursive: true });
   await writeFile(join(machine, 'usr', 'bin', 'tool', 'aabbcc', 'elf'), 'tool');
@@ -113,8 +113,7 @@ test('a received folder whose kept binaries are huge sparse files: refused by si
   await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
   // The sender made the kept copy a 4 TiB sparse file: copying its holes would take hours and fill /tmp.
   await execa('truncate', ['-s', '4T', join(out, 'target', 'binaries', buildId)]);
-  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
-  t.after(() => rm(machine, { recursive: true, force: true }));
+  const machine = await tempDir(t, 'machine-cache');
   const warnings: string[] = [];
   const started = Date.now();
   const view = await buildIdView(folder, machine, (w) => warnings.push(w));
@@ -130,8 +129,7 @@ test('a received folder whose kept binaries are huge sparse files: refused by si
 test('the build-id view stops copying at its file-count and byte allowances', async (t) => {
   const { files, folder } = await setup(t);
   await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
-  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
-  t.after(() => rm(machine, { recursive: true, force: true }));
+  const machine = await tempDir(t, 'machine-cache');
   for (const limits of [
     { maxFiles: 0, maxFileBytes: 1 << 30, maxTotalBytes: 1 << 30, timeoutMs: 60_000 },
     { maxFiles: 10, maxFileBytes: 1 << 30, maxTotalBytes: 1000, timeoutMs: 60_000 },
@@ -164,8 +162,7 @@ test('one pass over the target’s files has a deadline and stops at Ctrl-C: the
 test('a machine cache entry named like the view’s own folders never receives the folder’s binaries', async (t) => {
   const { files, folder, buildId } = await setup(t);
   await keepBinaries([{ path: '/lib/libc.so.6' }], files, folder, new Map());
-  const machine = await mkdtemp(join(tmpdir(), 'profcpu-machine-cache-'));
-  t.after(() => rm(machine, { recursive: true, force: true }));
+  const machine = await tempDir(t, 'machine-cache');
   // perf names entries after the library's path: a target library at /.kept/x or /kept/x makes these.
   for (const name of ['.kept', 'kept', 'view']) await mkdir(join(machine, name));
   const view = await buildIdView(folder, machine, () => assert.fail('no warning expected'));

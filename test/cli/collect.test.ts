@@ -1,22 +1,17 @@
 // `profcpu collect` end to end on this machine: a real Node target with distinctive function names, real perf.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { access, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { access, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { list } from 'tar';
 import { layout } from '../../src/output/layout.js';
 import { cliPath, runCli } from '../support/cli.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, need, needRoot } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
 import { namesWorkload, startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { execa } from 'execa';
-
-async function workDir(t: TestContext): Promise<string> {
-  const dir = await mkdtemp('/var/tmp/profcpu-collect-');
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { tempDir } from '../support/temp.js';
 
 const exists = (path: string) =>
   access(path).then(
@@ -29,13 +24,9 @@ interface CollectManifest {
   collect: { record: { end: string; samples: number }; phaseMs: Record<string, number>; cpuMs: { profcpu: number } };
 }
 
-function canRecord(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
-}
-
 test('collect with the original tool’s single-dash options names the JIT frames, and writes a complete tarball and manifest', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
+  const work = await tempDir(t, 'collect', '/var/tmp');
   const target = await startNodeBurn(60);
   t.after(() => target.kill());
   const dir = join(work, 'out');
@@ -135,7 +126,7 @@ test('a target that exits mid-recording still yields a named profile', async (t)
 
 test('--no-postprocess leaves only the raw data, which postprocess can finish later', async (t) => {
   if (!canRecord(t)) return;
-  const work = await workDir(t);
+  const work = await tempDir(t, 'collect', '/var/tmp');
   const target = await startNodeBurn(60);
   t.after(() => target.kill());
   const dir = join(work, 'out');
@@ -208,7 +199,7 @@ test('a process that is not visible to the user profcpu runs as fails with a rem
  * as a terminal does: to profcpu and perf alike), once it says it is recording.
  */
 async function startLongCollect(t: TestContext, seconds = 60) {
-  const work = await workDir(t);
+  const work = await tempDir(t, 'collect', '/var/tmp');
   const target = await startNodeBurn(60);
   t.after(() => target.kill());
   const dir = join(work, 'out');
@@ -249,9 +240,4 @@ function killGroup(subprocess: ReturnType<typeof execa>): void {
   } catch {
     // The group is already gone.
   }
-}
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
 }

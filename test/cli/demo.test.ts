@@ -2,15 +2,16 @@
 // by profcpu and its ProfcpuDemo methods named in the flame graph; the Node.js workload with --workload node; and
 // `auto` choosing Node.js when there is no `dotnet`, or (with one warning) a runtime without an SDK.
 import assert from 'node:assert/strict';
-import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { runtimeOnlyDotnet } from '../support/fake-dotnet.js';
 import { pathWithout } from '../support/path-without.js';
 import { namesWorkload } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needDotnet } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 /** The demo's C# methods (src/collect/dotnet-demo/Program.cs) that a few seconds' profile always shows: the widest three. */
 const dotnetMethods = [
@@ -18,12 +19,6 @@ const dotnetMethods = [
   'ProfcpuDemo.PrimeSieve::CountPrimes',
   'ProfcpuDemo.OrderBook::SortOrders',
 ] as const;
-
-async function workDir(t: TestContext): Promise<string> {
-  const work = await mkdtemp('/var/tmp/profcpu-demo-');
-  t.after(() => rm(work, { recursive: true, force: true }));
-  return work;
-}
 
 /** Runs the demo into `<work>/out-<n>` and gives the run, its folder and its manifest's collect steps. */
 async function demo(work: string, args: readonly string[], env: Record<string, string | undefined> = {}) {
@@ -40,8 +35,8 @@ async function demo(work: string, args: readonly string[], env: Record<string, s
 }
 
 test('demo --workload node names the Node.js workload’s JavaScript functions', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const work = await workDir(t);
+  if (!canRecord(t)) return;
+  const work = await tempDir(t, 'demo', '/var/tmp');
   const { run, dir, steps } = await demo(work, ['--workload', 'node', '--duration', '2']);
   assert.match(String(run.stderr), /started the Node\.js demo workload \(PID \d+; --workload node\)/);
   assert.ok(namesWorkload(await readFile(join(dir, layout.flamegraphSvg), 'utf8')), 'the SVG names the workload');
@@ -52,8 +47,8 @@ test('demo --workload node names the Node.js workload’s JavaScript functions',
 });
 
 test('demo on .NET: built once, perf map switched on by profcpu, ProfcpuDemo methods named', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'dotnet', 'the .NET SDK')) return;
-  const work = await workDir(t);
+  if (!canRecord(t) || !needDotnet(t)) return;
+  const work = await tempDir(t, 'demo', '/var/tmp');
   // A cache of the test's own, so the first run builds.
   const env = { XDG_CACHE_HOME: join(work, 'cache') };
   const first = await demo(work, ['--workload', 'auto', '--duration', '3'], env);
@@ -80,8 +75,8 @@ test('demo on .NET: built once, perf map switched on by profcpu, ProfcpuDemo met
 });
 
 test('demo (auto) with no dotnet on PATH profiles the Node.js workload and says why', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const work = await workDir(t);
+  if (!canRecord(t)) return;
+  const work = await tempDir(t, 'demo', '/var/tmp');
   const env = { PATH: await pathWithout('dotnet', join(work, 'bin')), DOTNET_ROOT: undefined };
   const { run, steps } = await demo(work, ['--duration', '1'], env);
   const stderr = String(run.stderr);
@@ -92,8 +87,8 @@ test('demo (auto) with no dotnet on PATH profiles the Node.js workload and says 
 });
 
 test('demo (auto) with a .NET runtime but no SDK warns once and profiles the Node.js workload', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const work = await workDir(t);
+  if (!canRecord(t)) return;
+  const work = await tempDir(t, 'demo', '/var/tmp');
   const fake = await runtimeOnlyDotnet(join(work, 'fake'));
   const env = { PATH: `${fake}${delimiter}${process.env['PATH']}`, DOTNET_ROOT: undefined };
   const { run } = await demo(work, ['--duration', '1'], env);
@@ -105,7 +100,7 @@ test('demo (auto) with a .NET runtime but no SDK warns once and profiles the Nod
 });
 
 test('demo --workload dotnet with no dotnet fails, naming what is missing and the fix', async (t) => {
-  const work = await workDir(t);
+  const work = await tempDir(t, 'demo', '/var/tmp');
   const env = { PATH: await pathWithout('dotnet', join(work, 'bin')), DOTNET_ROOT: undefined };
   const run = await runCli(['demo', '--workload', 'dotnet', '--output', join(work, 'out')], { cwd: work, env });
   assert.equal(run.exitCode, 1, String(run.all));

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { ownCgroup } from '../support/cgroup.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
 import { startHostileProcess } from './hostile-process.js';
 import { assertNoTerminalControl } from './terminal-control.js';
 
 test('doctor passes for a Node process with its perf map (exit 0)', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30);
   t.after(() => node.kill());
   // In a cgroup of its own, as a service would be: then a perf that spins on exited threads is no warning either
@@ -29,7 +29,7 @@ test('doctor passes for a Node process with its perf map (exit 0)', async (t) =>
 });
 
 test('doctor warns (exit 3) when a Node process has no perf map, saying how to enable it', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30, { perfMap: false });
   t.after(() => node.kill());
   const run = await runCli(['doctor', '--pid', String(node.pid), '--output', '/var/tmp', '--quiet']);
@@ -78,8 +78,3 @@ test('doctor lists ambiguous hostile command lines escaped, on the one FAIL line
   assert.match(lines[0]!, /^FAIL target-choice: 2 processes are named "hostile\\x1b\]8;;x:evil\\x07link/);
   for (const pid of [first.pid, second.pid]) assert.ok(lines[0]!.includes(`${pid} (hostile\\x1b]8;;`), lines[0]);
 });
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
-}

@@ -3,11 +3,11 @@
 // and no output folder.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
+import { tempDir } from '../support/temp.js';
 
 test('dump --help lists the types and options', async () => {
   const run = await runCli(['dump', '--help']);
@@ -29,8 +29,7 @@ test('a --timeout beyond what a timer can hold (24.8 days) is a usage error, not
 });
 
 test('a process that is not .NET: a dump-specific error, and no output folder', async (t) => {
-  const work = await mkdtemp(join(tmpdir(), 'profcpu-cli-dump-'));
-  t.after(() => rm(work, { recursive: true, force: true }));
+  const work = await tempDir(t, 'cli-dump');
   const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
   t.after(() => sleeper.kill());
   const run = await runCli(['dump', '--pid', String(sleeper.pid), '--output', join(work, 'out')], { timeout: 30_000 });

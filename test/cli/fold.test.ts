@@ -8,7 +8,7 @@ import { foldOptionsFromArgs } from '../../src/cli/fold.js';
 import { execa } from 'execa';
 import { demoWorkload, workloadFunction } from '../fixtures/node-burn/node-burn.js';
 import { runCli } from '../support/cli.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 
 /** The CLI's output as strings. */
 async function fold(args: string[], options: Parameters<typeof runCli>[1] = {}) {
@@ -90,7 +90,7 @@ test('--threads folds a file in parallel with the same output', async () => {
 });
 
 test('a live perf recording of a Node process folds with its JIT frames named and annotated', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const dir = mkdtempSync(join(tmpdir(), 'profcpu-fold-live-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const data = join(dir, 'perf.data');

@@ -4,8 +4,7 @@
 // loaded unbundled shows in its path. The recording is a folder of the perf corpus (test/fixtures/perf-corpus/), as
 // collect lays it out. The perf engine's run, which does load execa, shows that the hook sees it.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -13,6 +12,7 @@ import { execa } from 'execa';
 import { extract } from 'tar';
 import { cliPath, repoRoot } from '../support/cli.js';
 import { needCommand } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 const corpus = fileURLToPath(new URL('../fixtures/perf-corpus/', import.meta.url));
 
@@ -26,8 +26,7 @@ export async function load(url, context, next) {
 
 /** A recording to post-process, and the module hook's files, in a scratch folder removed after the test. */
 async function setUp(t: { after(fn: () => Promise<void>): void }) {
-  const scratch = await mkdtemp(join(tmpdir(), 'profcpu-loaded-'));
-  t.after(() => rm(scratch, { recursive: true, force: true }));
+  const scratch = await tempDir(t, 'loaded');
   await writeFile(join(scratch, 'hooks.mjs'), hooks);
   await writeFile(
     join(scratch, 'register.mjs'),

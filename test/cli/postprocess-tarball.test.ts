@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
-import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, isRoot } from '../support/requirements.js';
 import { burnFunctions, keepPerfMap, recordNode } from '../postprocess/recording.js';
 
 const deadline = { timeout: 180_000 };
@@ -27,7 +27,7 @@ before(async () => {
 after(() => rm(root, { recursive: true, force: true }));
 
 function recorded(t: TestContext): string | undefined {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return undefined;
+  if (!canRecord(t)) return undefined;
   assert.ok(original, 'the recording was not made');
   return original;
 }

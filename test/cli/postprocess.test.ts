@@ -7,7 +7,7 @@ import { after, before, test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { toOptions } from '../../src/cli/postprocess.js';
 import { runCli } from '../support/cli.js';
-import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, isRoot } from '../support/requirements.js';
 import { burnFunctions, keepPerfMap, recordNode } from '../postprocess/recording.js';
 
 let root: string;
@@ -25,7 +25,7 @@ after(async () => {
 
 let copies = 0;
 async function folder(t: TestContext): Promise<string | undefined> {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !recorded) return undefined;
+  if (!canRecord(t) || !recorded) return undefined;
   const dir = join(root, `case-${++copies}`);
   await cp(recorded, dir, { recursive: true });
   return dir;

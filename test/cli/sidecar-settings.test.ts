@@ -1,14 +1,14 @@
 // What the launcher tells a sidecar (the results' owner, their host path) and giving a folder to that owner.
 import assert from 'node:assert/strict';
 import { execa } from 'execa';
-import { lstat, mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { lstat, mkdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { sidecarSettings } from '../../src/cli/sidecar-settings.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { cliPath } from '../support/cli.js';
 import { needCommand, needRoot } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 test('PROFCPU_OUTPUT_OWNER and PROFCPU_HOST_OUTPUT are read; a bad owner is a warning', () => {
   const warnings: string[] = [];
@@ -33,8 +33,7 @@ test('PROFCPU_OUTPUT_OWNER and PROFCPU_HOST_OUTPUT are read; a bad owner is a wa
 
 test('chownTree gives the folder and its files to the owner, changing links but never what they point to', async (t) => {
   if (!needRoot(t)) return;
-  const base = await mkdtemp(join(tmpdir(), 'profcpu-chown-'));
-  t.after(() => rm(base, { recursive: true, force: true }));
+  const base = await tempDir(t, 'chown');
   const dir = join(base, 'run');
   await mkdir(join(dir, 'target'), { recursive: true });
   await writeFile(join(dir, 'perf.data'), 'x');

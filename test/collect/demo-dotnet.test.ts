@@ -1,12 +1,13 @@
 // The .NET demo workload's cache folder, and a build that fails: its error lines in the message, its output kept.
 import assert from 'node:assert/strict';
-import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { buildDotnetDemo, defaultDemoCacheDir, demoDotnetSource } from '../../src/collect/demo-dotnet.js';
 import { chooseTargetFramework, findDotnetHost, inspectDotnetHost } from '../../src/collect/dotnet-host.js';
 import { isProfcpuError } from '../../src/error.js';
-import { needCommand } from '../support/requirements.js';
+import { needDotnet } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 test('the cache folder is $XDG_CACHE_HOME/profcpu/demo, else ~/.cache/profcpu/demo', () => {
   assert.equal(defaultDemoCacheDir({ XDG_CACHE_HOME: '/var/cache/me' }, '/home/me'), '/var/cache/me/profcpu/demo');
@@ -16,9 +17,8 @@ test('the cache folder is $XDG_CACHE_HOME/profcpu/demo, else ~/.cache/profcpu/de
 });
 
 test('a failed build names the compiler error, keeps the output and leaves no build behind', async (t) => {
-  if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
-  const work = await mkdtemp('/var/tmp/profcpu-demo-build-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!needDotnet(t)) return;
+  const work = await tempDir(t, 'demo-build', '/var/tmp');
   const source = join(work, 'source');
   await cp(demoDotnetSource, source, { recursive: true });
   await writeFile(join(source, 'Broken.cs'), 'namespace ProfcpuDemo; public static class Broken { int }\n');

@@ -1,6 +1,7 @@
 // Finding `dotnet` (PATH first, then DOTNET_ROOT) and choosing the demo's target framework from what it holds.
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { tempDir } from '../support/temp.js';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -44,8 +45,7 @@ test('chooseTargetFramework takes the newest .NET 8+ that the SDK can build and 
 });
 
 test('findDotnetHost looks on PATH first, then in DOTNET_ROOT, and wants an executable', async (t) => {
-  const root = await mkdtemp('/tmp/profcpu-dotnet-host-');
-  t.after(() => rm(root, { recursive: true, force: true }));
+  const root = await tempDir(t, 'dotnet-host', '/tmp');
   const place = async (dir: string, mode: number) => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'dotnet'), '#!/bin/sh\n');

@@ -4,8 +4,7 @@
 // past its stop.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { collectDefaults } from '../../src/collect/options.js';
@@ -13,6 +12,7 @@ import { recordTarget } from '../../src/collect/recording.js';
 import type { TargetSnapshotter } from '../../src/collect/snapshot.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
 import { scratchFolder } from '../support/fake-executables.js';
+import { tempDir } from '../support/temp.js';
 
 const scratch = scratchFolder('recording');
 
@@ -49,8 +49,7 @@ async function record(
   perfPath: string,
   more: { refresh?: () => Promise<void>; stop?: AbortSignal } = {},
 ) {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-recording-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'recording');
   const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
   t.after(() => sleeper.kill('SIGKILL'));
   const retries: string[] = [];

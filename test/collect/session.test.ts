@@ -1,7 +1,7 @@
 // The collect session's contract with the code around it: steps run before and after recording and a failing step
 // is a warning, postprocess gets the folder and the collect entry for the manifest, target.json is written.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
@@ -9,12 +9,12 @@ import { ProfcpuError } from '../../src/error.js';
 import { collect, type CollectPhase } from '../../src/collect/session.js';
 import type { CollectStep } from '../../src/step/step.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needRoot } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 test('steps run around the recording, a failing one only warns, and postprocess gets the collect entry', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const work = await mkdtemp('/var/tmp/profcpu-session-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const work = await tempDir(t, 'session', '/var/tmp');
   const node = await startNodeBurn(60);
   t.after(() => node.kill());
 

@@ -2,20 +2,20 @@
 // CLI from a sidecar with a different /tmp, joined to the target's PID namespace with its own /proc. JIT names must
 // resolve without any shared /tmp, and again when the folder is post-processed after the target has exited.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
 import { demoWorkload, namesWorkload, nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
+import { tempDir } from '../support/temp.js';
 
 test('collect from a sidecar names JIT frames, and so does postprocess after the target exited', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
-  const work = await mkdtemp('/var/tmp/profcpu-sidecar-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
+  const work = await tempDir(t, 'sidecar', '/var/tmp');
   const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {
     ready: ({ hostPid, nsPid }) =>
       stat(`/proc/${hostPid}/root/tmp/perf-${nsPid}.map`).then(
@@ -63,9 +63,8 @@ function lastSampleTime(text: string): number {
 }
 
 test('a target killed mid-recording takes the sidecar with it; postprocess recovers all but the last moment', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
-  const work = await mkdtemp('/var/tmp/profcpu-sidecar-stop-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
+  const work = await tempDir(t, 'sidecar-stop', '/var/tmp');
   const target = await startNamespacedTarget(process.execPath, [...nodePerfMapFlags, demoWorkload, '60'], {
     ready: ({ hostPid, nsPid }) =>
       stat(`/proc/${hostPid}/root/tmp/perf-${nsPid}.map`).then(

@@ -14,7 +14,7 @@ import { symbolsStep } from '../../src/debug-files/symbols-step.js';
 import { ssqpDebugKey, type SymbolServer } from '../../src/debug-files/symbol-server.js';
 import { inspectProcess } from '../../src/target/inspect.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { needCommand } from '../support/requirements.js';
+import { needCommand, needDotnet } from '../support/requirements.js';
 import { startStaticServer, type StaticServer } from '../support/static-server.js';
 
 let work: string;
@@ -44,7 +44,7 @@ function context(target: StepContext['target']) {
 }
 
 test('a .NET target: libcoreclr.so’s debug file fetched by build-id and placed; a dead server is a warning', async (t) => {
-  if (!needCommand(t, 'dotnet', 'the .NET SDK') || !needCommand(t, 'objcopy', 'binutils')) return;
+  if (!needDotnet(t) || !needCommand(t, 'objcopy', 'binutils')) return;
   const app = await startDotnetApp({ seconds: 60, workloads: ['generic'] });
   t.after(() => app.kill());
   const target = await inspectProcess(app.pid);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +16,8 @@ import { readElfFile } from '../../src/formats/elf/elf.js';
 import { cliPath } from '../support/cli.js';
 import { serveDebianDebugPackage } from '../support/debuginfod.js';
 import { startInSidecar, startNamespacedTarget, type NamespacedTarget } from '../support/namespaces.js';
-import { need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need, needCommand } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 const source = fileURLToPath(new URL('../fixtures/libc-burn/libc-burn.c', import.meta.url));
 
@@ -101,7 +102,7 @@ test(
   'collect --symbols sampled names libc frames with its debug file from a local debuginfod (libc6-dbg)',
   { timeout: 240_000 },
   async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+    if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
     if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'debuginfod', 'debuginfod')) return;
     if (!needCommand(t, 'dpkg-query', 'dpkg')) return;
     const libc = await machineLibc();
@@ -110,8 +111,7 @@ test(
     if (!need(t, existsSync(libc.debugFile), `libc6-dbg matching this machine's libc (${libc.debugFile})`)) return;
 
     // Not under /tmp: the namespaces mount their own.
-    const work = await mkdtemp('/var/tmp/profcpu-system-libraries-');
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'system-libraries', '/var/tmp');
     const program = join(work, 'libc-burn');
     execFileSync('gcc', ['-O2', '-g', '-fno-omit-frame-pointer', '-pthread', '-o', program, source]);
 

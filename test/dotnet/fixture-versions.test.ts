@@ -6,11 +6,11 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { dotnetRuntimeFolder, dotnetVersions, startDotnetApp } from '../support/dotnet-app.js';
-import { need, have } from '../support/requirements.js';
+import { needDotnet } from '../support/requirements.js';
 
 for (const version of dotnetVersions) {
   test(`the fixture runs on .NET ${version}, its runtime mapped from where the helper says`, async (t) => {
-    if (!need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')) return;
+    if (!needDotnet(t)) return;
     const app = await startDotnetApp({ version, seconds: 30, workloads: ['generic'] });
     t.after(() => app.kill());
     const runtime = await dotnetRuntimeFolder(version);

@@ -3,8 +3,7 @@
 // the same time each get a name of their own and an entry (the manifest's lock file); a lock left by a killed dump is
 // taken over once stale, and one held makes the others wait.
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import {
@@ -17,10 +16,10 @@ import {
 } from '../../src/dump/dump-manifest.js';
 import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
+import { tempDir } from '../support/temp.js';
 
 async function folder(t: TestContext): Promise<OutputFolder> {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-dump-manifest-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'dump-manifest');
   const opened = await OutputFolder.open(dir);
   t.after(() => opened.close());
   return opened;

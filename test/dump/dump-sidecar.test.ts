@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { cp, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { cp, readdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { DumpTypeName } from '../../src/dotnet/ipc/dump-protocol.js';
@@ -13,7 +13,8 @@ import type { DumpManifest } from '../../src/dump/dump-manifest.js';
 import { readDump } from '../support/clrmd-reader.js';
 import { buildDotnetApp, type DotnetVersion } from '../support/dotnet-app.js';
 import { runCliInSidecar, startNamespacedTarget } from '../support/namespaces.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { needCommand, needDotnet, needRoot } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 async function sha256(path: string): Promise<string> {
   const hash = createHash('sha256');
@@ -23,17 +24,13 @@ async function sha256(path: string): Promise<string> {
 
 function prerequisites(t: TestContext): boolean {
   return (
-    needRoot(t) &&
-    needCommand(t, 'unshare', 'util-linux') &&
-    needCommand(t, 'nsenter', 'util-linux') &&
-    need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')
+    needRoot(t) && needCommand(t, 'unshare', 'util-linux') && needCommand(t, 'nsenter', 'util-linux') && needDotnet(t)
   );
 }
 
 /** The fixture on .NET `version` in its namespaces, dumped from a sidecar in each of `types`, each dump checked. */
 async function dumpFromSidecar(t: TestContext, version: DotnetVersion, types: readonly DumpTypeName[]): Promise<void> {
-  const work = await mkdtemp('/var/tmp/profcpu-dump-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  const work = await tempDir(t, 'dump', '/var/tmp');
   // The app outside /tmp: the target's /tmp is a fresh tmpfs, which hides the build cache there.
   const built = await buildDotnetApp(version);
   await cp(dirname(built), join(work, 'app'), { recursive: true });

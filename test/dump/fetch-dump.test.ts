@@ -3,8 +3,7 @@
 // error, no partial file in the output folder and the target's file removed.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chown, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chown, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fetchDump } from '../../src/dump/fetch-dump.js';
@@ -12,10 +11,10 @@ import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { RootedTree } from '../../src/files/rooted.js';
 import { needRoot } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 async function scene(t: TestContext, content: Buffer) {
-  const base = await mkdtemp(join(tmpdir(), 'profcpu-fetch-dump-'));
-  t.after(() => rm(base, { recursive: true, force: true }));
+  const base = await tempDir(t, 'fetch-dump');
   const targetDir = join(base, 'target-tmp');
   const outDir = join(base, 'out');
   await mkdir(targetDir);

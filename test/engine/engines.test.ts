@@ -3,8 +3,7 @@
 // flamescope/perf_script.out (every line but the `#` header, which perf fills with facts of the machine and file that
 // profcpu does not repeat) byte for byte.
 import assert from 'node:assert/strict';
-import { chown, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chown, cp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
@@ -21,9 +20,10 @@ import { TargetFiles } from '../../src/target/target-files.js';
 import { buildNativeLibIfPossible, needNativeLib } from '../fixtures/native-lib/build.js';
 import { runCli } from '../support/cli.js';
 import { ownHome } from '../support/home.js';
-import { need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need, needCommand, needDotnet } from '../support/requirements.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { burnFunctions, keepPerfMap, recordCommand, recordNode } from '../postprocess/recording.js';
+import { tempDir } from '../support/temp.js';
 
 interface EngineOutput {
   stacks: Map<string, number>;
@@ -33,8 +33,7 @@ interface EngineOutput {
 
 /** What `engine` writes for `dir` (post-processed in a copy of the folder, so both start alike). */
 async function outputs(t: TestContext, dir: string, engine: Engine): Promise<EngineOutput> {
-  const copy = await mkdtemp(join(tmpdir(), `profcpu-engine-${engine}-`));
-  t.after(() => rm(copy, { recursive: true, force: true }));
+  const copy = await tempDir(t, `engine-${engine}`);
   await cp(dir, copy, { recursive: true });
   await postprocess(copy, { engine, tarball: false });
   const stacks = new Map<string, number>();
@@ -67,9 +66,8 @@ async function assertSameFold(t: TestContext, dir: string): Promise<Map<string, 
 }
 
 test('a Node program with a perf map (JIT frames, C++ frames perf demangles): the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   const recording = await recordNode(dir, 1500);
   await keepPerfMap(dir, recording);
 
@@ -79,18 +77,16 @@ test('a Node program with a perf map (JIT frames, C++ frames perf demangles): th
 });
 
 test('a kernel-heavy native program: the same folded stacks from both engines', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   const load = 'dd if=/dev/zero of=/dev/null bs=4k count=300000; dd if=/dev/urandom of=/dev/null bs=64k count=1500';
   await recordCommand(join(dir, 'perf.data'), ['sh', '-c', load]);
   await assertSameFold(t, dir);
 });
 
 test('a recording of another kernel: both engines name its frames from the kallsyms in perf’s build-id cache', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   await recordCommand(join(dir, 'perf.data'), ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=4k count=300000']);
   // The recording made another kernel's: the running kernel's build-id replaced in perf.data's build-id table, and
   // that kernel's kallsyms (this one's, under the new build-id) in the build-id cache of a HOME of its own. perf then
@@ -136,9 +132,8 @@ test('a recording of another kernel: both engines name its frames from the kalls
 });
 
 test('a native program whose stripped library has its debug file beside it: the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   const lib = needNativeLib(t, buildNativeLibIfPossible(join(dir, 'lib')));
   if (!lib) return;
   const out = join(dir, 'out');
@@ -154,9 +149,8 @@ test('a native program whose stripped library has its debug file beside it: the 
 });
 
 test('a .NET app recorded by profcpu collect (kept binaries, perf map, jitdump): the same folded stacks', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'dotnet', 'dotnet-sdk')) return;
-  const work = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!canRecord(t) || !needDotnet(t)) return;
+  const work = await tempDir(t, 'engines');
   const app = await startDotnetApp({ seconds: 60 });
   t.after(() => app.kill());
   const out = join(work, 'out');
@@ -177,9 +171,8 @@ for (const [how, flags, keepVdso] of [
   ['perf record -N --buildid-mmap, with the vdso collect keeps', ['-N', '--buildid-mmap'], true],
 ] as const) {
   test(`a program calling clock_gettime in a loop (${how}): the same vDSO frames from both engines`, async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
-    const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
+    if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
+    const dir = await tempDir(t, 'engines');
     const program = join(dir, 'clockloop');
     // -fno-plt: calls through the GOT, so no sample lands in a PLT entry (covered by a case of its own).
     await execa('gcc', ['-O1', '-fno-omit-frame-pointer', '-fno-plt', '-o', program, clockLoop]);
@@ -201,9 +194,8 @@ for (const [how, flags, keepVdso] of [
 // frames from /tmp/perf-<pid>.map, and so must the built-in engine, from there or from a copy beside perf.data, and
 // say which it read.
 test('perf record of a Node process, its perf map left in /tmp, then copied beside perf.data: both engines name its JIT frames', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   const recording = await recordNode(dir, 1500);
   const map = `/tmp/perf-${recording.pid}.map`;
   t.after(() => rm(map, { force: true }));
@@ -248,9 +240,8 @@ test('perf record of a Node process, its perf map left in /tmp, then copied besi
 // DWARF call graphs: the built-in engine does not unwind them; perf script reads them instead, with one line saying why,
 // or, without perf (or with --engine native asked for), postprocess stops with the reason and the remedy.
 test('perf record --call-graph dwarf: handed to perf script with a warning, or refused with the remedy', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   await execa('perf', [
     'record',
     '--call-graph',
@@ -294,11 +285,10 @@ test('perf record --call-graph dwarf: handed to perf script with a warning, or r
 // `.plt.sec`, which perf 6.1 names after the symbol before its PLT (`_init+0x50`) or not at all: both engines name
 // those frames `<target>@plt` as perf 6.3 and later do, alike, and say so.
 test('calls through .plt.sec recorded by perf 6.1: both engines name them target@plt and say so', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
+  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
   const version = (await execa('perf', ['version'])).stdout;
   if (!/ 6\.1\./.test(version)) return t.skip(`perf ${version}: the renaming is for perf 6.1's recordings`);
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'engines');
   await writeFile(join(dir, 'lib.c'), '__attribute__((noinline)) int tiny(int x) { return x + 1; }\n');
   await writeFile(
     join(dir, 'main.c'),
@@ -356,9 +346,8 @@ test('calls through .plt.sec recorded by perf 6.1: both engines name them target
 // engine choice does not look: the built-in engine stops there, and under the default engine perf script reads the
 // recording instead, from the start, with the same warning and manifest entry as a hand-over decided up front.
 test('a second zstd frame with an 8 MiB window: the default engine hands the recording to perf when it meets it', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-engines-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'engines');
   const load = 'dd if=/dev/urandom of=/dev/null bs=64k count=4000';
   const piped = await execa('sh', ['-c', `perf record -q -z -g -F 999 -e cpu-clock -o - -- ${load} 2>/dev/null`], {
     encoding: 'buffer',

@@ -2,16 +2,16 @@
 // file system) names no build-id: the built-in engine then takes a file's build-id from binaries.json by its path and
 // names its frames from the binary collect kept, never from another file that has the same path on this machine.
 import assert from 'node:assert/strict';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { readElfFile } from '../../src/formats/elf/elf.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
 import { recordCommand } from '../postprocess/recording.js';
+import { tempDir } from '../support/temp.js';
 
 const program = (name: string) => `
 #include <stdlib.h>
@@ -21,9 +21,8 @@ int main(void) { ${name}(); return 0; }
 `;
 
 test('a recording without build-ids names the kept binary’s frames from it, not from the local file at its path', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'gcc', 'gcc')) return;
-  const work = await mkdtemp(join(tmpdir(), 'profcpu-kept-by-path-'));
-  t.after(() => rm(work, { recursive: true, force: true }));
+  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
+  const work = await tempDir(t, 'kept-by-path');
   const app = join(work, 'app');
   const build = async (name: string, to: string) => {
     await writeFile(`${to}.c`, program(name));

@@ -5,8 +5,7 @@
 // The built-in engine must write the same frames (every line but the `#` header) and the same folded stacks.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
@@ -14,6 +13,7 @@ import { extract } from 'tar';
 import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { ownHome } from '../support/home.js';
+import { tempDir } from '../support/temp.js';
 
 const corpus = fileURLToPath(new URL('../fixtures/perf-corpus', import.meta.url));
 
@@ -73,8 +73,7 @@ const cases = [
 
 for (const { name, perfVersion, args, shows } of cases) {
   test(`a recording by perf ${perfVersion} (${name}): the native engine writes its perf script frames and folds`, async (t) => {
-    const work = await mkdtemp(join(tmpdir(), 'profcpu-corpus-'));
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'corpus');
     await extract({ file: join(corpus, `${name}.tar.gz`), cwd: work });
     const dir = join(work, name, 'recording');
     // No perf anywhere: the engine reads the folder alone.
@@ -104,8 +103,7 @@ const handMade = readdirSync(corpus)
 
 for (const archive of handMade) {
   test(`recordings made by hand with ${archive.slice(5, -7)}: the native engine folds each as that perf does`, async (t) => {
-    const work = await mkdtemp(join(tmpdir(), 'profcpu-hand-corpus-'));
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'hand-corpus');
     await extract({ file: join(corpus, archive), cwd: work });
     const top = join(work, archive.slice(0, -7));
     const program = JSON.parse(await readFile(join(top, 'program.json'), 'utf8')) as { path: string; buildId: string };

@@ -3,15 +3,14 @@
 // is perf's, in perf's order, and it leaves out only the kinds of lines it does not claim to write for that version
 // (an event's attributes after its name, the missing features).
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { execa } from 'execa';
 import { readPerfDataFile } from '../../src/engine/perf-data/reader.js';
 import { ScriptTextWriter } from '../../src/engine/script-text.js';
 import { perfVersion } from '../../src/perf/version.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 /** Lines of perf's header the writer writes for perf 6.1 only. */
 const only61 = [/^# missing features: /];
@@ -27,9 +26,8 @@ async function ourHeader(path: string): Promise<string[]> {
 }
 
 test('the header of a whole-machine recording: the lines perf writes, in its order', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-script-header-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  if (!canRecord(t)) return;
+  const dir = await tempDir(t, 'script-header');
   const output = join(dir, 'perf.data');
   await execa('perf', ['record', '-q', '-a', '-g', '-k', '1', '-F', '999', '-o', output, '--', 'sleep', '0.3']);
 

@@ -3,13 +3,13 @@
 // in either place (a writer waiting, as a device's open may act) is never opened and the lookup ends; a recording
 // from elsewhere never reads this machine's /tmp.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { PerfMaps } from '../../src/jit/jit-maps.js';
 import { watchedFifo } from '../support/fifo.js';
+import { tempDir } from '../support/temp.js';
 
 // PIDs no process here has (above the kernel's default pid_max): only the file names matter.
 const pids = { fifoInTmp: 4_500_001, fifoBeside: 4_500_002, inTmp: 4_500_003, beside: 4_500_004 };
@@ -18,8 +18,7 @@ test(
   'a FIFO at /tmp/perf-<pid>.map or beside perf.data is not opened; real maps name, /tmp only when recorded here',
   { timeout: 30_000 },
   async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'profcpu-jit-maps-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'jit-maps');
     const inTmp = await watchedFifo(`/tmp/perf-${pids.fifoInTmp}.map`);
     t.after(() => inTmp.remove());
     const beside = await watchedFifo(join(dir, `perf-${pids.fifoBeside}.map`));

@@ -1,8 +1,7 @@
 // The kallsyms step: this machine's kernel code symbols kept in target/kallsyms (and none of its data symbols); nothing
 // kept when the addresses are hidden (a sidecar without CAP_SYSLOG reads every address as 0), as a fake procfs shows.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
@@ -10,10 +9,10 @@ import { kallsymsStep } from '../../src/kernel/kallsyms-step.js';
 import type { StepContext } from '../../src/step/step.js';
 import { kallsymsTable } from '../../src/formats/kallsyms.js';
 import { needRoot } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 async function folders(t: TestContext) {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-kallsyms-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'kallsyms');
   await mkdir(join(dir, 'out', 'target'), { recursive: true });
   await mkdir(join(dir, 'proc'));
   return { out: join(dir, 'out'), proc: join(dir, 'proc') };

@@ -1,8 +1,7 @@
 // The vdso step: this kernel's vDSO image kept in target/vdso, whole, an ELF file whose symbols name the vdso's
 // functions (the built-in engine's names for [vdso] frames: test/engine/engines.test.ts).
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
@@ -10,10 +9,10 @@ import type { StepContext } from '../../src/step/step.js';
 import { vdsoStep } from '../../src/kernel/vdso-step.js';
 import { bytesSource, readElf } from '../../src/formats/elf/elf.js';
 import { readFunctionTable } from '../../src/formats/elf/elf-functions.js';
+import { tempDir } from '../support/temp.js';
 
 test('the vdso is kept, with its build-id, and its symbols name clock_gettime', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-vdso-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'vdso');
   await mkdir(join(dir, 'target'));
   const context = { dir, procRoot: '/proc', signal: new AbortController().signal } as StepContext;
   const report = await vdsoStep().afterRecording!(context);

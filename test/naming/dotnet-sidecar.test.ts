@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import type { DotnetVersion } from '../support/dotnet-app.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand, needDotnet } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir, type NamingManifest } from './fixture-in-sidecar.js';
 
 /**
@@ -22,12 +22,7 @@ import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir, type NamingManif
 const minimumShare = 0.95;
 
 function prerequisites(t: TestContext): boolean {
-  return (
-    needRoot(t) &&
-    needCommand(t, 'perf', 'linux-perf') &&
-    needCommand(t, 'unshare', 'util-linux') &&
-    need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')
-  );
+  return canRecord(t) && needCommand(t, 'unshare', 'util-linux') && needDotnet(t);
 }
 
 async function record(

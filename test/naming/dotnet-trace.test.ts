@@ -18,7 +18,7 @@
 // is in allocation and GC (native leaves, which EventPipe cannot sample and this comparison leaves out of perf's).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -26,8 +26,9 @@ import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
 import { installDotnetTrace } from '../support/dotnet-trace.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { foldedShares, leading, speedscopeShares, type MethodShares } from './leading-methods.js';
+import { tempDir } from '../support/temp.js';
 
 const execFileAsync = promisify(execFile);
 const entry = 'ProfcpuFixture.LinqMill::Grind';
@@ -47,8 +48,7 @@ const describe = (shares: MethodShares) =>
     .join('\n');
 
 test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound workload', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)'))
-    return;
+  if (!canRecord(t) || !needDotnet(t)) return;
   let dotnetTrace: string;
   try {
     dotnetTrace = await installDotnetTrace();
@@ -56,8 +56,7 @@ test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound worklo
     need(t, false, `dotnet-trace, which \`dotnet tool install\` could not get: ${(error as Error).message}`);
     return;
   }
-  const work = await mkdtemp('/var/tmp/profcpu-dotnet-trace-');
-  t.after(() => rm(work, { recursive: true, force: true }));
+  const work = await tempDir(t, 'dotnet-trace', '/var/tmp');
   const app = await startDotnetApp({ workloads: ['linq'], seconds: 120 });
   t.after(() => app.kill());
 

@@ -4,25 +4,19 @@
 // `[stub: <kind>]`: each such distinct frame is either named now or still unlogged, and some are named.
 import assert from 'node:assert/strict';
 import { createReadStream, existsSync } from 'node:fs';
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
 import { foldStream } from '../../src/stacks/fold.js';
 import { loadFolderResolver } from '../../src/dotnet/naming/folder-resolver.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand, needDotnet } from '../support/requirements.js';
 import { readOutputs, recordFixtureFromSidecar, sidecarWorkDir } from './fixture-in-sidecar.js';
+import { tempDir } from '../support/temp.js';
 
 test('nothing set in the app: stubs are named by kind from the runtime’s memory', { timeout: 300_000 }, async (t) => {
-  if (
-    !needRoot(t) ||
-    !needCommand(t, 'perf', 'linux-perf') ||
-    !needCommand(t, 'unshare', 'util-linux') ||
-    !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')
-  )
-    return;
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux') || !needDotnet(t)) return;
   const work = await sidecarWorkDir();
   t.after(() => rm(work, { recursive: true, force: true }));
   const recording = await recordFixtureFromSidecar({ env: {}, work, seconds: 8 });
@@ -38,8 +32,7 @@ test('nothing set in the app: stubs are named by kind from the runtime’s memor
 
   // perf's own text, from a copy post-processed without a resolver; then folded with the folder's resolver, with
   // and without the stub table.
-  const plain = await mkdtemp(join(tmpdir(), 'profcpu-stubs-plain-'));
-  t.after(() => rm(plain, { recursive: true, force: true }));
+  const plain = await tempDir(t, 'stubs-plain');
   await cp(recording.dir, plain, { recursive: true });
   await postprocess(plain, { resolver: undefined, tarball: false, force: true });
   const script = join(plain, layout.perfScript);

@@ -20,7 +20,7 @@ import { isProfcpuError } from '../../src/error.js';
 import { parsePerfConfigValue, perfBuildIdDir } from '../../src/perf/buildid-cache.js';
 import { placeDebugFile } from '../../src/debug-files/debug-placement.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../fixtures/native-lib/build.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
 
 let work: string;
 let lib: NativeLib | undefined;
@@ -110,7 +110,7 @@ test('an entry in an old layout (link to a file) is an error with a remedy', asy
 
 test('perf script names the stripped library’s static functions once `debug` is placed', async (t) => {
   const l = needNativeLib(t, lib);
-  if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!l || !canRecord(t)) return;
   const home = join(work, 'perf-home');
   mkdirSync(home, { recursive: true });
   const env = { ...process.env, HOME: home };
@@ -137,7 +137,7 @@ test('perf script names the stripped library’s static functions once `debug` i
 
 test('placed before perf record made the entry: record keeps it and perf script names the functions', async (t) => {
   const l = needNativeLib(t, lib);
-  if (!l || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!l || !canRecord(t)) return;
   const home = join(work, 'perf-home-first');
   const app = join(work, 'app-first');
   mkdirSync(app, { recursive: true });

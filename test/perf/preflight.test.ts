@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import {
@@ -16,6 +15,7 @@ import { capability } from '../../src/target/procfs.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { needCommand } from '../support/requirements.js';
+import { tempDir } from '../support/temp.js';
 
 const now = 1_800_000_000_000;
 const bit = (n: number) => 1n << BigInt(n);
@@ -180,8 +180,7 @@ test('cyclesCounted reads perf stat’s CSV', () => {
 });
 
 async function fakeRoot(t: TestContext) {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-preflight-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'preflight');
   return dir;
 }
 

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { cgroupMounts, parseCgroupV2, spinsWhenThreadsExit } from '../../src/perf/record-scope.js';
 import { ownCgroup } from '../support/cgroup.js';
 import { runCli } from '../support/cli.js';
-import { need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, need } from '../support/requirements.js';
 
 test('perfs before 7.2 spin on exited threads', () => {
   for (const v of ['6.1.187', '6.12.95', '7.1.13', '5.10']) assert.equal(spinsWhenThreadsExit(v), true, v);
@@ -43,7 +43,7 @@ test(
     timeout: 120_000,
   },
   async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+    if (!canRecord(t)) return;
     const work = await mkdtemp(join(tmpdir(), 'profcpu-scope-'));
     const script = join(work, 'churn.js');
     await writeFile(script, churn);

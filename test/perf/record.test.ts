@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isProfcpuError } from '../../src/error.js';
 import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, needCommand } from '../support/requirements.js';
+import { nonexistentPid } from '../support/processes.js';
+import { tempDir } from '../support/temp.js';
 
 test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one process, each sample written at once', () => {
   assert.deepEqual(recordArgs({ pid: 42, output: '/o/perf.data' }), [
@@ -70,13 +70,12 @@ test('parseRecordSummary reads perf’s closing line, and its sample count when 
 });
 
 async function out(t: TestContext): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-record-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'record');
   return join(dir, 'perf.data');
 }
 
 test('stop() ends a recording cleanly with the samples perf wrote', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30);
   t.after(() => node.kill());
   const output = await out(t);
@@ -93,7 +92,7 @@ test('stop() ends a recording cleanly with the samples perf wrote', async (t) =>
 });
 
 test('a target exiting ends the recording by itself', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const node = await startNodeBurn(30);
   t.after(() => node.kill());
   const recording = startRecord({ pid: node.pid, output: await out(t) });
@@ -115,8 +114,3 @@ test('a PID perf cannot attach to rejects with a PerfError keeping perf’s comp
     return true;
   });
 });
-
-/** A PID no process can have: one above the kernel's pid_max. */
-function nonexistentPid(): number {
-  return Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1;
-}

@@ -14,7 +14,7 @@ import { perfDataState, recoverPerfData } from '../../src/perf/recover.js';
 import { buildIdMmapWorks, recordArgs } from '../../src/perf/record.js';
 import { kernelRelease, perfVersion } from '../../src/perf/version.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 
 /** User and system CPU seconds a process has used (/proc/PID/stat, 100 ticks a second). */
 async function cpuSeconds(pid: number): Promise<number> {
@@ -34,7 +34,7 @@ async function folderFor(t: TestContext) {
 }
 
 test('perf killed mid-recording: every sample it wrote is recovered and perf script reads them all', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const { dir, folder } = await folderFor(t);
   const node = await startNodeBurn(30);
   t.after(() => node.kill());

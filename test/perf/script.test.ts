@@ -7,7 +7,7 @@ import { isProfcpuError } from '../../src/error.js';
 import { PerfError } from '../../src/perf/exec.js';
 import { perfScript, perfScriptArgs } from '../../src/perf/script.js';
 import { scratchFolder } from '../support/fake-executables.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 import { burnFunctions, recordNode } from '../postprocess/recording.js';
 
 const scratch = scratchFolder('script');
@@ -94,7 +94,7 @@ test('a damaged perf.data gets a remedy about the file, and the message names th
 });
 
 test('the real perf script streams a real recording', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const out = join(scratch.dir, 'recording');
   const { pid } = await recordNode(out, 800);
   try {

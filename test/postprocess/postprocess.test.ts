@@ -10,7 +10,7 @@ import { startTarball } from '../../src/output/tarball.js';
 import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
-import { have, isRoot, need, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, isRoot, need, needCommand } from '../support/requirements.js';
 import {
   burnFunctions,
   keepPerfMap,
@@ -40,7 +40,7 @@ after(async () => {
 let copies = 0;
 /** A fresh copy of the recorded folder, or undefined (test skipped) without root and perf. */
 async function folder(t: TestContext): Promise<string | undefined> {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !recording) return undefined;
+  if (!canRecord(t) || !recording) return undefined;
   const dir = join(root, `case-${++copies}`);
   await cp(recorded, dir, { recursive: true });
   return dir;
@@ -314,7 +314,7 @@ test('an output that cannot be written is an IO error with a remedy, and perf.da
 });
 
 test('a target gone from its own PID namespace: its map copy is placed under the PID perf recorded', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !needCommand(t, 'unshare', 'util-linux')) return;
+  if (!canRecord(t) || !needCommand(t, 'unshare', 'util-linux')) return;
   const dir = join(root, 'namespaced');
   const target = await recordNamespaced(dir);
   if (!need(t, target.nspid === 1 && target.pid !== 1, 'a PID namespace from unshare --pid')) return;

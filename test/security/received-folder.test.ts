@@ -12,7 +12,7 @@ import { layout } from '../../src/output/layout.js';
 import { keepPerfMap, recordNode, type Recording } from '../postprocess/recording.js';
 import { runCli } from '../support/cli.js';
 import { scanForMarker } from '../support/hostile.js';
-import { have, isRoot, needCommand, needRoot } from '../support/requirements.js';
+import { canRecord, have, isRoot } from '../support/requirements.js';
 
 const deadline = { timeout: 60_000 };
 
@@ -42,7 +42,7 @@ interface Case {
 
 let cases = 0;
 async function received(t: TestContext): Promise<Case | undefined> {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !recording) return undefined;
+  if (!canRecord(t) || !recording) return undefined;
   const base = join(root, `case-${++cases}`);
   const dir = join(base, 'received');
   const outside = join(base, 'outside');

@@ -2,14 +2,12 @@
 // builds it once per source version into the test cache (restoring Microsoft.Diagnostics.Runtime), and
 // `readDump(path)` runs it on a core dump, giving its OS thread count and each managed thread's frames;
 // `readStubHeaps(pid)` attaches it to a live process, giving the ranges of its stub heaps.
-// Callers check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+// Callers check for the SDK first: `needDotnet(t)`.
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { buildIntoCache, sourceHash } from './build-cache.js';
 import { dotnetBuildEnv, testCacheDir } from './dotnet-app.js';
 
 const source = fileURLToPath(new URL('../fixtures/clrmd-reader', import.meta.url));
@@ -28,19 +26,15 @@ export function buildClrmdReader(): Promise<string> {
 }
 
 async function buildOnce(): Promise<string> {
-  const hash = createHash('sha256');
-  for (const name of (await readdir(source)).filter((n) => /\.(cs|csproj)$/.test(n)).sort())
-    hash
-      .update(name)
-      .update('\0')
-      .update(await readFile(join(source, name)));
-  const finalDir = join(testCacheDir, `clrmd-reader-${hash.digest('hex').slice(0, 16)}`);
-  const executable = join(finalDir, 'bin', 'ClrmdReader', 'release', 'ClrmdReader');
-  if (existsSync(executable)) return executable;
-  await mkdir(testCacheDir, { recursive: true });
-  // Built aside then renamed, so concurrent test processes never see a half-written build.
-  const workDir = `${finalDir}.building-${process.pid}`;
-  await rm(workDir, { recursive: true, force: true });
+  const finalDir = join(testCacheDir, `clrmd-reader-${await sourceHash(source, /\.(cs|csproj)$/)}`);
+  return buildIntoCache({
+    finalDir,
+    executable: join(finalDir, 'bin', 'ClrmdReader', 'release', 'ClrmdReader'),
+    build,
+  });
+}
+
+async function build(workDir: string): Promise<void> {
   try {
     await execFileAsync(
       'dotnet',
@@ -63,13 +57,6 @@ async function buildOnce(): Promise<string> {
     const out = (error as { stdout?: string }).stdout ?? '';
     throw new Error(`building the ClrMD reader failed:\n${out.slice(-4000)}`, { cause: error });
   }
-  try {
-    await rename(workDir, finalDir);
-  } catch (error) {
-    if (!existsSync(executable)) throw error;
-    await rm(workDir, { recursive: true, force: true });
-  }
-  return executable;
 }
 
 /** What ClrMD reads in the dump at `path`. */

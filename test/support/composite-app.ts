@@ -3,11 +3,10 @@
 // rewritten component assemblies whose metadata names its methods. Built once per source version into the test cache
 // (about 20 s of CPU; the runtime pack, crossgen2 and the IL linker come from NuGet on the first build).
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { buildIntoCache, sourceHash } from './build-cache.js';
 import { dotnetAppSource, dotnetBuildEnv, testCacheDir } from './dotnet-app.js';
 
 const execFileAsync = promisify(execFile);
@@ -20,14 +19,12 @@ export function buildCompositeDotnetApp(): Promise<string> {
 }
 
 async function buildOnce(): Promise<string> {
-  const hash = createHash('sha256').update('composite-1');
-  for (const name of (await readdir(dotnetAppSource)).filter((n) => /\.(cs|csproj)$/.test(n)).sort())
-    hash.update(name).update(await readFile(join(dotnetAppSource, name)));
-  const finalDir = join(testCacheDir, `dotnet-composite-${hash.digest('hex').slice(0, 16)}`);
-  const executable = join(finalDir, 'app', 'ProfcpuFixture');
-  if (existsSync(executable)) return executable;
-  const workDir = `${finalDir}.building-${process.pid}`;
-  await rm(workDir, { recursive: true, force: true });
+  const hash = await sourceHash(dotnetAppSource, /\.(cs|csproj)$/, { seed: 'composite-1', separator: '' });
+  const finalDir = join(testCacheDir, `dotnet-composite-${hash}`);
+  return buildIntoCache({ finalDir, executable: join(finalDir, 'app', 'ProfcpuFixture'), build });
+}
+
+async function build(workDir: string): Promise<void> {
   await mkdir(workDir, { recursive: true });
   // The fixture's own NuGet.config allows no package source; this build needs NuGet's (runtime pack, crossgen2).
   await cp(dotnetAppSource, join(workDir, 'src'), {
@@ -69,11 +66,4 @@ async function buildOnce(): Promise<string> {
       cause: error,
     });
   }
-  try {
-    await rename(workDir, finalDir);
-  } catch (error) {
-    if (!existsSync(executable)) throw error;
-    await rm(workDir, { recursive: true, force: true });
-  }
-  return executable;
 }

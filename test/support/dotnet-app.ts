@@ -4,15 +4,15 @@
 // { pid, kill() }. .NET 10 (the default) is a plain build on the SDK's own shared framework, built with no network;
 // .NET 8 and 9 are published self-contained for linux-x64 (the runtime, libcoreclr.so and System.Private.CoreLib in
 // the app's folder), with the runtime packs the SDK picks restored from NuGet on the first build.
-// Tests check for the SDK first: `needCommand(t, 'dotnet', 'the .NET SDK')`.
+// Tests check for the SDK first: `needDotnet(t)`.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { buildIntoCache, sourceHash } from './build-cache.js';
 
 export const dotnetAppSource = fileURLToPath(new URL('../fixtures/dotnet-app', import.meta.url));
 
@@ -88,30 +88,18 @@ export function buildDotnetApp(version: DotnetVersion = 10): Promise<string> {
   return build;
 }
 
-async function sourceHash(): Promise<string> {
-  const hash = createHash('sha256');
-  const names = (await readdir(dotnetAppSource)).filter((n) => /\.(cs|csproj|config)$/.test(n)).sort();
-  for (const name of names)
-    hash
-      .update(name)
-      .update('\0')
-      .update(await readFile(join(dotnetAppSource, name)));
-  return hash.digest('hex').slice(0, 16);
-}
-
 async function buildOnce(version: DotnetVersion): Promise<string> {
   // .NET 10 keeps the folder name it always had, so existing caches stay valid.
   const name = version === 10 ? 'dotnet-app' : `dotnet-app-net${version}`;
-  const finalDir = join(testCacheDir, `${name}-${await sourceHash()}`);
+  const finalDir = join(testCacheDir, `${name}-${await sourceHash(dotnetAppSource, /\.(cs|csproj|config)$/)}`);
   const executable =
     version === 10
       ? join(finalDir, 'bin', 'ProfcpuFixture', 'release', 'ProfcpuFixture')
       : join(finalDir, 'publish', 'ProfcpuFixture', 'release_linux-x64', 'ProfcpuFixture');
-  if (existsSync(executable)) return executable;
-  await mkdir(testCacheDir, { recursive: true });
-  // Built aside then renamed, so concurrent test processes never see a half-written build.
-  const workDir = `${finalDir}.building-${process.pid}`;
-  await rm(workDir, { recursive: true, force: true });
+  return buildIntoCache({ finalDir, executable, build: (workDir) => build(version, workDir) });
+}
+
+async function build(version: DotnetVersion, workDir: string): Promise<void> {
   try {
     const project = join(dotnetAppSource, 'ProfcpuFixture.csproj');
     const common = ['-c', 'Release', '--artifacts-path', workDir, '-nodeReuse:false', '-p:UseSharedCompilation=false'];
@@ -136,14 +124,6 @@ async function buildOnce(version: DotnetVersion): Promise<string> {
     const hint = version === 10 ? '' : ` (.NET ${version}'s runtime packs come from NuGet at ${nugetSource})`;
     throw new Error(`building the .NET ${version} fixture failed${hint}:\n${out.slice(-4000)}`, { cause: error });
   }
-  try {
-    await rename(workDir, finalDir);
-  } catch (error) {
-    // Another test process finished first: its build is the same sources.
-    if (!existsSync(executable)) throw error;
-    await rm(workDir, { recursive: true, force: true });
-  }
-  return executable;
 }
 
 /** Starts the fixture and waits for "ready". Call `kill()` when done (e.g. in `t.after`). */

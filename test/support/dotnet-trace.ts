@@ -3,10 +3,10 @@
 // the machine's NuGet sources: the first run needs NuGet, later ones nothing) and gives the executable's path.
 // Tests check for the SDK first, then call `need(t, ...)` with the install's outcome.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { buildIntoCache } from './build-cache.js';
 import { testCacheDir } from './dotnet-app.js';
 
 /** The version installed: one NuGet serves here, with `--profile dotnet-sampled-thread-time` for `collect`. */
@@ -23,11 +23,10 @@ export function installDotnetTrace(): Promise<string> {
 
 async function installOnce(): Promise<string> {
   const finalDir = join(testCacheDir, `dotnet-trace-${dotnetTraceVersion}`);
-  const executable = join(finalDir, 'dotnet-trace');
-  if (existsSync(executable)) return executable;
-  await mkdir(testCacheDir, { recursive: true });
-  const workDir = `${finalDir}.installing-${process.pid}`;
-  await rm(workDir, { recursive: true, force: true });
+  return buildIntoCache({ finalDir, executable: join(finalDir, 'dotnet-trace'), build: install, verb: 'installing' });
+}
+
+async function install(workDir: string): Promise<void> {
   try {
     // From the cache folder, so no project's NuGet.config (the fixture's clears every source) is in the way.
     await execFileAsync(
@@ -47,11 +46,4 @@ async function installOnce(): Promise<string> {
       { cause: error },
     );
   }
-  try {
-    await rename(workDir, finalDir);
-  } catch (error) {
-    if (!existsSync(executable)) throw error;
-    await rm(workDir, { recursive: true, force: true });
-  }
-  return executable;
 }

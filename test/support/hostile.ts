@@ -10,11 +10,11 @@
 // - `scanForMarker(dir, marker)`: every file of a folder (gzip files decompressed, links not followed) holding the
 //   marker, and every link found.
 import { createReadStream } from 'node:fs';
-import { lstat, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
-import { needCommand, needRoot } from './requirements.js';
+import { canRecord, needCommand } from './requirements.js';
 import type { TestContext } from 'node:test';
 import { cliPath } from './cli.js';
 import {
@@ -24,6 +24,7 @@ import {
   type NamespacedTargetOptions,
   type SidecarOptions,
 } from './namespaces.js';
+import { tempDir } from './temp.js';
 
 export interface HostileScene {
   /** A fresh folder under /var/tmp, hidden from the target: the sidecar's working directory. */
@@ -38,12 +39,11 @@ export interface HostileScene {
 
 /** What every hostile scene needs: root, perf, and nsenter for the sidecar; false (the test skipped) without. */
 export function canStageHostileScenes(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf') && needCommand(t, 'nsenter', 'util-linux');
+  return canRecord(t) && needCommand(t, 'nsenter', 'util-linux');
 }
 
 export async function hostileScene(t: TestContext): Promise<HostileScene> {
-  const dir = await mkdtemp('/var/tmp/profcpu-hostile-');
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'hostile', '/var/tmp');
   const marker = `PROFCPU-SECRET-${randomBytes(8).toString('hex')}`;
   const secret = join(dir, 'secret');
   await writeFile(secret, `${marker}:host\n`);

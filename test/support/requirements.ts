@@ -1,4 +1,5 @@
-// Tests that need something from the machine (perf, root, the .NET SDK, gcc, debuginfod...) call `need`.
+// Tests that need something from the machine (perf, root, the .NET SDK, gcc, debuginfod...) call `need`, or one
+// of the guards below for what many tests need (`canRecord`: root and perf; `needDotnet`: the .NET SDK).
 // When it is missing: under CI=true the test fails with a message naming it; elsewhere it is skipped with that
 // message.
 import { execFileSync } from 'node:child_process';
@@ -34,4 +35,14 @@ export function needCommand(t: TestContext, command: string, debianPackage?: str
 
 export function needRoot(t: TestContext): boolean {
   return need(t, isRoot(), 'root (perf and namespaces)');
+}
+
+/** What recording with perf needs: root, then perf. */
+export function canRecord(t: TestContext): boolean {
+  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
+}
+
+/** The .NET SDK (`dotnet`), to build the fixtures; `purpose` ends the message ("to publish ..."). */
+export function needDotnet(t: TestContext, purpose?: string): boolean {
+  return need(t, have('dotnet'), `the .NET SDK (\`dotnet\`)${purpose ? ` ${purpose}` : ''}`);
 }

@@ -8,8 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { have, need, needCommand, needRoot } from '../support/requirements.js';
-import { lines, startWatch, workDir } from './watch-support.js';
+import { canRecord, needDotnet } from '../support/requirements.js';
+import { lines, startWatch } from './watch-support.js';
+import { tempDir } from '../support/temp.js';
 
 // Other tests may run fixture apps at the same time: this test's are told apart by their --burn-while file.
 const rules = (gate: string) => `
@@ -26,9 +27,8 @@ retention: { maxRuns: 5, maxBytes: 4GiB }
 `;
 
 test('a .NET app that idles, burns, restarts and burns again: one profile per burn, the restarted app found again', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf') || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)'))
-    return;
-  const work = await workDir(t);
+  if (!canRecord(t) || !needDotnet(t)) return;
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const gate = join(work, 'burn');
   const rulesFile = join(work, 'rules.yaml');
   await writeFile(rulesFile, rules(gate));

@@ -5,12 +5,13 @@ import { open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { have, need, needRoot } from '../support/requirements.js';
-import { startWatch, workDir } from './watch-support.js';
+import { needDotnet, needRoot } from '../support/requirements.js';
+import { startWatch } from './watch-support.js';
+import { tempDir } from '../support/temp.js';
 
 test('a dump action on demand: a mini dump of the .NET app in the run folder, with its manifest, indexed', async (t) => {
-  if (!needRoot(t) || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')) return;
-  const work = await workDir(t);
+  if (!needRoot(t) || !needDotnet(t)) return;
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const gate = join(work, 'burn');
   const app = await startDotnetApp({ burnWhile: gate, workloads: ['generic'] });
   t.after(() => app.kill());

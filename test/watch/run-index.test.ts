@@ -2,18 +2,13 @@
 // index.json survives a restart of the watch (a run it left under way becomes discarded); index.html escapes what
 // came from the target and links only inside each run's folder.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { needRoot } from '../support/requirements.js';
 import { folderBytes, indexHtml, RunIndex, type RunEntry } from '../../src/watch/run-index.js';
-
-async function watchFolder(t: TestContext): Promise<string> {
-  const dir = await mkdtemp('/var/tmp/profcpu-watch-index-');
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { tempDir } from '../support/temp.js';
 
 function entry(id: string, bytes: number, extra: Partial<RunEntry> = {}): RunEntry {
   return {
@@ -37,7 +32,7 @@ async function run(dir: string, id: string, kib: number): Promise<number> {
 }
 
 test('retention removes the oldest runs first, by count then by bytes, and always keeps the newest', async (t) => {
-  const dir = await watchFolder(t);
+  const dir = await tempDir(t, 'watch-index', '/var/tmp');
   const folder = await OutputFolder.open(dir);
   t.after(() => folder.close());
   const index = await RunIndex.open(folder);
@@ -74,7 +69,7 @@ test('retention removes the oldest runs first, by count then by bytes, and alway
 });
 
 test('a later watch carries on from index.json; a run left under way is discarded, entries with bad ids dropped', async (t) => {
-  const dir = await watchFolder(t);
+  const dir = await tempDir(t, 'watch-index', '/var/tmp');
   await writeFile(
     join(dir, 'index.json'),
     JSON.stringify({
@@ -101,7 +96,7 @@ test('a later watch carries on from index.json; a run left under way is discarde
 });
 
 test('index.json planted as a link is replaced, not written through', async (t) => {
-  const dir = await watchFolder(t);
+  const dir = await tempDir(t, 'watch-index', '/var/tmp');
   const outside = join(dir, '..', `profcpu-watch-outside-${process.pid}`);
   await writeFile(outside, 'untouched');
   t.after(() => rm(outside, { force: true }));
@@ -118,7 +113,7 @@ test('index.json planted as a link is replaced, not written through', async (t) 
 
 test('the index files are given to the owner asked for (the launcher’s user)', async (t) => {
   if (!needRoot(t)) return;
-  const dir = await watchFolder(t);
+  const dir = await tempDir(t, 'watch-index', '/var/tmp');
   const folder = await OutputFolder.open(dir);
   t.after(() => folder.close());
   const index = await RunIndex.open(folder, { uid: 4321, gid: 4322 });

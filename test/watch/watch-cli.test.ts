@@ -6,10 +6,10 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../support/cli.js';
-import { workDir } from './watch-support.js';
+import { tempDir } from '../support/temp.js';
 
 test('usage errors exit 2 with the reason, naming the rules file’s field', async (t) => {
-  const work = await workDir(t);
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const none = await runCli(['watch', '--output', work]);
   assert.equal(none.exitCode, 2, String(none.all));
   assert.match(
@@ -39,7 +39,7 @@ test('usage errors exit 2 with the reason, naming the rules file’s field', asy
 });
 
 test('a watch whose only rule’s lifetime is over ends by itself, exit 0, with an empty index given to the owner', async (t) => {
-  const work = await workDir(t);
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const run = await runCli(
     ['watch', '--on-demand', '--pid', String(process.pid), '--lifetime', '2s', '--output', work, '--poll', '0.2'],
     { timeout: 60_000, env: { PROFCPU_OUTPUT_OWNER: '4321:4322' } },

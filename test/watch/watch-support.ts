@@ -1,7 +1,7 @@
 // Running `profcpu watch` in tests: the built CLI started in the background, its log lines awaited one by one, and the
 // run folder's index read back.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { cliPath } from '../support/cli.js';
@@ -19,12 +19,6 @@ export interface RunningWatch {
   /** Resolves with the exit code once the watch ended. */
   exited: Promise<number | null>;
   index(): Promise<RunEntry[]>;
-}
-
-export async function workDir(t: TestContext): Promise<string> {
-  const dir = await mkdtemp('/var/tmp/profcpu-watch-');
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
 }
 
 export function startWatch(t: TestContext, dir: string, args: readonly string[]): RunningWatch {

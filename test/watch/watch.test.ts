@@ -9,13 +9,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
-import { needCommand, needRoot } from '../support/requirements.js';
+import { canRecord } from '../support/requirements.js';
 import { nodePerfMapFlags } from '../fixtures/node-burn/node-burn.js';
-import { burnWhileScript, lines, startWatch, workDir } from './watch-support.js';
-
-function canRecord(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
-}
+import { burnWhileScript, lines, startWatch } from './watch-support.js';
+import { tempDir } from '../support/temp.js';
 
 async function startBurner(t: TestContext, gate: string) {
   const child = spawn(process.execPath, [...nodePerfMapFlags, burnWhileScript, gate], {
@@ -44,7 +41,7 @@ async function startBurner(t: TestContext, gate: string) {
  */
 async function watchBurner(t: TestContext, options: { burning: boolean }, args: readonly string[]) {
   if (!canRecord(t)) return undefined;
-  const work = await workDir(t);
+  const work = await tempDir(t, 'watch', '/var/tmp');
   const gate = join(work, 'burn');
   if (options.burning) await writeFile(gate, '');
   const burner = await startBurner(t, gate);

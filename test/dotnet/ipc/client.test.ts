@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { disablePerfMap, enablePerfMap, getProcessInfo } from '../../../src/dotnet/ipc/client.js';
 import { openPerfMapFiles } from '../../../src/dotnet/perfmap/perfmap-session.js';
 import {
@@ -16,11 +17,10 @@ import {
 import { findDiagnosticSocket } from '../../../src/dotnet/ipc/socket-path.js';
 import { exchange, SUN_PATH_MAX } from '../../../src/dotnet/ipc/transport.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
-import { needCommand } from '../../support/requirements.js';
+import { needDotnet } from '../../support/requirements.js';
 import { errorReply, okReply, processInfoPayload, startFakeIpcServer } from './ipc-bytes.js';
 
 const size = (path: string): number => (existsSync(path) ? statSync(path).size : -1);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitFor(what: string, condition: () => boolean, timeoutMs = 20_000): Promise<void> {
   for (const deadline = Date.now() + timeoutMs; !condition(); await sleep(100)) {
@@ -30,7 +30,7 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs = 20_00
 
 describe('diagnostic IPC with a real .NET runtime', () => {
   it('ProcessInfo2, then EnablePerfMap writes perf map and jitdump, DisablePerfMap stops them', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const startedMs = Date.now();
     const app = await startDotnetApp({ seconds: 120, env: { DOTNET_PerfMapStubGranularity: '4' } });
     t.after(() => app.kill());
@@ -76,7 +76,7 @@ describe('diagnostic IPC with a real .NET runtime', () => {
   });
 
   it(`reaches a runtime whose socket path via /proc/PID/root exceeds ${SUN_PATH_MAX} bytes`, async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     // Long enough that /proc/PID/root/<TMPDIR>/dotnet-diagnostic-... is too long, short enough for the runtime itself.
     const base = await mkdtemp('/tmp/profcpu-long-');
     const tmp = `${base}/${'t'.repeat(56 - base.length)}`;

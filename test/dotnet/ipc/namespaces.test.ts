@@ -11,7 +11,7 @@ import { preparePerfMap } from '../../../src/dotnet/perfmap/perfmap-session.js';
 import { findDiagnosticSocket } from '../../../src/dotnet/ipc/socket-path.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
 import { startInSidecar } from '../../support/namespaces.js';
-import { needCommand, needRoot } from '../../support/requirements.js';
+import { needCommand, needDotnet, needRoot } from '../../support/requirements.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const probe = fileURLToPath(new URL('./sidecar-probe.ts', import.meta.url));
@@ -42,7 +42,7 @@ async function namespacedApp(t: TestContext) {
 
 describe('a target in its own PID and mount namespaces', () => {
   it('is reached from the host through /proc/PID/root under its namespace pid', async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'dotnet', 'the .NET SDK') || !needCommand(t, 'unshare', 'util-linux')) return;
+    if (!needRoot(t) || !needDotnet(t) || !needCommand(t, 'unshare', 'util-linux')) return;
     const app = await namespacedApp(t);
     assert.equal(app.nspid, 1);
     assert.notEqual(app.pid, 1);
@@ -63,7 +63,7 @@ describe('a target in its own PID and mount namespaces', () => {
   });
 
   it('is reached from a sidecar sharing only its PID namespace, with a /tmp of its own', async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'dotnet', 'the .NET SDK') || !needCommand(t, 'nsenter', 'util-linux')) return;
+    if (!needRoot(t) || !needDotnet(t) || !needCommand(t, 'nsenter', 'util-linux')) return;
     const app = await namespacedApp(t);
     const run = await startInSidecar(app.pid, process.execPath, ['--import', 'tsx', probe, '1'], {
       cwd: repoRoot,

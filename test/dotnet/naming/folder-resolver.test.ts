@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
+import { tempDir } from '../../support/temp.js';
 
 function jitDump(records: { start: bigint; size: number; name: string }[]): Buffer {
   const header = Buffer.alloc(40);
@@ -26,8 +26,7 @@ function jitDump(records: { start: bigint; size: number; name: string }[]): Buff
 }
 
 async function folder(t: { after: (f: () => Promise<void>) => void }, files: Record<string, string | Buffer>) {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-bundle-resolver-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'bundle-resolver');
   await mkdir(join(dir, 'target'));
   for (const [name, content] of Object.entries(files)) await writeFile(join(dir, name), content);
   return dir;

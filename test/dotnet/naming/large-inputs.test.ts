@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { test, type TestContext } from 'node:test';
 import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
 import { unloggedStubName } from '../../../src/dotnet/naming/resolver.js';
+import { tempDir } from '../../support/temp.js';
 
 // Output folders as big services leave them: perf maps and jitdumps of hundreds of thousands of methods, which once
 // overflowed the stack (`push(...entries)`) or were silently dropped. Every address is a function of the entry's
@@ -63,8 +63,7 @@ const hexDigits = Buffer.from('0123456789abcdef');
  * ones repeat the perf map's entries in order, as the runtime writes them, odd ones are ReadyToRun methods.
  */
 async function outputFolder(t: TestContext, entries: number, records: number) {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-large-inputs-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'large-inputs');
   await mkdir(join(dir, 'target'));
   const map = new ByteWriter(Buffer.alloc(entries * 160));
   for (let i = 0; i < entries; i++) {

@@ -2,12 +2,12 @@
 // (W^X on): five JIT frames in memfd:doublemapper and one ReadyToRun frame in System.Private.CoreLib.dll, all
 // `[unknown]` to perf, named from an output folder's snapshots (addresses and names as they were in that recording).
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { StackFolder, type FoldResult } from '../../../src/stacks/fold.js';
 import { loadFolderResolver } from '../../../src/dotnet/naming/folder-resolver.js';
+import { tempDir } from '../../support/temp.js';
 
 const runtime = '/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12';
 const memfd = '/memfd:doublemapper (deleted)';
@@ -57,8 +57,7 @@ function jitDump(start: bigint, size: number, name: string): Buffer {
 }
 
 test('a sample perf left unnamed comes out of the fold fully named but for libcoreclr.so', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-resolver-fold-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'resolver-fold');
   await mkdir(join(dir, 'target'));
   await writeFile(join(dir, 'target/target.json'), JSON.stringify({ pid: 1, nspid: 1, runtime: 'dotnet' }));
   await writeFile(join(dir, 'target/perf-1.map'), perfMap);

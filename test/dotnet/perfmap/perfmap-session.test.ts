@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   openPerfMapFiles,
   perfMapEnabledBySetting,
@@ -13,11 +14,9 @@ import { isProfcpuError } from '../../../src/error.js';
 import { parseJitDump } from '../../../src/formats/jit/jitdump.js';
 import { hasReadyToRunTag } from '../../../src/dotnet/naming/resolver.js';
 import { startDotnetApp, type DotnetAppOptions } from '../../support/dotnet-app.js';
-import { needCommand } from '../../support/requirements.js';
+import { needDotnet } from '../../support/requirements.js';
 import { fakeProcessView } from '../../support/fake-proc.js';
 import { errorReply, okReply, startFakeIpcServer } from '../ipc/ipc-bytes.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function app(t: TestContext, options: DotnetAppOptions = {}) {
   const started = await startDotnetApp({ seconds: 60, workloads: ['generic', 'linq'], ...options });
@@ -36,7 +35,7 @@ describe('perfMapEnabledBySetting reads the variable as the runtime does', () =>
 
 describe('preparePerfMap against the real runtime', () => {
   it('off sends nothing; auto on a target with perf maps off enables, restore disables', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     // Stub logging off: no stub block can end the jitdump (see client.test.ts).
     const target = await app(t, { env: { DOTNET_PerfMapStubGranularity: '4' } });
 
@@ -65,7 +64,7 @@ describe('preparePerfMap against the real runtime', () => {
   });
 
   it('DOTNET_PerfMapEnabled=1: the jitdump the runtime abandoned is re-opened and left on after restore', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1' } });
     // .NET 10 closed the jitdump during startup (a stub block it could not copy whole).
     assert.deepEqual(await openPerfMapFiles(target.pid, target.nspid), { perfMap: true, jitDump: false });
@@ -83,7 +82,7 @@ describe('preparePerfMap against the real runtime', () => {
   });
 
   it('with DOTNET_PerfMapStubGranularity=2 as well, the jitdump enabled at startup stays open', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const target = await app(t, { env: { DOTNET_PerfMapEnabled: '1', DOTNET_PerfMapStubGranularity: '2' } });
     const session = await preparePerfMap(target.pid, 'auto');
     assert.equal(session.state, 'already-enabled');
@@ -98,7 +97,7 @@ describe('preparePerfMap against the real runtime', () => {
   });
 
   it('restore after the target exited is quiet', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const target = await app(t);
     const session = await preparePerfMap(target.pid, 'auto');
     assert.equal(session.state, 'enabled-by-profcpu');

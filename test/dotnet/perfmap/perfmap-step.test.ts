@@ -2,16 +2,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { StepContext } from '../../../src/step/step.js';
 import { openPerfMapFiles } from '../../../src/dotnet/perfmap/perfmap-session.js';
 import { perfMapStep } from '../../../src/dotnet/perfmap/perfmap-step.js';
 import { inspectProcess, type TargetInfo } from '../../../src/target/inspect.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
-import { needCommand } from '../../support/requirements.js';
+import { needDotnet } from '../../support/requirements.js';
 import { fakeProcessView } from '../../support/fake-proc.js';
 import { okReply, startFakeIpcServer } from '../ipc/ipc-bytes.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function stepContext(pid: number, signal: AbortSignal) {
   const lines: { warn: string[]; progress: string[] } = { warn: [], progress: [] };
@@ -67,7 +66,7 @@ async function dotnetTarget(t: TestContext) {
 
 describe('the perfMap collect step', () => {
   it('enables before recording and restores after, reporting both', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const app = await dotnetTarget(t);
     const { context, lines } = await stepContext(app.pid, new AbortController().signal);
     const step = perfMapStep({ mode: 'auto' });
@@ -83,7 +82,7 @@ describe('the perfMap collect step', () => {
   });
 
   it('restores when the session is aborted before the after-recording steps', async (t) => {
-    if (!needCommand(t, 'dotnet', 'the .NET SDK')) return;
+    if (!needDotnet(t)) return;
     const app = await dotnetTarget(t);
     const controller = new AbortController();
     const { context } = await stepContext(app.pid, controller.signal);

@@ -33,12 +33,13 @@ import { runCli } from '../../support/cli.js';
 import { buildCompositeDotnetApp } from '../../support/composite-app.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
 import { lookup, random } from './readytorun-support.js';
-import { have, need, needCommand, needRoot } from '../../support/requirements.js';
+import { canRecord, needDotnet } from '../../support/requirements.js';
+import { tempDir } from '../../support/temp.js';
 
 const compositeName = 'ProfcpuFixture.r2r.dll';
 
 function haveSdk(t: TestContext): boolean {
-  return need(t, have('dotnet'), 'the .NET SDK (dotnet) and NuGet to publish the composite fixture');
+  return needDotnet(t, 'and NuGet to publish the composite fixture');
 }
 
 /** The composite image's names, its components read from the files beside it (all, or those `keep` lets through). */
@@ -124,12 +125,11 @@ test(
   'collect names a composite image’s frames from the image alone (perf map off)',
   { timeout: 300_000 },
   async (t) => {
-    if (!haveSdk(t) || !needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+    if (!haveSdk(t) || !canRecord(t)) return;
     const executable = await buildCompositeDotnetApp();
     const app = await startComposite(executable);
     t.after(() => app.kill());
-    const work = await mkdtemp('/var/tmp/profcpu-composite-');
-    t.after(() => rm(work, { recursive: true, force: true }));
+    const work = await tempDir(t, 'composite', '/var/tmp');
     const out = join(work, 'out');
     const run = await runCli([
       'collect',

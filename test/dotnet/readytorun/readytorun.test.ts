@@ -17,10 +17,10 @@ import {
 import { parseProcMaps } from '../../../src/target/proc-maps.js';
 import { buildDotnetApp, sharedFramework, startDotnetApp } from '../../support/dotnet-app.js';
 import { lookup, random } from './readytorun-support.js';
-import { have, need } from '../../support/requirements.js';
+import { need, needDotnet } from '../../support/requirements.js';
 
 test('every precompiled method the runtime logs is named from its image, same name, same start', async (t) => {
-  if (!need(t, have('dotnet'), 'the .NET SDK (dotnet) to build the fixture app')) return;
+  if (!needDotnet(t, 'to build the fixture app')) return;
   await buildDotnetApp();
   const app = await startDotnetApp({ env: { DOTNET_PerfMapEnabled: '2', DOTNET_PerfMapStubGranularity: '2' } });
   let maps: string;
@@ -69,7 +69,7 @@ test('every assembly of the shared framework is read: named, or IL only', (t) =>
 });
 
 test('an IL-only assembly is refused as such', async (t) => {
-  if (!need(t, have('dotnet'), 'the .NET SDK (dotnet) to build the fixture app')) return;
+  if (!needDotnet(t, 'to build the fixture app')) return;
   const executable = await buildDotnetApp();
   assert.throws(() => readReadyToRunNames(readFileSync(`${executable}.dll`)), NotReadyToRunError);
 });

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { bytesSource } from '../../../src/formats/elf/elf.js';
 import { readDynamicSymbols, dynamicSymbolLimits } from '../../../src/formats/elf/elf-dynamic-symbols.js';
 import { startDotnetApp } from '../../support/dotnet-app.js';
-import { have, need, needCommand, needRoot } from '../../support/requirements.js';
+import { needCommand, needDotnet, needRoot } from '../../support/requirements.js';
 
 const execFileAsync = promisify(execFile);
 const root = fileURLToPath(new URL('../../..', import.meta.url));
@@ -19,8 +19,7 @@ test(
   'without ptrace access the memory cannot be opened: the error says why and what to do',
   { timeout: 120_000 },
   async (t) => {
-    if (!needRoot(t) || !needCommand(t, 'setpriv', 'util-linux') || !need(t, have('dotnet'), 'the .NET SDK (`dotnet`)'))
-      return;
+    if (!needRoot(t) || !needCommand(t, 'setpriv', 'util-linux') || !needDotnet(t)) return;
     const app = await startDotnetApp({ workloads: ['generic'] });
     t.after(() => app.kill());
     const script = `

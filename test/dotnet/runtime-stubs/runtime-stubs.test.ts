@@ -18,7 +18,7 @@ import { readStat } from '../../../src/target/procfs.js';
 import { TargetFiles } from '../../../src/target/target-files.js';
 import { readStubHeaps } from '../../support/clrmd-reader.js';
 import { dotnetVersions, startDotnetApp, type DotnetVersion } from '../../support/dotnet-app.js';
-import { have, need } from '../../support/requirements.js';
+import { needDotnet } from '../../support/requirements.js';
 
 /** The runtime's perf-map names of stubs (the part in angle brackets) and the kinds profcpu may give them. */
 const runtimeNames: Record<string, readonly string[]> = {
@@ -48,7 +48,7 @@ for (const version of dotnetVersions) {
     `.NET ${version}: the stub table read from memory agrees with the runtime’s own perf map`,
     { timeout: 240_000 },
     async (t) => {
-      if (!need(t, have('dotnet'), 'the .NET SDK (`dotnet`)')) return;
+      if (!needDotnet(t)) return;
       const app = await startDotnetApp({
         version,
         env: { DOTNET_PerfMapEnabled: '1', DOTNET_PerfMapStubGranularity: '2' },

@@ -17,7 +17,7 @@ import {
 } from '../../../src/engine/perf-data/compressed.js';
 import { recordType, sampleBit } from '../../../src/engine/perf-data/format.js';
 import { readPerfDataFile, type PerfEvent } from '../../../src/engine/perf-data/reader.js';
-import { needCommand, needRoot } from '../../support/requirements.js';
+import { canRecord } from '../../support/requirements.js';
 import { forgedPerfData } from './forged.js';
 
 let dir: string;
@@ -43,7 +43,7 @@ async function eventsOf(path: string): Promise<string[]> {
 }
 
 test('perf record -z: the same events as perf inject makes of it uncompressed, in the same order', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'perf', 'linux-perf')) return;
+  if (!canRecord(t)) return;
   const compressed = join(dir, 'z.data');
   const load = ['dd', 'if=/dev/urandom', 'of=/dev/null', 'bs=64k', 'count=2000'];
   await execa('perf', ['record', '-z', '-g', '-F', '999', '-o', compressed, '--', ...load]);

@@ -2,8 +2,7 @@
 // addresses as numbers, and these as bigints. They are real (perf's times are ns since boot: a server up more than 104
 // days; the vsyscall page lies past 2^53) and must stay exact: ordered, printed and looked up as the smaller ones.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { context } from '../../../src/engine/perf-data/format.js';
@@ -12,6 +11,7 @@ import { readPerfDataFile, type PerfEvent } from '../../../src/engine/perf-data/
 import type { PerfTime } from '../../../src/engine/perf-data/records.js';
 import { ScriptTextWriter, type ScriptFrame } from '../../../src/engine/script-text.js';
 import { forgedPerfData } from './forged.js';
+import { tempDir } from '../../support/temp.js';
 
 const twoTo53 = 1n << 53n;
 /** IP | TID | TIME | CALLCHAIN | CPU | PERIOD. */
@@ -60,8 +60,7 @@ function stamp(time: bigint): string {
 }
 
 test('times on both sides of 2^53 are ordered as perf orders them (ties in arrival order) and printed exactly', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-large-values-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'large-values');
   // A mapping across 2^53, one in the vsyscall page's place, one low: frames in each, on both sides of 2^53.
   const across = twoTo53 - 0x1000n;
   const top = 0xffffffffff600000n;
@@ -149,8 +148,7 @@ test('the time-ordering queue orders numbers and bigints together, exactly', asy
 });
 
 test('a record longer than its fields, which leaves the chunk read an odd length, is read as perf reads it', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'profcpu-large-values-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'large-values');
   // The last sample's size field says 2 bytes more than its fields: the data section, hence the one chunk read, is
   // no whole number of words, and the first sample's callchain is a view of it.
   const padded = (bytes: Buffer) => {

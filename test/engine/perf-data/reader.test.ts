@@ -8,14 +8,14 @@ import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
+import { before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { readPerfDataFile, readPerfDataStream, type PerfEvent } from '../../../src/engine/perf-data/reader.js';
 import { buildIdMmapWorks, recordArgs } from '../../../src/perf/record.js';
 import { kernelRelease, perfVersion } from '../../../src/perf/version.js';
 import { startNodeBurn } from '../../fixtures/node-burn/node-burn.js';
-import { needCommand, needRoot } from '../../support/requirements.js';
+import { canRecord } from '../../support/requirements.js';
 import { describe, perfDumpEvents } from './perf-dump.js';
 
 let dir: string;
@@ -23,10 +23,6 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'profcpu-perfdata-'));
 });
 test.after(() => rm(dir, { recursive: true, force: true }));
-
-function canRecord(t: TestContext): boolean {
-  return needRoot(t) && needCommand(t, 'perf', 'linux-perf');
-}
 
 async function ourEvents(path: string, chunkBytes?: number): Promise<string[]> {
   const events: string[] = [];
