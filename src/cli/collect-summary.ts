@@ -7,6 +7,7 @@ import { terminalText } from './terminal-text.js';
 import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from '../collect/session.js';
 import type { StepReport } from '../step/step.js';
+import { symbolsFacts, type SymbolsStepFacts } from '../debug-files/symbols-step.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
 export interface PostprocessFacts {
@@ -30,14 +31,6 @@ export interface TopFrame {
   self: number;
 }
 
-/** What the summary reads from the symbols step's report (src/debug-files/symbols-step.ts). */
-interface SymbolsStepFacts {
-  mode?: string;
-  servers?: string[];
-  maxLibraries?: number;
-  libraries?: { path: string; status: string; attempts?: { outcome: string }[] }[];
-}
-
 /**
  * What fetches the debug files of the `unnamed` libraries (file names), given what collect's symbols step did: the
  * `profcpu symbols` command when collect did not look for them or stopped at its limit, a server that has them when
@@ -45,7 +38,7 @@ interface SymbolsStepFacts {
  */
 export function librariesRemedy(symbols: StepReport | undefined, unnamed: readonly string[], pid: number): string {
   const command = `\`profcpu symbols --pid ${pid}\` fetches them`;
-  const report: SymbolsStepFacts = (symbols as SymbolsStepFacts | undefined) ?? {};
+  const report = symbolsFacts(symbols);
   const looked = (report.libraries ?? []).filter((l) => unnamed.includes(basename(l.path)));
   if (looked.some((l) => l.status === 'over-limit'))
     return `${command} (collect looked for ${report.maxLibraries ?? 'a limited number of'} libraries at most)`;

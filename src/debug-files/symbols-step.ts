@@ -95,3 +95,16 @@ function overLimitMessage(over: readonly LibrarySymbols[], max: number, pid: num
     '`profcpu postprocess --dir <output folder>`)'
   );
 }
+
+/** What others read back from the symbols step's report (the summary's remedy for libraries left unnamed). */
+export interface SymbolsStepFacts {
+  mode?: string;
+  servers?: string[];
+  maxLibraries?: number;
+  libraries?: { path: string; status: string; attempts?: { outcome: string }[] }[];
+}
+
+/** The symbols step's report, as written by symbolsStep above; `{}` when the step did not run. */
+export function symbolsFacts(report: StepReport | undefined): SymbolsStepFacts {
+  return (report as SymbolsStepFacts | undefined) ?? {};
+}
