@@ -77,110 +77,176 @@ export async function builtinEngineSymbols(
   warn: Warn,
   { demangle = true, signal }: { demangle?: boolean; signal?: AbortSignal } = {},
 ): Promise<ScriptSymbols & { sources: BuiltinSymbolSources }> {
-  const buildIds = new Map<string, string>();
-  // An entry with an empty build-id (perf record -z writes them so) says nothing: perf reads such a file unchecked.
-  for (const entry of header.features.buildIds) if (entry.buildId !== '') buildIds.set(entry.filename, entry.buildId);
+  const buildIds = recordedBuildIds(header);
   // The kernel's table loads while the kept index is read and the files' tables start loading (below).
   const kernelLoad = kernelText(folder, buildIds.get('[kernel.kallsyms]'), warn);
   kernelLoad.catch(() => {});
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
-  // A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
-  // names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
-  // named from whatever file has that path here. A path kept under two build-ids says nothing.
-  const keptByPath = new Map<string, string | undefined>();
-  for (const { path, buildId } of kept.values()) keptByPath.set(path, keptByPath.has(path) ? undefined : buildId);
-  const hostFiles = recordedHere(header);
+  const naming = recordingNaming(header.features.perfVersion, demangle);
+  const files = new FileTables(folder, perfMaps, buildIds, kept, recordedHere(header), naming);
+  files.loadAhead(header, signal);
+  const kernel = new KernelSymbols(await kernelLoad, naming.plt, warn);
+  return {
+    sources: { kernel: kernel.source, pltRenamed: files.pltRenamed },
+    kernel: (address) => kernel.lookup(address),
+    kernelReference: (given) => kernel.reference(given),
+    file: (mapping, offset) => files.lookup(mapping, offset),
+  };
+}
+
+/** The build-ids perf.data lists, by file name. */
+function recordedBuildIds(header: PerfDataHeader): Map<string, string> {
+  const buildIds = new Map<string, string>();
+  // An entry with an empty build-id (perf record -z writes them so) says nothing: perf reads such a file unchecked.
+  for (const entry of header.features.buildIds) if (entry.buildId !== '') buildIds.set(entry.filename, entry.buildId);
+  return buildIds;
+}
+
+/** Names as the perf that recorded (perf `version`) would give them. */
+function recordingNaming(version: string | undefined, demangle: boolean): Naming {
   // PLT entries as the perf that recorded would name them.
-  const version = header.features.perfVersion;
   const plt: PltRules = versionAtLeast(version ?? '', 6, 2) ? '6.12' : '6.1';
   // C++ names as the perf that recorded would print them (demangle.ts): parameters and all from perf 6.4 on.
   const demangleAs: DemangleForm | false = !demangle ? false : versionAtLeast(version ?? '', 6, 4) ? 'full' : 'perf6.1';
-  const tables = new Map<string, Promise<FileTable>>();
+  return { demangle: demangleAs, plt };
+}
 
-  let vdso: Promise<FunctionTable> | undefined;
-  const fileTable = (mapping: Mapping): Promise<FileTable> => {
+/** The symbol tables of the files frames lie in, each loaded once, on first ask or ahead. */
+class FileTables {
+  /** Files whose `.plt.sec` a frame was looked up in (BuiltinSymbolSources.pltRenamed). */
+  readonly pltRenamed = new Set<string>();
+  private readonly tables = new Map<string, Promise<FileTable>>();
+  /** The tables loaded, by mapping, for the frames that follow. */
+  private readonly loaded = new Map<string, FileTable>();
+  private vdso: Promise<FunctionTable> | undefined;
+  /**
+   * A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
+   * names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
+   * named from whatever file has that path here. A path kept under two build-ids says nothing.
+   */
+  private readonly keptByPath = new Map<string, string | undefined>();
+
+  constructor(
+    private readonly folder: OutputFolder,
+    private readonly perfMaps: PerfMaps | undefined,
+    private readonly buildIds: Map<string, string>,
+    private readonly kept: Map<string, KeptBinary>,
+    private readonly hostFiles: boolean,
+    private readonly naming: Naming,
+  ) {
+    for (const { path, buildId } of kept.values())
+      this.keptByPath.set(path, this.keptByPath.has(path) ? undefined : buildId);
+  }
+
+  lookup(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined> {
+    const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
+    const ready = this.loaded.get(key);
+    if (ready) return this.lookupIn(ready, mapping, offset);
+    return this.fileTable(mapping).then((table) => {
+      this.loaded.set(key, table);
+      return this.lookupIn(table, mapping, offset);
+    });
+  }
+
+  /**
+   * perf lists in its build-id table the files that samples hit: their tables load now, a few at a time, so that
+   * they are ready (or on their way) when the first frame in each asks. A file asked for first loads at once.
+   */
+  loadAhead(header: PerfDataHeader, signal: AbortSignal | undefined): void {
+    const listed = header.features.buildIds
+      .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
+      .slice(0, prefetchLimits.files);
+    let loading = 0;
+    // An aborted run loads no more ahead (the loads under way end by themselves: every read is bounded).
+    const next = () => {
+      while (loading < prefetchLimits.parallel && listed.length > 0 && !signal?.aborted) {
+        const { filename } = listed.shift()!;
+        const buildId = this.buildIds.get(filename) ?? this.keptByPath.get(filename);
+        if (this.tables.has(`${buildId ?? ''}\0${filename}`)) continue;
+        loading++;
+        void this.pathTable(filename, buildId).finally(() => {
+          loading--;
+          next();
+        });
+      }
+    };
+    next();
+  }
+
+  private lookupIn(table: FileTable, mapping: Mapping, offset: bigint): SymbolHit | undefined {
+    if (table.ibtPlt && offset >= table.ibtPlt.start && offset < table.ibtPlt.end) this.pltRenamed.add(mapping.path);
+    return table.lookup(offset);
+  }
+
+  private fileTable(mapping: Mapping): Promise<FileTable> {
     if (mapping.dso === '[vdso]')
-      return (vdso ??= vdsoTable(folder, mapping.buildId ?? buildIds.get('[vdso]')).catch(() => lookupTable([])));
+      return (this.vdso ??= vdsoTable(this.folder, mapping.buildId ?? this.buildIds.get('[vdso]')).catch(() =>
+        lookupTable([]),
+      ));
     const perfMap = /^\/tmp\/perf-(\d+)\.map$/.exec(mapping.dso);
-    if (perfMap) return perfMaps?.table(Number(perfMap[1])) ?? Promise.resolve(lookupTable([]));
-    return pathTable(mapping.path, mapping.buildId ?? buildIds.get(mapping.path) ?? keptByPath.get(mapping.path));
-  };
-  const pathTable = (path: string, buildId: string | undefined): Promise<FileTable> => {
+    if (perfMap) return this.perfMaps?.table(Number(perfMap[1])) ?? Promise.resolve(lookupTable([]));
+    const buildId = mapping.buildId ?? this.buildIds.get(mapping.path) ?? this.keptByPath.get(mapping.path);
+    return this.pathTable(mapping.path, buildId);
+  }
+
+  private pathTable(path: string, buildId: string | undefined): Promise<FileTable> {
     const key = `${buildId ?? ''}\0${path}`;
-    let table = tables.get(key);
+    let table = this.tables.get(key);
     if (!table) {
-      table = loadFileTable(folder, path, buildId, kept.has(buildId ?? ''), hostFiles, {
-        demangle: demangleAs,
-        plt,
-      }).catch(() => lookupTable([]));
-      tables.set(key, table);
+      const isKept = this.kept.has(buildId ?? '');
+      table = loadFileTable(this.folder, path, buildId, isKept, this.hostFiles, this.naming).catch(() =>
+        lookupTable([]),
+      );
+      this.tables.set(key, table);
     }
     return table;
-  };
-  // perf lists in its build-id table the files that samples hit: their tables load now, a few at a time, so that
-  // they are ready (or on their way) when the first frame in each asks. A file asked for first loads at once.
-  const listed = header.features.buildIds
-    .filter((entry) => entry.filename.startsWith('/') && !entry.filename.endsWith('.ko'))
-    .slice(0, prefetchLimits.files);
-  let loading = 0;
-  // An aborted run loads no more ahead (the loads under way end by themselves: every read is bounded).
-  const prefetch = () => {
-    while (loading < prefetchLimits.parallel && listed.length > 0 && !signal?.aborted) {
-      const { filename } = listed.shift()!;
-      const buildId = buildIds.get(filename) ?? keptByPath.get(filename);
-      if (tables.has(`${buildId ?? ''}\0${filename}`)) continue;
-      loading++;
-      void pathTable(filename, buildId).finally(() => {
-        loading--;
-        prefetch();
-      });
-    }
-  };
-  prefetch();
-  const kernel = await kernelLoad;
-  // The kernel's table is made when the first kernel frame asks, after the kernel's mapping record has said where
-  // its symbols lay at recording (perf loads kallsyms as late).
-  let kernelTable: FunctionTable | undefined;
-  let reference: { name: string; address: bigint } | undefined;
-  const kernelSymbols = (): FunctionTable => {
-    kernelTable = lookupTable([]);
-    if (!kernel) return kernelTable;
+  }
+}
+
+/**
+ * The kernel's table, made when the first kernel frame asks, after the kernel's mapping record has said where its
+ * symbols lay at recording (perf loads kallsyms as late).
+ */
+class KernelSymbols {
+  private table: FunctionTable | undefined;
+  private given: { name: string; address: bigint } | undefined;
+
+  constructor(
+    private readonly kernel: Awaited<ReturnType<typeof kernelText>>,
+    private readonly plt: PltRules,
+    private readonly warn: Warn,
+  ) {}
+
+  get source(): string | undefined {
+    return this.kernel?.source;
+  }
+
+  lookup(address: bigint): SymbolHit | undefined {
+    return (this.table ?? this.make()).lookup(address);
+  }
+
+  reference(given: { name: string; address: bigint } | undefined): void {
+    // perf keeps the last record's before its kallsyms loads.
+    if (!this.table) this.given = given;
+  }
+
+  private make(): FunctionTable {
+    this.table = lookupTable([]);
+    const kernel = this.kernel;
+    if (!kernel) return this.table;
     // Collect's snapshot is of the recording's boot: its addresses are the recording's (and, kept to the code
     // symbols, or trimmed, it may lack the reference symbol).
-    const delta = reference && kernel.source !== layout.kallsyms ? kallsymsDelta(kernel.text, reference) : 0n;
+    const delta = this.given && kernel.source !== layout.kallsyms ? kallsymsDelta(kernel.text, this.given) : 0n;
     if (delta === undefined) {
-      warn(
-        `kernel frames stay unnamed: ${kernel.source} has no symbol ${JSON.stringify(reference!.name)}, by which ` +
+      this.warn(
+        `kernel frames stay unnamed: ${kernel.source} has no symbol ${JSON.stringify(this.given!.name)}, by which ` +
           'perf.data places the kernel',
       );
-      return kernelTable;
+      return this.table;
     }
     // Symbols end by the rule of the perf that recorded (as PLT entries are named by it).
-    return (kernelTable = kallsymsTable(kernel.text, delta, plt));
-  };
-  const loaded = new Map<string, FileTable>();
-  const pltRenamed = new Set<string>();
-  const lookup = (table: FileTable, mapping: Mapping, offset: bigint) => {
-    if (table.ibtPlt && offset >= table.ibtPlt.start && offset < table.ibtPlt.end) pltRenamed.add(mapping.path);
-    return table.lookup(offset);
-  };
-  return {
-    sources: { kernel: kernel?.source, pltRenamed },
-    kernel: (address) => (kernelTable ?? kernelSymbols()).lookup(address),
-    kernelReference(given) {
-      // perf keeps the last record's before its kallsyms loads.
-      if (!kernelTable) reference = given;
-    },
-    file(mapping, offset): SymbolHit | undefined | Promise<SymbolHit | undefined> {
-      const key = `${mapping.dso}\0${mapping.buildId ?? ''}`;
-      const ready = loaded.get(key);
-      if (ready) return lookup(ready, mapping, offset);
-      return fileTable(mapping).then((table) => {
-        loaded.set(key, table);
-        return lookup(table, mapping, offset);
-      });
-    },
-  };
+    return (this.table = kallsymsTable(kernel.text, delta, this.plt));
+  }
 }
 
 async function loadFileTable(
