@@ -77,7 +77,38 @@ async function readCapped(folder: OutputFolder, file: string, maxBytes: number, 
 }
 
 async function resolverFromSnapshots(folder: OutputFolder, warn: Warn): Promise<FolderResolver | undefined> {
-  const dir = folder.path;
+  const { sources, pick } = await snapshotsOf(folder);
+  const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
+  const symbols = (perfMapFile && (await readPerfMapSnapshot(folder, perfMapFile, sources, warn))) || new SymbolTable();
+  const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
+  if (jitDumpFile) await addJitDump(folder, jitDumpFile, symbols, sources, warn);
+  const assemblies = await loadImageNames(folder, warn);
+  if (assemblies.length > 0)
+    sources.readyToRun = {
+      images: assemblies.length,
+      methods: assemblies.reduce((n, a) => n + a.entry.methods, 0),
+    };
+  const stubs = await readStubRanges(folder, sources, warn);
+
+  if (!sources.perfMap && !sources.jitDump && assemblies.length === 0 && !stubs) {
+    if (sources.runtime !== 'dotnet') return undefined;
+    warn(
+      `no perf map or jitdump in ${join(folder.path, layout.targetDir)}: .NET frames are left to perf, which cannot ` +
+        'name JIT code under W^X nor any ReadyToRun code',
+    );
+    return Object.assign(createDotnetResolver({ symbols: [], mappings: [] }), { sources });
+  }
+  const mappings = await readMapsSnapshot(folder, sources, warn);
+  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids, assemblies, stubs }), {
+    sources,
+  });
+}
+
+/** The folder's target (its pids and runtime, for `sources`) and which of its snapshot files is the target's. */
+async function snapshotsOf(folder: OutputFolder): Promise<{
+  sources: NamingSources;
+  pick: (fileOf: (nspid: number) => string, pattern: RegExp) => string | undefined;
+}> {
   const ids = await readTargetIds(folder);
   const names = await folder.list(layout.targetDir);
   const beside = (await folder.list('.')).filter((name) => /^(perf-\d+\.map|jit-\d+\.dump)$/.test(name));
@@ -97,59 +128,66 @@ async function resolverFromSnapshots(folder: OutputFolder, warn: Warn): Promise<
     const copy = fileOf(besidePid).slice(layout.targetDir.length + 1);
     return beside.includes(copy) ? copy : undefined;
   };
-
   const sources: NamingSources = {
     pids: ids ? [...new Set([ids.pid, ids.nspid])] : besidePid !== undefined ? [besidePid] : [],
     runtime: ids?.runtime,
   };
-  let symbols = new SymbolTable();
+  return { sources, pick };
+}
 
-  const perfMapFile = pick(layout.perfMap, /^perf-\d+\.map$/);
-  if (perfMapFile) {
-    const read = await readCapped(folder, perfMapFile, folderReadLimits.snapshotBytes, warn).catch((error: unknown) => {
-      warn(`could not read ${perfMapFile} (${describe(error)}): JIT frames are named from the jitdump only`);
-      return undefined;
-    });
-    const text = read?.bytes;
-    if (text !== undefined) {
-      // Bytes, not a string: the table keeps them for the names (a million entries are ~150 MB).
-      const parsed = readPerfMap(text);
-      symbols = parsed.symbols;
-      sources.perfMap = { file: perfMapFile, symbols: parsed.symbols.length, ...pickCounts(parsed) };
-      if (parsed.skipped > 0)
-        warn(`${perfMapFile}: ${parsed.skipped} lines were not perf-map entries and were skipped`);
-    }
-  }
+/** The perf map's entries, or undefined (with a warning) when the file cannot be read. */
+async function readPerfMapSnapshot(
+  folder: OutputFolder,
+  file: string,
+  sources: NamingSources,
+  warn: Warn,
+): Promise<SymbolTable | undefined> {
+  const read = await readCapped(folder, file, folderReadLimits.snapshotBytes, warn).catch((error: unknown) => {
+    warn(`could not read ${file} (${describe(error)}): JIT frames are named from the jitdump only`);
+    return undefined;
+  });
+  if (read === undefined) return undefined;
+  // Bytes, not a string: the table keeps them for the names (a million entries are ~150 MB).
+  const parsed = readPerfMap(read.bytes);
+  sources.perfMap = { file, symbols: parsed.symbols.length, ...pickCounts(parsed) };
+  if (parsed.skipped > 0) warn(`${file}: ${parsed.skipped} lines were not perf-map entries and were skipped`);
+  return parsed.symbols;
+}
 
-  const jitDumpFile = pick(layout.jitDump, /^jit-\d+\.dump$/);
-  if (jitDumpFile) {
-    try {
-      const { bytes } = await readCapped(folder, jitDumpFile, folderReadLimits.snapshotBytes, warn);
-      const parsed = readJitDump(bytes, jitDumpFile);
-      // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
-      // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
-      // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks (the same start,
-      // size and name) is added, its names copied so that the file's bytes can go.
-      symbols.appendMissing(parsed.symbols);
-      sources.jitDump = {
-        file: jitDumpFile,
-        symbols: parsed.symbols.length,
-        readyToRun: parsed.symbols.countNamesEndingWith(readyToRunTags),
-        ...pickCounts(parsed),
-      };
-      if (parsed.skipped > 0) warn(`${jitDumpFile}: ${parsed.skipped} records could not be read and were skipped`);
-    } catch (error) {
-      warn(`could not use ${jitDumpFile} (${describe(error)}): ` + 'ReadyToRun frames stay unnamed');
-    }
-  }
-
-  const assemblies = await loadImageNames(folder, warn);
-  if (assemblies.length > 0)
-    sources.readyToRun = {
-      images: assemblies.length,
-      methods: assemblies.reduce((n, a) => n + a.entry.methods, 0),
+/** Adds to `symbols` what the jitdump holds and the perf map lacks; a jitdump that cannot be used is warned of. */
+async function addJitDump(
+  folder: OutputFolder,
+  file: string,
+  symbols: SymbolTable,
+  sources: NamingSources,
+  warn: Warn,
+): Promise<void> {
+  try {
+    const { bytes } = await readCapped(folder, file, folderReadLimits.snapshotBytes, warn);
+    const parsed = readJitDump(bytes, file);
+    // The runtime writes every JIT-compiled method and stub to both files, in the same order; only ReadyToRun
+    // methods are in the jitdump alone. Appending the jitdump's copies would put old entries (say a 64 KiB stub
+    // block) after newer, finer ones of the perf map and hide them: only what the perf map lacks (the same start,
+    // size and name) is added, its names copied so that the file's bytes can go.
+    symbols.appendMissing(parsed.symbols);
+    sources.jitDump = {
+      file,
+      symbols: parsed.symbols.length,
+      readyToRun: parsed.symbols.countNamesEndingWith(readyToRunTags),
+      ...pickCounts(parsed),
     };
+    if (parsed.skipped > 0) warn(`${file}: ${parsed.skipped} records could not be read and were skipped`);
+  } catch (error) {
+    warn(`could not use ${file} (${describe(error)}): ` + 'ReadyToRun frames stay unnamed');
+  }
+}
 
+/** The runtime's stub ranges the folder keeps, indexed, or undefined when it keeps none. */
+async function readStubRanges(
+  folder: OutputFolder,
+  sources: NamingSources,
+  warn: Warn,
+): Promise<StubRangeIndex | undefined> {
   const stubTable = await readRuntimeStubTable(folder, warn);
   if (stubTable)
     sources.runtimeStubs = {
@@ -157,18 +195,15 @@ async function resolverFromSnapshots(folder: OutputFolder, warn: Warn): Promise<
       ranges: stubTable.ranges.length,
       runtimeVersion: stubTable.runtimeVersion,
     };
-  const stubs = stubTable && stubTable.ranges.length > 0 ? new StubRangeIndex(stubTable.ranges) : undefined;
+  return stubTable && stubTable.ranges.length > 0 ? new StubRangeIndex(stubTable.ranges) : undefined;
+}
 
-  if (!sources.perfMap && !sources.jitDump && assemblies.length === 0 && !stubs) {
-    if (sources.runtime !== 'dotnet') return undefined;
-    warn(
-      `no perf map or jitdump in ${join(dir, layout.targetDir)}: .NET frames are left to perf, which cannot name ` +
-        'JIT code under W^X nor any ReadyToRun code',
-    );
-    return Object.assign(createDotnetResolver({ symbols: [], mappings: [] }), { sources });
-  }
-
-  let mappings: readonly ProcMapping[] = [];
+/** The target's mappings from the folder's maps snapshot; none (with a warning) without one. */
+async function readMapsSnapshot(
+  folder: OutputFolder,
+  sources: NamingSources,
+  warn: Warn,
+): Promise<readonly ProcMapping[]> {
   const mapsText = await readCapped(folder, layout.procMaps, folderReadLimits.procMapsBytes, warn).then(
     (read) => read.bytes.toString('utf8'),
     () => undefined,
@@ -178,15 +213,11 @@ async function resolverFromSnapshots(folder: OutputFolder, warn: Warn): Promise<
       `no ${layout.procMaps} snapshot: frames in memfd:doublemapper and .dll mappings cannot be placed, only ` +
         'anonymous JIT code is named',
     );
-  } else {
-    const parsed = parseProcMaps(mapsText);
-    mappings = parsed.mappings;
-    sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
+    return [];
   }
-
-  return Object.assign(createDotnetResolver({ symbols, mappings, pids: sources.pids, assemblies, stubs }), {
-    sources,
-  });
+  const parsed = parseProcMaps(mapsText);
+  sources.procMaps = { file: layout.procMaps, mappings: parsed.mappings.length, skipped: parsed.skipped };
+  return parsed.mappings;
 }
 
 function pickCounts(parsed: { skipped: number; truncated: boolean }): { skipped: number; truncated: boolean } {
