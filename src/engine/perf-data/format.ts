@@ -44,7 +44,14 @@ export const sampleBit = Object.freeze({
   regsUser: 1n << 12n,
   stackUser: 1n << 13n,
   identifier: 1n << 16n,
+  regsIntr: 1n << 18n,
 });
+
+/** perf_branch_sample_type's HW_INDEX bit: each branch stack starts with the hardware's index (a u64). */
+export const branchHwIndex = 1n << 17n;
+
+/** PERF_SAMPLE_REGS_ABI_*: what a REGS_USER field says of the registers that follow it (none for a kernel thread). */
+export const regsAbi = Object.freeze({ none: 0, abi32: 1, abi64: 2 });
 
 /** perf_branch_sample_type's CALL_STACK bit: the branch stack is the call stack (perf record --call-graph lbr). */
 export const branchCallStack = 1n << 11n;
@@ -189,6 +196,13 @@ export interface EventAttr {
   samplePeriod: bigint;
   /** perf_event_attr.branch_sample_type (0 in attributes too short to hold it). */
   branchSampleType: bigint;
+  /**
+   * perf_event_attr.sample_regs_user: the registers a REGS_USER field holds, one u64 each in bit order (perf's
+   * arch/x86/include/uapi/asm/perf_regs.h numbers them); 0 in attributes too short to hold it (PERF_ATTR_SIZE_VER3).
+   */
+  sampleRegsUser: bigint;
+  /** perf_event_attr.sample_regs_intr, as sampleRegsUser for the REGS_INTR field (PERF_ATTR_SIZE_VER4). */
+  sampleRegsIntr: bigint;
   /** The sample ids the kernel gives this event's records (one per CPU or thread it was opened on). */
   ids: bigint[];
   /** The event's name, from the EVENT_DESC feature when the file has it. */
@@ -209,7 +223,8 @@ export function badInput(source: string, why: string, cause?: unknown): ProfcpuE
 
 /**
  * Decodes the attr at `bytes[at, at + size)`, size checked by the caller to be at least attrMinBytes; `size` is the
- * attribute's own (its field at offset 4), which says whether it reaches branch_sample_type (PERF_ATTR_SIZE_VER2).
+ * attribute's own (its field at offset 4), which says whether it reaches branch_sample_type (PERF_ATTR_SIZE_VER2),
+ * sample_regs_user (VER3) and sample_regs_intr (VER4).
  */
 export function decodeAttr(bytes: Buffer, at: number, size = attrMinBytes): Omit<EventAttr, 'ids' | 'name'> {
   const flags = bytes.readBigUInt64LE(at + 40);
@@ -222,6 +237,8 @@ export function decodeAttr(bytes: Buffer, at: number, size = attrMinBytes): Omit
     inherit: ((flags >> 1n) & 1n) === 1n,
     samplePeriod: bytes.readBigUInt64LE(at + 16),
     branchSampleType: size >= 80 && at + 80 <= bytes.length ? bytes.readBigUInt64LE(at + 72) : 0n,
+    sampleRegsUser: size >= 88 && at + 88 <= bytes.length ? bytes.readBigUInt64LE(at + 80) : 0n,
+    sampleRegsIntr: size >= 104 && at + 104 <= bytes.length ? bytes.readBigUInt64LE(at + 96) : 0n,
   };
 }
 

@@ -8,6 +8,10 @@
 import { limits } from './format.js';
 import type { PerfTime } from './records.js';
 
+/** What an event holds: no buffer, one, or two (a sample's callchain and its user stack, often one chunk). */
+export type HeldBuffers =
+  ArrayBufferLike | readonly [ArrayBufferLike | undefined, ArrayBufferLike | undefined] | undefined;
+
 interface Queued<T> {
   time: PerfTime;
   seq: number;
@@ -28,8 +32,8 @@ export class TimeOrder<T> {
   constructor(
     private readonly deliver: (event: T) => void | Promise<void>,
     private readonly maxQueued = limits.maxQueued,
-    /** The buffer an event keeps alive while queued, if any. */
-    private readonly holds: (event: T) => ArrayBufferLike | undefined = () => undefined,
+    /** The buffers an event keeps alive while queued, if any (one, or two that may be the same). */
+    private readonly holds: (event: T) => HeldBuffers = () => undefined,
     private readonly maxQueuedBytes = limits.maxQueuedBytes,
   ) {}
 
@@ -91,8 +95,15 @@ export class TimeOrder<T> {
 
   /** Counts an event holding its buffer (+1) or letting it go (-1); a buffer's bytes count while anyone holds it. */
   private hold(event: T, change: 1 | -1): void {
-    const buffer = this.holds(event);
-    if (!buffer) return;
+    const buffers = this.holds(event);
+    if (!buffers) return;
+    if (!Array.isArray(buffers)) return this.holdBuffer(buffers as ArrayBufferLike, change);
+    const [first, second] = buffers as readonly [ArrayBufferLike | undefined, ArrayBufferLike | undefined];
+    if (first) this.holdBuffer(first, change);
+    if (second && second !== first) this.holdBuffer(second, change);
+  }
+
+  private holdBuffer(buffer: ArrayBufferLike, change: 1 | -1): void {
     const before = this.held.get(buffer) ?? 0;
     const after = before + change;
     if (after === 0) this.held.delete(buffer);

@@ -403,12 +403,17 @@ class RecordWalk {
       decompressedBytes: 0,
       cutCompressedBytes: 0,
     };
-    // A queued sample's callchain keeps its whole buffer alive (the chunk read, or a slab): the queue counts their
-    // bytes too.
+    // A queued sample's callchain and user stack keep their whole buffers alive (the chunk read, or a slab): the queue
+    // counts their bytes too.
     this.order = new TimeOrder<PerfEvent>(
       (event) => (event.kind === 'sample' && event.reads ? this.deliverReads(event) : handlers.event(event)),
       undefined,
-      (event) => (event.kind === 'sample' ? event.callchain?.buffer : undefined),
+      (event) =>
+        event.kind !== 'sample'
+          ? undefined
+          : event.userStack
+            ? [event.callchain?.buffer, event.userStack.buffer]
+            : event.callchain?.buffer,
     );
   }
 

@@ -3,7 +3,7 @@
 // its attribute's sample_type; other records end with a sample_id trailer (pid/tid, time, id, cpu...) when the
 // attribute has sample_id_all. Every field read is bounds-checked against the record's size; a record too short for
 // what its attribute says it holds is refused (RecordError), which the reader reports with the record's offset.
-import { type EventAttr, limits, misc, readBit, recordType, sampleBit } from './format.js';
+import { branchHwIndex, type EventAttr, limits, misc, readBit, recordType, sampleBit } from './format.js';
 
 export interface MmapEvent extends At {
   kind: 'mmap';
@@ -62,6 +62,31 @@ export interface SampleEvent extends At {
    * perf script makes one sample of each, of the member's event, its period what the value grew by (reader.ts).
    */
   reads?: { id: number | bigint; value: number | bigint }[];
+  /** The user registers of a PERF_SAMPLE_REGS_USER sample (perf record --call-graph dwarf). */
+  userRegs?: UserRegs;
+  /**
+   * The user stack of a PERF_SAMPLE_STACK_USER sample: the bytes the kernel copied from the sampled sp upward, its
+   * dyn_size of them (empty when it copied none). A view of the record's buffer, which nothing writes to again.
+   */
+  userStack?: Uint8Array;
+}
+
+export interface UserRegs {
+  /** PERF_SAMPLE_REGS_ABI_* (regsAbi): none (0, a kernel thread: no values), 32 or 64-bit. */
+  abi: number;
+  /** The attribute's sample_regs_user: bit n set when register n is in `values`. */
+  mask: bigint;
+  /** One value per bit set in `mask`, in bit order: empty when `abi` is none. */
+  values: BigUint64Array;
+}
+
+/** The value of perf register `register` (x86: perfReg numbers) in `regs`, or undefined when not recorded. */
+export function userRegister(regs: UserRegs, register: number): bigint | undefined {
+  const bit = 1n << BigInt(register);
+  if (!(regs.mask & bit)) return undefined;
+  let index = 0;
+  for (let below = regs.mask & (bit - 1n); below; below &= below - 1n) index++;
+  return regs.values[index];
 }
 
 export interface LostEvent extends At {
@@ -191,6 +216,10 @@ const bit = Object.freeze({
   period: Number(sampleBit.period),
   streamId: Number(sampleBit.streamId),
   identifier: Number(sampleBit.identifier),
+  raw: Number(sampleBit.raw),
+  branchStack: Number(sampleBit.branchStack),
+  regsUser: Number(sampleBit.regsUser),
+  stackUser: Number(sampleBit.stackUser),
 });
 
 /** Entries of a callchain slab. */
@@ -295,7 +324,10 @@ export function decodeSample(
     at += 8;
     if (nr > Math.floor((end - at) / 8)) throw new RecordError('a callchain longer than its sample');
     callchain = slab.view(record, at, Math.min(nr, limits.maxCallchain));
+    at += nr * 8;
   }
+  // The fields after the callchain are read only for the user registers and stack (perf record --call-graph dwarf).
+  const user = type & (bit.regsUser | bit.stackUser) ? decodeUser(record, at, type, attr, slab) : undefined;
   return {
     kind: 'sample',
     offset: 0,
@@ -309,8 +341,74 @@ export function decodeSample(
     period,
     callchain,
     ...(reads && { reads }),
+    ...(user?.regs && { userRegs: user.regs }),
+    ...(user?.stack && { userStack: user.stack }),
   };
 }
+
+/**
+ * The REGS_USER and STACK_USER fields of a sample, the fields after its callchain starting at `at`: RAW and
+ * BRANCH_STACK are skipped on the way (perf's evsel__parse_sample reads them in this order).
+ */
+function decodeUser(
+  record: Buffer,
+  at: number,
+  type: number,
+  attr: EventAttr,
+  slab: CallchainSlab,
+): { regs: UserRegs | undefined; stack: Uint8Array | undefined } {
+  const end = record.length;
+  const need = (bytes: number, what: string) => {
+    if (bytes > end - at) throw new RecordError(`a sample shorter than its ${what}`);
+  };
+  if (type & bit.raw) {
+    // A u32 size, then the data: the two together padded to 8 bytes by the kernel (the size says so).
+    need(4, 'raw data');
+    const size = record.readUInt32LE(at);
+    at += 4;
+    need(size, 'raw data');
+    at += size;
+  }
+  if (type & bit.branchStack) {
+    need(8, 'branch stack');
+    const nr = record.readUInt32LE(at + 4) === 0 ? record.readUInt32LE(at) : Number.POSITIVE_INFINITY;
+    at += 8;
+    if (attr.branchSampleType & branchHwIndex) at += 8;
+    // Each entry is from, to and flags: 24 bytes.
+    need(nr * 24, 'branch stack');
+    at += nr * 24;
+  }
+  let regs: UserRegs | undefined;
+  if (type & bit.regsUser) {
+    need(8, 'user registers');
+    const abi = record.readUInt32LE(at + 4) === 0 ? record.readUInt32LE(at) : -1;
+    at += 8;
+    const mask = attr.sampleRegsUser;
+    let count = 0;
+    if (abi !== 0) for (let rest = mask; rest; rest &= rest - 1n) count++;
+    need(count * 8, 'user registers');
+    regs = { abi, mask, values: count === 0 ? emptyValues : slab.view(record, at, count) };
+    at += count * 8;
+  }
+  let stack: Uint8Array | undefined;
+  if (type & bit.stackUser) {
+    need(8, 'user stack');
+    const size = record.readUInt32LE(at + 4) === 0 ? record.readUInt32LE(at) : Number.POSITIVE_INFINITY;
+    at += 8;
+    if (size === 0) stack = emptyStack;
+    else {
+      need(size + 8, 'user stack');
+      const dynamic = record.readBigUInt64LE(at + size);
+      // perf refuses the sample too ("user stack dump failure"): the kernel never copies more than it reserved.
+      if (dynamic > BigInt(size)) throw new RecordError('a user stack whose dynamic size exceeds its size');
+      stack = record.subarray(at, at + Number(dynamic));
+    }
+  }
+  return { regs, stack };
+}
+
+const emptyValues = new BigUint64Array(0);
+const emptyStack = new Uint8Array(0);
 
 /**
  * The values of a sample's READ field at `at` with their ids, and the field's bytes: a group's members, or the event's
