@@ -1,0 +1,92 @@
+// The CFI unwinder against perf's own DWARF unwinding (libunwind): a program and its library built without frame
+// pointers, recorded with `perf record --call-graph dwarf,8192`, each sample unwound with the CFI readelf prints
+// (readelf-cfi.ts: an oracle apart from profcpu's .eh_frame reader) of the program, the library and libc; the
+// frames, as file offsets, must be those `perf script -F ip` prints for every sample perf unwound to the end of its
+// stack (_start, or clone3 for the second thread). The others are counted.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { execa } from 'execa';
+import type { MmapEvent, SampleEvent } from '../../../src/engine/perf-data/records.js';
+import { readPerfDataFile } from '../../../src/engine/perf-data/reader.js';
+import { unwindUserStack, type UnwindRow, type UnwindStop } from '../../../src/engine/unwind/cfi-unwind.js';
+import { buildCfiStack, recordDwarf } from '../../fixtures/cfi-stack/build.js';
+import { canRecord, needCommand } from '../../support/requirements.js';
+import { tempDir } from '../../support/temp.js';
+import { ReadelfCfi } from './readelf-cfi.js';
+
+/** perf script's samples: the tid, then each frame's address and symbol, kernel frames left out. */
+async function perfFrames(perfData: string): Promise<{ tid: number; frames: string[]; last: string }[]> {
+  const { stdout } = await execa('perf', ['script', '-F', 'tid,ip,sym', '--no-inline', '-i', perfData], {
+    maxBuffer: 1 << 30,
+  });
+  return stdout
+    .split('\n\n')
+    .filter((block) => block.trim() !== '')
+    .map((block) => {
+      const [head, ...lines] = block.split('\n').filter((line) => line.trim() !== '');
+      const frames = lines.map((line) => /^\s+([0-9a-f]+) (.*)$/.exec(line)!).filter((m) => !m[1]!.startsWith('ffff'));
+      return { tid: Number(head!.trim()), frames: frames.map((m) => m[1]!), last: frames.at(-1)?.[2] ?? '' };
+    });
+}
+
+test('dwarf recordings unwound with readelf CFI: the frames perf script prints, on every complete sample', async (t) => {
+  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'readelf', 'binutils')) return;
+  const dir = await tempDir(t, 'cfi-unwind');
+  const { program, library } = buildCfiStack(dir);
+  const output = join(dir, 'perf.data');
+  recordDwarf(program, output, { stackBytes: 8192, frequency: 999, seconds: 2 });
+
+  const mmaps: MmapEvent[] = [];
+  const samples: SampleEvent[] = [];
+  await readPerfDataFile(output, {
+    event(event) {
+      if (event.kind === 'mmap') mmaps.push(event);
+      else if (event.kind === 'sample') samples.push(event);
+    },
+  });
+  const libc = mmaps.find((m) => /\/libc\.so\.6$/.test(m.filename))!.filename;
+  const cfi = new Map([program, library, libc].map((file) => [file, ReadelfCfi.of(file)]));
+  const executable = mmaps.filter((m) => m.prot === undefined || (m.prot & 4) !== 0);
+  const mappingOf = (pid: number, address: bigint) =>
+    executable.findLast((m) => m.pid === pid && address >= m.start && address < m.start + m.length);
+
+  const perfs = await perfFrames(output);
+  assert.equal(perfs.length, samples.length);
+  const stops = new Map<UnwindStop, number>();
+  let [complete, agreeing, incomplete, incompleteAgreeing] = [0, 0, 0, 0];
+  const differing: string[] = [];
+  samples.forEach((sample, i) => {
+    const perf = perfs[i]!;
+    assert.equal(perf.tid, sample.tid);
+    const rowAt = (pc: bigint): UnwindRow | undefined => {
+      const mapping = mappingOf(sample.pid, pc);
+      const file = mapping && cfi.get(mapping.filename);
+      const vaddr = file?.vaddrOf(pc - mapping!.start + mapping!.pgoff);
+      return vaddr === undefined ? undefined : file!.rowAt(vaddr);
+    };
+    const { frames, stop } = unwindUserStack(sample.userRegs!, sample.userStack!, { rowAt });
+    stops.set(stop, (stops.get(stop) ?? 0) + 1);
+    // perf prints a user frame as its offset in the mapping (map_ip), an unmapped one as it is.
+    const ours = frames.map((pc) => {
+      const mapping = mappingOf(sample.pid, pc);
+      return (mapping ? pc - mapping.start + mapping.pgoff : pc).toString(16);
+    });
+    const same = ours.join(' ') === perf.frames.join(' ');
+    if (/^(_start|clone3)$/.test(perf.last)) {
+      complete++;
+      if (same) agreeing++;
+      else if (differing.length < 3)
+        differing.push(`#${i} (${stop})\n ours ${ours.join(' ')}\n perf ${perf.frames.join(' ')}`);
+    } else {
+      incomplete++;
+      if (same) incompleteAgreeing++;
+    }
+  });
+  t.diagnostic(
+    `${samples.length} samples: ${agreeing} of ${complete} complete ones agree; ${incompleteAgreeing} of ` +
+      `${incomplete} incomplete ones; stops ${JSON.stringify(Object.fromEntries(stops))}`,
+  );
+  assert.deepEqual(differing, [], `${complete - agreeing} of ${complete} complete samples differ`);
+  assert.ok(complete > samples.length * 0.9, `${complete} of ${samples.length} samples complete`);
+});
