@@ -60,6 +60,8 @@ const NT_GNU_BUILD_ID = 3;
 interface Section {
   name: string;
   type: number;
+  /** sh_addr: the section's virtual address (0 when it is not loaded). */
+  addr: number;
   offset: number;
   size: number;
   entsize: number;
@@ -190,6 +192,36 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
   };
 }
 
+/** A section's bytes and where the file places them in its address space. */
+export interface SectionContents {
+  /** sh_addr: the virtual address of the first byte (0 for a section that is not loaded, as `.debug_frame`). */
+  address: number;
+  bytes: Uint8Array;
+}
+
+/**
+ * The contents of the sections of `source` named in `names` that it has with contents (not NOBITS, not empty), each
+ * under `maxBytes`: a larger one, or one running past the end of the file, is an ELF_MALFORMED error, as a broken
+ * header is. For the readers of one section's format (eh-frame.ts).
+ */
+export async function readSectionContents(
+  source: ByteSource,
+  names: readonly string[],
+  label: string,
+  maxBytes: number,
+): Promise<Map<string, SectionContents>> {
+  const file = await ElfFile.open(source, label);
+  const sections = await readSections(file, await readHeader(file));
+  const found = new Map<string, SectionContents>();
+  for (const s of sections) {
+    if (!names.includes(s.name) || found.has(s.name) || s.type === sectionTypes.NOBITS || s.size === 0) continue;
+    if (s.size > maxBytes) throw file.fail(`${s.name} of ${s.size} bytes, more than ${maxBytes}`);
+    const v = await file.read(s.offset, s.size, s.name);
+    found.set(s.name, { address: s.addr, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) });
+  }
+  return found;
+}
+
 /** An ELF file being read: its class and byte order, bounded reads, and errors that name it. */
 class ElfFile {
   private constructor(
@@ -288,6 +320,7 @@ async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
       ? {
           nameOffset: f.u32(v, 0),
           type: f.u32(v, 4),
+          addr: f.word(v, 16),
           offset: f.word(v, 24),
           size: f.word(v, 32),
           align: f.word(v, 48),
@@ -296,6 +329,7 @@ async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
       : {
           nameOffset: f.u32(v, 0),
           type: f.u32(v, 4),
+          addr: f.u32(v, 12),
           offset: f.u32(v, 16),
           size: f.u32(v, 20),
           align: f.u32(v, 32),
