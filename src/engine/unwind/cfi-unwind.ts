@@ -12,6 +12,8 @@
 // The snapshot is the target's stack: whatever it holds is read within its bounds only, never trusted to be
 // consistent. perf reads a word at `addr` from it only when `sp <= addr` and `addr + 8 < sp + size` (its bound leaves
 // the last word out); so does this.
+import { evaluateDwarfExpression } from '../../formats/elf/dwarf-expression.js';
+import type { UnwindRow } from '../../formats/elf/eh-frame.js';
 import { type UserRegs, userRegister } from '../perf-data/records.js';
 
 /** DWARF register numbers on x86-64 (System V psABI): 16 is the return address column. */
@@ -35,31 +37,6 @@ export const perfRegister = Object.freeze({ ax: 0, bx: 1, cx: 2, dx: 3, si: 4, d
 /** perf's register of each DWARF register 0-16 (16, the return address, is the ip). */
 const perfOfDwarf = [0, 3, 2, 1, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23, 8];
 
-/** How the CFA (the caller's sp) is found: a register plus an offset, or a DWARF expression. */
-export type CfaRule =
-  { kind: 'register'; register: number; offset: bigint } | { kind: 'expression'; expression: Uint8Array };
-
-/** How a register of the caller is found (DW_CFA_*): the value of `offset` rules lies at CFA + offset. */
-export type RegisterRule =
-  | { kind: 'undefined' }
-  | { kind: 'same' }
-  | { kind: 'offset'; offset: bigint }
-  | { kind: 'valOffset'; offset: bigint }
-  | { kind: 'register'; register: number }
-  | { kind: 'expression'; expression: Uint8Array }
-  | { kind: 'valExpression'; expression: Uint8Array };
-
-/** The CFI row of one address: the CFA and the rules of the registers its function saved. */
-export interface UnwindRow {
-  cfa: CfaRule;
-  /** Rules by DWARF register number; a register without one keeps its value (same value). */
-  registers: ReadonlyMap<number, RegisterRule>;
-  /** The CIE's return address column. Default dwarfRegister.returnAddress. */
-  returnAddress?: number;
-  /** The CIE has the 'S' augmentation: a signal trampoline, whose return address is not a call's. */
-  signalFrame?: boolean;
-}
-
 /** What a DWARF expression may ask of the frame it is evaluated in. */
 export interface ExpressionFrame {
   /** The current value of DWARF register `register`, undefined when unknown. */
@@ -73,7 +50,10 @@ export interface ExpressionFrame {
 export interface UnwindOptions {
   /** The CFI row of an absolute address, undefined when no CFI covers it. */
   rowAt(pc: bigint): UnwindRow | undefined;
-  /** Evaluates a DWARF expression (DW_CFA_def_cfa_expression, DW_CFA_[val_]expression); none: the walk stops there. */
+  /**
+   * Evaluates a DWARF expression (DW_CFA_def_cfa_expression, DW_CFA_[val_]expression; the PLT's CFA is one). Default
+   * evaluateExpression: formats/elf/dwarf-expression.ts over the frame's registers and the snapshot.
+   */
   evaluate?(expression: Uint8Array, frame: ExpressionFrame): bigint | undefined;
   /** Frames given at most, the first included. Default 127, perf's max-stack (kernel.perf_event_max_stack). */
   maxFrames?: number;
@@ -127,7 +107,7 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
     if (frames.length >= maxFrames) return { frames, stop: 'max-frames' };
     const row = options.rowAt(lookup);
     if (!row) return { frames, stop: 'no-cfi' };
-    const step = stepFrame(row, values, read, options.evaluate);
+    const step = stepFrame(row, values, read, options.evaluate ?? evaluateExpression);
     if (typeof step === 'string') return { frames, stop: step };
     if (step.cfa < cfa || (step.cfa === cfa && step.pc === pc)) return { frames, stop: 'cfa-not-up' };
     if (step.pc === 0n) return { frames, stop: 'zero-return-address' };
@@ -141,6 +121,18 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
   }
 }
 
+/** A DWARF expression over the frame's registers and 8-byte reads of the snapshot, the value pushed first if any. */
+export function evaluateExpression(expression: Uint8Array, frame: ExpressionFrame): bigint | undefined {
+  return evaluateDwarfExpression(
+    expression,
+    {
+      register: (n) => frame.register(n),
+      readMemory: (address, size) => (size === 8 ? frame.read(address) : undefined),
+    },
+    frame.pushed,
+  );
+}
+
 type Step = { values: (bigint | undefined)[]; cfa: bigint; pc: bigint } | UnwindStop;
 
 /** One step from the frame whose registers are `values` to its caller's, by `row` (libunwind's apply_reg_state). */
@@ -148,7 +140,7 @@ function stepFrame(
   row: UnwindRow,
   values: readonly (bigint | undefined)[],
   read: (address: bigint) => bigint | undefined,
-  evaluate: UnwindOptions['evaluate'],
+  evaluate: NonNullable<UnwindOptions['evaluate']>,
 ): Step {
   const frame = (pushed: bigint | undefined): ExpressionFrame => ({
     register: (n) => values[n],
@@ -156,12 +148,12 @@ function stepFrame(
     pushed,
   });
   let cfa: bigint | undefined;
-  if (row.cfa.kind === 'register') {
+  if (row.cfa.type === 'register') {
     const base = values[row.cfa.register];
     if (base === undefined) return 'no-register';
-    cfa = BigInt.asUintN(64, base + row.cfa.offset);
+    cfa = BigInt.asUintN(64, base + BigInt(row.cfa.offset));
   } else {
-    cfa = evaluate?.(row.cfa.expression, frame(undefined));
+    cfa = evaluate(row.cfa.expression, frame(undefined));
     if (cfa === undefined) return 'expression';
   }
   const next: (bigint | undefined)[] = values.slice();
@@ -172,41 +164,41 @@ function stepFrame(
   for (const [register, rule] of row.registers) {
     if (register < 0 || register >= registers || register === dwarfRegister.rsp) continue;
     let value: bigint | undefined;
-    switch (rule.kind) {
+    switch (rule.type) {
       case 'undefined':
         // libunwind ends the walk where the return address or rbp is undefined.
         if (register === dwarfRegister.rbp) endOfStack = true;
         value = undefined;
         break;
-      case 'same':
+      case 'same-value':
         value = values[register];
         break;
       case 'offset':
-        value = read(BigInt.asUintN(64, cfa + rule.offset));
+        value = read(BigInt.asUintN(64, cfa + BigInt(rule.offset)));
         if (value === undefined) unreadable.add(register);
         break;
-      case 'valOffset':
-        value = BigInt.asUintN(64, cfa + rule.offset);
+      case 'val-offset':
+        value = BigInt.asUintN(64, cfa + BigInt(rule.offset));
         break;
       case 'register':
         if (rule.register < 0 || rule.register >= registers) return 'no-register';
         value = values[rule.register];
         break;
       case 'expression':
-      case 'valExpression': {
-        const result = evaluate?.(rule.expression, frame(cfa));
+      case 'val-expression': {
+        const result = evaluate(rule.expression, frame(cfa));
         if (result === undefined) return 'expression';
-        value = rule.kind === 'valExpression' ? result : read(result);
+        value = rule.type === 'val-expression' ? result : read(result);
         if (value === undefined) unreadable.add(register);
         break;
       }
     }
     next[register] = value;
   }
-  const column = row.returnAddress ?? dwarfRegister.returnAddress;
+  const column = row.returnAddressRegister;
   if (column < 0 || column >= registers) return 'no-register';
   const returnRule = row.registers.get(column);
-  if (returnRule?.kind === 'undefined') return 'end';
+  if (returnRule?.type === 'undefined') return 'end';
   if (unreadable.has(column)) return 'outside-stack';
   const pc = next[column];
   if (pc === undefined) return 'no-register';

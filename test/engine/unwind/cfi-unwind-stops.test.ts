@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { UserRegs } from '../../../src/engine/perf-data/records.js';
-import { unwindUserStack, type UnwindRow } from '../../../src/engine/unwind/cfi-unwind.js';
+import type { UnwindRow } from '../../../src/formats/elf/eh-frame.js';
+import { unwindUserStack } from '../../../src/engine/unwind/cfi-unwind.js';
 
 const sp = 0x7000n;
 /** Registers BP, SP and IP only (perf bits 6, 7, 8). */
@@ -15,8 +16,12 @@ const regs = (ip: bigint, bp = 0n): UserRegs => ({
 const stack = (...words: bigint[]) => new Uint8Array(new BigUint64Array(words).buffer);
 /** A leaf's row: the return address at the CFA - 8, CFA = rsp + 8. */
 const leaf: UnwindRow = {
-  cfa: { kind: 'register', register: 7, offset: 8n },
-  registers: new Map([[16, { kind: 'offset', offset: -8n }]]),
+  start: 0,
+  end: Number.MAX_SAFE_INTEGER,
+  returnAddressRegister: 16,
+  signalFrame: false,
+  cfa: { type: 'register', register: 7, offset: 8 },
+  registers: new Map([[16, { type: 'offset', offset: -8 }]]),
 };
 
 test('return addresses minus 1 after the sampled ip, until one lies outside the snapshot', () => {
@@ -26,7 +31,7 @@ test('return addresses minus 1 after the sampled ip, until one lies outside the 
 });
 
 test('an undefined return address ends the stack, its frame given', () => {
-  const end: UnwindRow = { ...leaf, registers: new Map([[16, { kind: 'undefined' }]]) };
+  const end: UnwindRow = { ...leaf, registers: new Map([[16, { type: 'undefined' }]]) };
   const result = unwindUserStack(regs(0x1000n), stack(0x2001n, 0n), { rowAt: (pc) => (pc < 0x2000n ? leaf : end) });
   assert.deepEqual(result, { frames: [0x1000n, 0x2000n], stop: 'end' });
 });
@@ -35,20 +40,27 @@ test('no CFI, a zero return address, a CFA that does not move, a register not re
   assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => undefined }).stop, 'no-cfi');
   assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => leaf }).stop, 'zero-return-address');
   const still: UnwindRow = {
-    cfa: { kind: 'register', register: 7, offset: 0n },
-    registers: new Map([[16, { kind: 'same' }]]),
+    ...leaf,
+    cfa: { type: 'register', register: 7, offset: 0 },
+    registers: new Map([[16, { type: 'same-value' }]]),
   };
   assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => still }).stop, 'cfa-not-up');
-  const viaRbx: UnwindRow = { ...leaf, cfa: { kind: 'register', register: 3, offset: 8n } };
+  const viaRbx: UnwindRow = { ...leaf, cfa: { type: 'register', register: 3, offset: 8 } };
   assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => viaRbx }).stop, 'no-register');
-  const expression: UnwindRow = { ...leaf, cfa: { kind: 'expression', expression: new Uint8Array([0x77, 8]) } };
-  assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => expression }).stop, 'expression');
+  // DW_OP_call2, which the evaluator does not run; DW_OP_breg7 8 (rsp + 8, a leaf's CFA), which it does.
+  const unknown: UnwindRow = { ...leaf, cfa: { type: 'expression', expression: new Uint8Array([0x98, 0, 0]) } };
+  assert.equal(unwindUserStack(regs(0x1000n), stack(0n, 0n), { rowAt: () => unknown }).stop, 'expression');
+  const expression: UnwindRow = { ...leaf, cfa: { type: 'expression', expression: new Uint8Array([0x77, 8]) } };
+  assert.deepEqual(unwindUserStack(regs(0x1000n), stack(0x2001n, 0n), { rowAt: () => expression }).frames, [
+    0x1000n,
+    0x2000n,
+  ]);
 });
 
 test('a CFA far past the snapshot, or wrapping round 2^64, reads nothing', () => {
-  const far: UnwindRow = { ...leaf, cfa: { kind: 'register', register: 7, offset: 0x7fffffffffffffffn } };
+  const far: UnwindRow = { ...leaf, cfa: { type: 'register', register: 7, offset: Number.MAX_SAFE_INTEGER } };
   assert.equal(unwindUserStack(regs(0x1000n), stack(1n, 2n), { rowAt: () => far }).stop, 'outside-stack');
-  const wrap: UnwindRow = { ...leaf, cfa: { kind: 'register', register: 6, offset: 16n } };
+  const wrap: UnwindRow = { ...leaf, cfa: { type: 'register', register: 6, offset: 16 } };
   const result = unwindUserStack(regs(0x1000n, 0xfffffffffffffff8n), stack(1n, 2n), { rowAt: () => wrap });
   assert.deepEqual(result, { frames: [0x1000n], stop: 'outside-stack' });
 });

@@ -1,6 +1,7 @@
 // The CFI unwinder against perf's own DWARF unwinding (libunwind): a program and its library built without frame
-// pointers, recorded with `perf record --call-graph dwarf,8192`, each sample unwound with the CFI readelf prints
-// (readelf-cfi.ts: an oracle apart from profcpu's .eh_frame reader) of the program, the library and libc; the
+// pointers, recorded with `perf record --call-graph dwarf,8192`, each sample unwound with the CFI profcpu's .eh_frame
+// reader gives (itself checked against readelf in test/formats/elf/eh-frame.test.ts) of the program, the library and
+// libc; the
 // frames, as file offsets, must be those `perf script -F ip` prints for every sample perf unwound to the end of its
 // stack (_start, or clone3 for the second thread). The others are counted.
 import assert from 'node:assert/strict';
@@ -9,11 +10,27 @@ import { test } from 'node:test';
 import { execa } from 'execa';
 import type { MmapEvent, SampleEvent } from '../../../src/engine/perf-data/records.js';
 import { readPerfDataFile } from '../../../src/engine/perf-data/reader.js';
-import { unwindUserStack, type UnwindRow, type UnwindStop } from '../../../src/engine/unwind/cfi-unwind.js';
+import { unwindUserStack, type UnwindStop } from '../../../src/engine/unwind/cfi-unwind.js';
+import { readCallFrameInfo, type CallFrameInfo, type UnwindRow } from '../../../src/formats/elf/eh-frame.js';
+import { readLoadSegments } from '../../../src/formats/elf/elf-functions.js';
+import { bytesSource } from '../../../src/formats/elf/elf.js';
 import { buildCfiStack, recordDwarf } from '../../fixtures/cfi-stack/build.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
 import { tempDir } from '../../support/temp.js';
-import { ReadelfCfi } from './readelf-cfi.js';
+import { readFile } from 'node:fs/promises';
+
+/** A file's CFI, looked up by its file offsets (as a mapping's pgoff counts them). */
+async function cfiOf(file: string): Promise<{ rowAt(offset: bigint): UnwindRow | undefined }> {
+  const source = bytesSource(await readFile(file));
+  const info: CallFrameInfo = await readCallFrameInfo(source, file);
+  const segments = await readLoadSegments(source);
+  return {
+    rowAt(offset) {
+      const segment = segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
+      return segment && info.rowAt(Number(offset - segment.offset + segment.vaddr));
+    },
+  };
+}
 
 /** perf script's samples: the tid, then each frame's address and symbol, kernel frames left out. */
 async function perfFrames(perfData: string): Promise<{ tid: number; frames: string[]; last: string }[]> {
@@ -30,8 +47,8 @@ async function perfFrames(perfData: string): Promise<{ tid: number; frames: stri
     });
 }
 
-test('dwarf recordings unwound with readelf CFI: the frames perf script prints, on every complete sample', async (t) => {
-  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'readelf', 'binutils')) return;
+test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints, on every complete sample', async (t) => {
+  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
   const dir = await tempDir(t, 'cfi-unwind');
   const { program, library } = buildCfiStack(dir);
   const output = join(dir, 'perf.data');
@@ -46,7 +63,9 @@ test('dwarf recordings unwound with readelf CFI: the frames perf script prints, 
     },
   });
   const libc = mmaps.find((m) => /\/libc\.so\.6$/.test(m.filename))!.filename;
-  const cfi = new Map([program, library, libc].map((file) => [file, ReadelfCfi.of(file)]));
+  const cfi = new Map(
+    await Promise.all([program, library, libc].map(async (file) => [file, await cfiOf(file)] as const)),
+  );
   const executable = mmaps.filter((m) => m.prot === undefined || (m.prot & 4) !== 0);
   const mappingOf = (pid: number, address: bigint) =>
     executable.findLast((m) => m.pid === pid && address >= m.start && address < m.start + m.length);
@@ -62,8 +81,7 @@ test('dwarf recordings unwound with readelf CFI: the frames perf script prints, 
     const rowAt = (pc: bigint): UnwindRow | undefined => {
       const mapping = mappingOf(sample.pid, pc);
       const file = mapping && cfi.get(mapping.filename);
-      const vaddr = file?.vaddrOf(pc - mapping!.start + mapping!.pgoff);
-      return vaddr === undefined ? undefined : file!.rowAt(vaddr);
+      return file?.rowAt(pc - mapping!.start + mapping!.pgoff);
     };
     const { frames, stop } = unwindUserStack(sample.userRegs!, sample.userStack!, { rowAt });
     stops.set(stop, (stops.get(stop) ?? 0) + 1);
