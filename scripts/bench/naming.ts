@@ -174,6 +174,13 @@ function report(label: string, fold: FoldResult, f: Figures): void {
   );
   console.log(`${' '.repeat(label.length)} unnamed by cause (share of samples): ${causeText(f)}`);
   console.log(`${' '.repeat(label.length)} frames: ${kinds}`);
+  const cut = Object.entries(q.brokenChainsByFile)
+    .sort(([, a], [, b]) => b - a)
+    .map(([file, n]) => `${file} ${percent(n, q.samples)}`)
+    .join(', ');
+  console.log(
+    `${' '.repeat(label.length)} broken call chains: ${percent(q.brokenChains, q.samples)} of samples${cut ? ` (${cut})` : ''}`,
+  );
 }
 
 /** Prints and returns profcpu's figures and the original approach's for one output folder. */

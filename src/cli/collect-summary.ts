@@ -21,6 +21,8 @@ export interface PostprocessFacts {
       fullyNamedExceptCoreclr?: number;
       fullyNamedExceptLibraries?: number;
       unnamedLibraries?: Record<string, number>;
+      brokenChains?: number;
+      brokenChainsByFile?: Record<string, number>;
     };
   };
 }
@@ -98,6 +100,25 @@ function namingLines(q: PostprocessFacts['fold']['quality'], pid: number, symbol
   ];
 }
 
+/**
+ * The share of samples whose call chain stops short of a thread's start, by the file it stopped in, when it is
+ * 0.1% or more: their callers are missing from the flame graph (code built without frame pointers hides them).
+ */
+export function chainLines(q: PostprocessFacts['fold']['quality']): string[] {
+  const broken = q.brokenChains ?? 0;
+  if (q.samples === 0 || broken / q.samples < 0.001) return [];
+  const files = Object.entries(q.brokenChainsByFile ?? {}).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1));
+  const shown = files
+    .slice(0, 3)
+    .map(([file, n]) => `${terminalText(file, { maxLength: 60 })} (${percent(n, q.samples)})`)
+    .join(', ');
+  const more = files.length > 3 ? ` and ${files.length - 3} more` : '';
+  return [
+    `chains      ${percent(broken, q.samples)} of samples have a broken call chain, cut in ${shown}${more}: ` +
+      'code built without frame pointers hides their callers',
+  ];
+}
+
 /** The frames most often on top of the stack, heaviest first (ties by name, so the order is stable). */
 export function topFrames(stacks: FoldedStacks, count: number): TopFrame[] {
   const self = new Map<string, number>();
@@ -147,6 +168,7 @@ export function formatSummary(
     lines.push(
       `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
       ...namingLines(fold.quality, result.target.pid, result.steps['symbols']),
+      ...chainLines(fold.quality),
     );
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {

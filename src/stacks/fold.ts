@@ -611,7 +611,7 @@ export class StackFolder {
     const ids = new Int32Array(named.length);
     for (let i = 0; i < named.length; i++) {
       const frame = named[named.length - 1 - i]!;
-      ids[i] = this.frames.intern(frame.name, frame.kind, frame.coreclr, frame.library);
+      ids[i] = this.frames.intern(frame.name, frame.kind, frame.coreclr, frame.library, frame.file);
     }
     return ids;
   }

@@ -20,3 +20,8 @@ export const frameKinds: readonly FrameKind[] = ['jit', 'readytorun', 'native', 
 export function isNamed(kind: FrameKind): boolean {
   return kind !== 'native-unnamed' && kind !== 'unknown';
 }
+
+/** Managed code: JIT-compiled or precompiled. */
+export function isManaged(kind: FrameKind): boolean {
+  return kind === 'jit' || kind === 'readytorun';
+}

@@ -2,7 +2,7 @@
 // line, gives names and kinds. Runs once per distinct frame line (the folder caches the result), so it may work on
 // strings. Two rule sets: `compat` reproduces stackcollapse-perf.pl's tidying exactly; the default one is
 // .NET-aware (readable managed names, frames perf left unnamed offered to a resolver, kinds always annotated).
-import type { FrameKind } from './frame-kind.js';
+import { isManaged, type FrameKind } from './frame-kind.js';
 import { formatManagedName, matchingOpen, type ManagedNameOptions } from './managed-name.js';
 
 /**
@@ -70,6 +70,8 @@ export interface NamedFrame {
    * file's name. A debug file names these; the app's and the framework's own code does not depend on them.
    */
   library?: string;
+  /** The file of a native frame, named or not (a library's or executable's name): where a call chain may break. */
+  file?: string;
 }
 
 const offsetSuffix = /\+0x[\da-f]+$/;
@@ -124,7 +126,7 @@ function compatFrame(piece: string, line: FrameLine, options: FrameNamingOptions
   name = name.replace(quotes, '');
   if (line.javaComm && name.includes('/')) name = name.replace(/^L/, '');
   const kind = classify(piece, line);
-  return { name, kind, coreclr: isCoreclr(piece, line), ...libraryOf(kind, line) };
+  return { name, kind, coreclr: isCoreclr(piece, line), ...libraryOf(kind, line), ...fileOf(kind, line) };
 }
 
 function readableFrame(
@@ -153,7 +155,7 @@ function readableFrame(
     if (!options.keepNativeArguments) name = withoutTrailingArguments(name);
   }
   const coreclr = kind !== 'kernel' && isCoreclr(piece, line);
-  return { name: name.replaceAll(';', ':'), kind, coreclr, ...libraryOf(kind, line) };
+  return { name: name.replaceAll(';', ':'), kind, coreclr, ...libraryOf(kind, line), ...fileOf(kind, line) };
 }
 
 function isZeroAddress(ip: string): boolean {
@@ -199,10 +201,6 @@ export function classify(piece: string, line: FrameLine): FrameKind {
   return 'native';
 }
 
-function isManaged(kind: FrameKind): boolean {
-  return kind === 'jit' || kind === 'readytorun';
-}
-
 function isUnnamed(piece: string): boolean {
   return piece === '[unknown]';
 }
@@ -226,6 +224,12 @@ function libraryOf(kind: FrameKind, line: FrameLine): { library?: string } {
   const file = basename(line.dso);
   if (/\.(dll|exe)$/i.test(file) || file.startsWith('memfd:') || perfMapDso.test(line.dso)) return {};
   return { library: file };
+}
+
+/** `{ file }` for a frame of native code in a file (named or not); nothing otherwise. */
+function fileOf(kind: FrameKind, line: FrameLine): { file?: string } {
+  if ((kind !== 'native' && kind !== 'native-unnamed') || line.dso === undefined || line.dso.startsWith('[')) return {};
+  return { file: basename(line.dso) };
 }
 
 function isCoreclr(piece: string, line: FrameLine): boolean {

@@ -4,7 +4,7 @@
 // the end.
 import { sumCounts } from '../diagnostics.js';
 import { addStack, type FoldedStacks } from './folded.js';
-import { frameKinds, isNamed, type FrameKind } from './frame-kind.js';
+import { frameKinds, isManaged, isNamed, type FrameKind } from './frame-kind.js';
 
 export interface NamingQuality {
   /** Samples kept. */
@@ -24,6 +24,45 @@ export interface NamingQuality {
   framesByKind: Record<FrameKind, number>;
   /** Samples by the kind of their leaf frame (unknown for a sample without frames). */
   samplesByLeafKind: Record<FrameKind, number>;
+  /**
+   * Samples whose user call chain stops short of a thread's start (isThreadStart): a function without a frame
+   * pointer (glibc's, most distribution libraries') cut it, or the chain was longer than perf records. Samples with
+   * kernel frames only are not counted.
+   */
+  brokenChains: number;
+  /**
+   * The same samples, by the file of the outermost frame perf reached in a known place (`[jit]` for managed code,
+   * `[unknown]` when none is).
+   */
+  brokenChainsByFile: Record<string, number>;
+}
+
+/**
+ * The frames a thread's call chain ends at when it is whole, as perf names them: glibc's (`_start` for the main
+ * thread under DWARF unwinding, `__libc_start_call_main` and `__libc_start_main` above main under frame pointers,
+ * `start_thread` and `clone3` for other threads) and musl's.
+ */
+const threadStarts = new Set([
+  '_start',
+  '__libc_start_main',
+  '__libc_start_main_impl',
+  '__libc_start_call_main',
+  'start_thread',
+  'clone',
+  'clone3',
+  '__clone',
+  '__clone3',
+  '__GI___clone',
+  '__GI___clone3',
+  '_start_c',
+  'libc_start_main_stage2',
+  'start',
+  'start_c',
+]);
+
+/** Whether a frame's folded name is one a whole call chain ends at (thread start), annotations aside. */
+export function isThreadStart(name: string): boolean {
+  return threadStarts.has(name.replace(/_\[[kij]\]$/, ''));
 }
 
 /** Naming figures with every count zero. */
@@ -37,6 +76,8 @@ export function emptyNamingQuality(): NamingQuality {
     unnamedLibraries: {},
     framesByKind: zero(),
     samplesByLeafKind: zero(),
+    brokenChains: 0,
+    brokenChainsByFile: {},
   };
 }
 
@@ -51,6 +92,8 @@ export function addNamingQuality(into: NamingQuality, q: NamingQuality): void {
     into.framesByKind[kind] += q.framesByKind[kind];
     into.samplesByLeafKind[kind] += q.samplesByLeafKind[kind];
   }
+  into.brokenChains += q.brokenChains;
+  into.brokenChainsByFile = sumCounts([Object.entries(into.brokenChainsByFile), Object.entries(q.brokenChainsByFile)]);
 }
 
 /** Frames by id: their folded name, and kind (undefined for root frames, the process names). */
@@ -59,9 +102,11 @@ export class FrameTable {
   readonly kinds: (FrameKind | undefined)[] = [];
   readonly coreclr: boolean[] = [];
   readonly library: (string | undefined)[] = [];
+  /** The native file of each frame, as the first line interned as it named it (a name is rarely in two files). */
+  readonly file: (string | undefined)[] = [];
   private readonly ids = new Map<string, number>();
 
-  intern(name: string, kind: FrameKind | undefined, coreclr: boolean, library?: string): number {
+  intern(name: string, kind: FrameKind | undefined, coreclr: boolean, library?: string, file?: string): number {
     const key = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${library ?? ''}\0${name}`;
     let id = this.ids.get(key);
     if (id === undefined) {
@@ -70,6 +115,7 @@ export class FrameTable {
       this.kinds.push(kind);
       this.coreclr.push(coreclr);
       this.library.push(library);
+      this.file.push(file);
       this.ids.set(key, id);
     }
     return id;
@@ -149,6 +195,7 @@ export class StackTable {
           else libraries.add(library);
         }
       }
+      if (ids.length > 1) this.countChain(frames, ids, samples, quality);
       const leaf = ids.length > 1 ? (frames.kinds[ids[ids.length - 1]!] ?? 'unknown') : 'unknown';
       quality.samplesByLeafKind[leaf] += samples;
       quality.samples += samples;
@@ -159,7 +206,26 @@ export class StackTable {
         quality.unnamedLibraries[library] = (quality.unnamedLibraries[library] ?? 0) + samples;
     }
     quality.unnamedLibraries = sumCounts([Object.entries(quality.unnamedLibraries)]);
+    quality.brokenChainsByFile = sumCounts([Object.entries(quality.brokenChainsByFile)]);
     return quality;
+  }
+
+  /**
+   * Counts the stack `ids` (root first) as broken unless its outermost frame is a thread's start or the kernel's, by
+   * the file of the outermost frame in a known place: frames past it that are in no mapping are what perf read where
+   * a frame kept no frame pointer (that frame's, or a caller's that its leaf did not touch).
+   */
+  private countChain(frames: FrameTable, ids: Int32Array, samples: number, quality: NamingQuality): void {
+    const outermost = ids[1]!;
+    const kind = frames.kinds[outermost] ?? 'unknown';
+    if (kind === 'kernel' || isThreadStart(frames.names[outermost]!)) return;
+    quality.brokenChains += samples;
+    let at = 1;
+    while (at + 1 < ids.length && (frames.kinds[ids[at]!] ?? 'unknown') === 'unknown') at++;
+    const where = ids[at]!;
+    const whereKind = frames.kinds[where] ?? 'unknown';
+    const file = frames.file[where] ?? (isManaged(whereKind) ? '[jit]' : '[unknown]');
+    quality.brokenChainsByFile[file] = (quality.brokenChainsByFile[file] ?? 0) + samples;
   }
 }
 

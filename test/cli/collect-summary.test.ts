@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { defaultOutputDir } from '../../src/collect/options.js';
 import type { CollectResult } from '../../src/collect/session.js';
-import { formatSummary, librariesRemedy, topFrames, type PostprocessFacts } from '../../src/cli/collect-summary.js';
+import {
+  chainLines,
+  formatSummary,
+  librariesRemedy,
+  topFrames,
+  type PostprocessFacts,
+} from '../../src/cli/collect-summary.js';
 import type { TargetInfo } from '../../src/target/inspect.js';
 import { assertNoTerminalControl } from './terminal-control.js';
 
@@ -218,4 +224,18 @@ test('formatSummary escapes a hostile command line and frame names, and cuts the
   );
   assert.ok(lines.includes(`   40.0%  ${'Deep.'.repeat(19)}Deep…  [managed]`));
   assert.ok(!lines.some((line) => /^ +99\.0%/.test(line)), 'no forged top-frame line');
+});
+
+test('the chains line: the share of broken call chains and where they end, from 0.1% of samples', () => {
+  const quality = { samples: 1000, fullyNamed: 1000 };
+  assert.deepEqual(chainLines({ ...quality, brokenChains: 0 }), []);
+  assert.deepEqual(chainLines({ ...quality, brokenChains: 1, brokenChainsByFile: { 'libc.so.6': 1 } }), [
+    'chains      0.1% of samples have a broken call chain, cut in libc.so.6 (0.1%): code built without frame ' +
+      'pointers hides their callers',
+  ]);
+  const byFile = { 'libc.so.6': 60, 'libe_sqlite3.so': 30, '[unknown]': 8, 'libcrypto.so.3': 2 };
+  assert.deepEqual(chainLines({ ...quality, brokenChains: 100, brokenChainsByFile: byFile }), [
+    'chains      10.0% of samples have a broken call chain, cut in libc.so.6 (6.0%), libe_sqlite3.so (3.0%), ' +
+      '[unknown] (0.8%) and 1 more: code built without frame pointers hides their callers',
+  ]);
 });

@@ -38,6 +38,8 @@ const facts: ManifestFacts = {
     fullyNamedExceptCoreclr: 1,
     framesByKind: { jit: 1, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
     samplesByLeafKind: { jit: 1, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
+    brokenChains: 0,
+    brokenChainsByFile: {},
   },
 };
 

@@ -53,6 +53,9 @@ test('unnamed frames go to the resolver once per process and address; its names 
     unnamedLibraries: { 'libcoreclr.so': 2 },
     framesByKind: { jit: 2, readytorun: 2, native: 2, 'native-unnamed': 2, kernel: 0, unknown: 0 },
     samplesByLeafKind: { jit: 2, readytorun: 0, native: 0, 'native-unnamed': 0, kernel: 0, unknown: 0 },
+    // The chain stops at main, in /usr/bin/dotnet: no thread start above it.
+    brokenChains: 2,
+    brokenChainsByFile: { dotnet: 2 },
   });
 });
 
@@ -230,4 +233,25 @@ test('writeLine folds a whole line as write() folds it with its newline, also af
   assert.equal(expected.keptSamples, 2);
   assert.deepEqual(byLine.end(), expected);
   assert.deepEqual(cut.end(), expected);
+});
+
+test('call chains that stop short of a thread start are counted, by the file of the last frame in a known place', () => {
+  const sample = (frames: string[]) =>
+    ['app 10/11 [000] 1.000000: 1 cpu-clock:', ...frames.map((f) => `\t${f}`), '', ''].join('\n');
+  const whole = sample([
+    '7f0000001000 work+0x10 (/srv/app)',
+    '7f0000002000 start_thread+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+  ]);
+  const kernelOnly = sample(['ffffffff81000000 schedule+0x10 ([kernel.kallsyms])']);
+  // perf read a return address where `read` keeps no frame pointer: an address in no mapping.
+  const cutInLibc = sample([
+    'ffffffff81000000 ksys_read+0x10 ([kernel.kallsyms])',
+    '7f0000003000 read+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+    '1234 [unknown] ([unknown])',
+  ]);
+  const cutInApp = sample(['7f0000001000 work+0x10 (/srv/app)']);
+  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp);
+  assert.equal(quality.samples, 5);
+  assert.equal(quality.brokenChains, 3);
+  assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 2, app: 1 });
 });
