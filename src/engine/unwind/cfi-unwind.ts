@@ -57,6 +57,13 @@ export interface UnwindOptions {
   evaluate?(expression: Uint8Array, frame: ExpressionFrame): bigint | undefined;
   /** Frames given at most, the first included. Default 127, perf's max-stack (kernel.perf_event_max_stack). */
   maxFrames?: number;
+  /**
+   * Whether the code at an address no CFI covers keeps frame pointers (.NET's JIT-compiled code and stubs do, and
+   * have no CFI): such a frame is stepped by rbp (the caller's rbp at [rbp], its return address at [rbp + 8], its sp
+   * rbp + 16), within the snapshot. None (the default): the walk stops at such code, as perf's does not quite (see
+   * UnwindStop's no-cfi); with it, the frames differ from perf's there, which cannot name any past JIT code.
+   */
+  framePointers?(pc: bigint): boolean;
 }
 
 /** Why the walk stopped. */
@@ -106,8 +113,10 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
   for (;;) {
     if (frames.length >= maxFrames) return { frames, stop: 'max-frames' };
     const row = options.rowAt(lookup);
-    if (!row) return { frames, stop: 'no-cfi' };
-    const step = stepFrame(row, values, read, options.evaluate ?? evaluateExpression);
+    if (!row && !options.framePointers?.(lookup)) return { frames, stop: 'no-cfi' };
+    const step = row
+      ? stepFrame(row, values, read, options.evaluate ?? evaluateExpression)
+      : framePointerStep(values, read, cfa);
     if (typeof step === 'string') return { frames, stop: step };
     if (step.cfa < cfa || (step.cfa === cfa && step.pc === pc)) return { frames, stop: 'cfa-not-up' };
     if (step.pc === 0n) return { frames, stop: 'zero-return-address' };
@@ -131,6 +140,28 @@ export function evaluateExpression(expression: Uint8Array, frame: ExpressionFram
     },
     frame.pushed,
   );
+}
+
+/**
+ * One step by frame pointer from a frame whose rbp is its frame's base: the caller's rbp and return address above
+ * it. The other registers the caller saved are unknown after it (the frame keeps them where its code says).
+ */
+function framePointerStep(
+  values: readonly (bigint | undefined)[],
+  read: (address: bigint) => bigint | undefined,
+  sp: bigint,
+): Step {
+  const rbp = values[dwarfRegister.rbp];
+  if (rbp === undefined) return 'no-register';
+  if (rbp < sp) return 'cfa-not-up';
+  const callerRbp = read(rbp);
+  const pc = read(BigInt.asUintN(64, rbp + 8n));
+  if (callerRbp === undefined || pc === undefined) return 'outside-stack';
+  const next: (bigint | undefined)[] = new Array<bigint | undefined>(registers).fill(undefined);
+  next[dwarfRegister.rbp] = callerRbp;
+  next[dwarfRegister.rsp] = BigInt.asUintN(64, rbp + 16n);
+  next[dwarfRegister.returnAddress] = pc;
+  return { values: next, cfa: BigInt.asUintN(64, rbp + 16n), pc };
 }
 
 type Step = { values: (bigint | undefined)[]; cfa: bigint; pc: bigint } | UnwindStop;

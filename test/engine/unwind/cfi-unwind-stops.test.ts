@@ -73,3 +73,23 @@ test('at most 127 frames, the first included', () => {
   assert.equal(result.stop, 'max-frames');
   assert.equal(unwindUserStack(regs(0x1000n), stack(...words), { rowAt: () => leaf, maxFrames: 5 }).frames.length, 5);
 });
+
+test('code without CFI that keeps frame pointers (JIT code) is stepped by rbp, when the caller says which', () => {
+  const end: UnwindRow = { ...leaf, registers: new Map([[16, { type: 'undefined' }]]) };
+  const rowAt = (pc: bigint) => (pc < 0x2000n ? leaf : pc >= 0x3000n && pc < 0x4000n ? end : undefined);
+  // The leaf returns into JIT code at 0x5000, whose frame (rbp 0x7010) was called from JIT code at 0x6000, whose
+  // frame (rbp 0x7030) was called from native code with CFI at 0x3000, the outermost.
+  const words = stack(0x5001n, 0n, 0x7030n, 0x6001n, 0n, 0n, 0n, 0x3001n, 0n);
+  const framePointers = (pc: bigint) => pc >= 0x5000n && pc < 0x7000n;
+  assert.deepEqual(unwindUserStack(regs(0x1000n, 0x7010n), words, { rowAt, framePointers }), {
+    frames: [0x1000n, 0x5000n, 0x6000n, 0x3000n],
+    stop: 'end',
+  });
+  assert.deepEqual(unwindUserStack(regs(0x1000n, 0x7010n), words, { rowAt }), {
+    frames: [0x1000n, 0x5000n],
+    stop: 'no-cfi',
+  });
+  // An rbp below the frame's sp is no frame base; one whose words lie past the snapshot ends there.
+  assert.equal(unwindUserStack(regs(0x1000n, 0x6000n), words, { rowAt, framePointers }).stop, 'cfa-not-up');
+  assert.equal(unwindUserStack(regs(0x1000n, 0x9000n), words, { rowAt, framePointers }).stop, 'outside-stack');
+});
