@@ -16,8 +16,7 @@ import { chooseTargetFramework, findDotnetHost, inspectDotnetHost } from '../../
 import type { MmapEvent, SampleEvent } from '../../src/engine/perf-data/records.js';
 import { readPerfDataFile } from '../../src/engine/perf-data/reader.js';
 import { unwindUserStack, type UnwindOptions, type UnwindStop } from '../../src/engine/unwind/cfi-unwind.js';
-import { readCallFrameInfo, type UnwindRow } from '../../src/formats/elf/eh-frame.js';
-import { readLoadSegments } from '../../src/formats/elf/elf-functions.js';
+import { readCallFrameInfoByOffset, type UnwindRow } from '../../src/formats/elf/eh-frame.js';
 import { bytesSource } from '../../src/formats/elf/elf.js';
 import { StackFolder } from '../../src/stacks/fold.js';
 
@@ -26,16 +25,10 @@ const sizes = (process.env['PROFCPU_BENCH_SIZES'] ?? '8192,16384,32768').split('
 
 type FileRows = ((offset: bigint) => UnwindRow | undefined) | undefined;
 
-/** A file's CFI by file offset (as a mapping's pgoff counts), or undefined when it has none readable. */
+/** A file's CFI by file offset, or undefined when it has none readable. */
 async function fileRows(path: string): Promise<FileRows> {
   try {
-    const source = bytesSource(await readFile(path));
-    const info = await readCallFrameInfo(source, path);
-    const segments = await readLoadSegments(source);
-    return (offset) => {
-      const segment = segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
-      return segment && info.rowAt(Number(offset - segment.offset + segment.vaddr));
-    };
+    return (await readCallFrameInfoByOffset(bytesSource(await readFile(path)), path)).rowAtOffset;
   } catch {
     return undefined;
   }

@@ -8,6 +8,7 @@
 import { SkipCounter, type Warn } from '../../diagnostics.js';
 import { cfaProgramLimits, runProgram, type ProgramContext, type RowState, type UnwindRow } from './cfa-program.js';
 import { CfiDataError, DwarfCursor, pointerEncoding } from './dwarf-cursor.js';
+import { readLoadSegments } from './elf-functions.js';
 import { readSectionContents, type ByteSource, type SectionContents } from './elf.js';
 
 export { cfaProgramLimits, type CfaRule, type RegisterRule, type UnwindRow } from './cfa-program.js';
@@ -61,6 +62,26 @@ export async function readCallFrameInfo(
     { ehFrame: found.get('.eh_frame'), ehFrameHdr: found.get('.eh_frame_hdr'), debugFrame: found.get('.debug_frame') },
     options,
   );
+}
+
+/**
+ * The unwind row at a file offset (as a mapping's pgoff counts: perf's and the kernel's addresses come to a file so),
+ * moved to the ELF's own address by the PT_LOAD segment holding it; undefined outside every segment.
+ */
+export async function readCallFrameInfoByOffset(
+  source: ByteSource,
+  label: string,
+  options: CallFrameOptions = {},
+): Promise<{ info: CallFrameInfo; rowAtOffset(offset: bigint): UnwindRow | undefined }> {
+  const info = await readCallFrameInfo(source, label, options);
+  const segments = await readLoadSegments(source);
+  return {
+    info,
+    rowAtOffset(offset) {
+      const segment = segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
+      return segment && info.rowAt(Number(offset - segment.offset + segment.vaddr));
+    },
+  };
 }
 
 /** Indexes the sections; `.eh_frame`'s FDEs are looked in first, `.debug_frame`'s after. */

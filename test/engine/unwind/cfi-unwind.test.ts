@@ -11,8 +11,7 @@ import { execa } from 'execa';
 import type { MmapEvent, SampleEvent } from '../../../src/engine/perf-data/records.js';
 import { readPerfDataFile } from '../../../src/engine/perf-data/reader.js';
 import { unwindUserStack, type UnwindStop } from '../../../src/engine/unwind/cfi-unwind.js';
-import { readCallFrameInfo, type CallFrameInfo, type UnwindRow } from '../../../src/formats/elf/eh-frame.js';
-import { readLoadSegments } from '../../../src/formats/elf/elf-functions.js';
+import { readCallFrameInfoByOffset, type UnwindRow } from '../../../src/formats/elf/eh-frame.js';
 import { bytesSource } from '../../../src/formats/elf/elf.js';
 import { buildCfiStack, recordDwarf } from '../../fixtures/cfi-stack/build.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
@@ -21,15 +20,8 @@ import { readFile } from 'node:fs/promises';
 
 /** A file's CFI, looked up by its file offsets (as a mapping's pgoff counts them). */
 async function cfiOf(file: string): Promise<{ rowAt(offset: bigint): UnwindRow | undefined }> {
-  const source = bytesSource(await readFile(file));
-  const info: CallFrameInfo = await readCallFrameInfo(source, file);
-  const segments = await readLoadSegments(source);
-  return {
-    rowAt(offset) {
-      const segment = segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
-      return segment && info.rowAt(Number(offset - segment.offset + segment.vaddr));
-    },
-  };
+  const { rowAtOffset } = await readCallFrameInfoByOffset(bytesSource(await readFile(file)), file);
+  return { rowAt: rowAtOffset };
 }
 
 /** perf script's samples: the tid, then each frame's address and symbol, kernel frames left out. */
