@@ -1,7 +1,6 @@
 // The CFI unwinder against perf's own DWARF unwinding (libunwind): a program and its library built without frame
 // pointers, recorded with `perf record --call-graph dwarf,8192`, each sample unwound with the CFI profcpu's .eh_frame
-// reader gives (itself checked against readelf in test/formats/elf/eh-frame.test.ts) of the program, the library and
-// libc; the
+// reader gives (itself checked against readelf in test/formats/elf/eh-frame.test.ts) of every file mapped; the
 // frames, as file offsets, must be those `perf script -F ip` prints for every sample perf unwound to the end of its
 // stack (_start, or clone3 for the second thread). The others are counted.
 import assert from 'node:assert/strict';
@@ -54,11 +53,19 @@ test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints
       else if (event.kind === 'sample') samples.push(event);
     },
   });
-  const libc = mmaps.find((m) => /\/libc\.so\.6$/.test(m.filename))!.filename;
-  const cfi = new Map(
-    await Promise.all([program, library, libc].map(async (file) => [file, await cfiOf(file)] as const)),
-  );
+  // Every file the samples may be in: the program, its library, libc, and ld.so (a thread's start and exit, lazy
+  // binding: a sample there now and then).
   const executable = mmaps.filter((m) => m.prot === undefined || (m.prot & 4) !== 0);
+  const files = [
+    ...new Set(
+      executable
+        .map((m) => m.filename)
+        .filter((f) => f.startsWith('/') && !f.startsWith('//') && !f.startsWith('/memfd:')),
+    ),
+  ];
+  assert.ok(files.includes(program) && files.includes(library));
+  const cfi = new Map(await Promise.all(files.map(async (file) => [file, await cfiOf(file)] as const)));
+
   const mappingOf = (pid: number, address: bigint) =>
     executable.findLast((m) => m.pid === pid && address >= m.start && address < m.start + m.length);
 
