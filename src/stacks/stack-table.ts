@@ -179,6 +179,8 @@ export class StackTable {
   quality(frames: FrameTable): NamingQuality {
     const quality = emptyNamingQuality();
     const libraries = new Set<string>();
+    const unnamedLibraries = new Map<string, number>();
+    const brokenByFile = new Map<string, number>();
     for (const { ids, samples } of this.entries) {
       let named = true;
       let namedExceptCoreclr = true;
@@ -195,18 +197,18 @@ export class StackTable {
           else libraries.add(library);
         }
       }
-      if (ids.length > 1) this.countChain(frames, ids, samples, quality);
+      if (ids.length > 1) this.countChain(frames, ids, samples, quality, brokenByFile);
       const leaf = ids.length > 1 ? (frames.kinds[ids[ids.length - 1]!] ?? 'unknown') : 'unknown';
       quality.samplesByLeafKind[leaf] += samples;
       quality.samples += samples;
       if (named) quality.fullyNamed += samples;
       if (namedExceptCoreclr) quality.fullyNamedExceptCoreclr += samples;
       if (namedExceptLibraries) quality.fullyNamedExceptLibraries += samples;
-      for (const library of libraries)
-        quality.unnamedLibraries[library] = (quality.unnamedLibraries[library] ?? 0) + samples;
+      for (const library of libraries) unnamedLibraries.set(library, (unnamedLibraries.get(library) ?? 0) + samples);
     }
-    quality.unnamedLibraries = sumCounts([Object.entries(quality.unnamedLibraries)]);
-    quality.brokenChainsByFile = sumCounts([Object.entries(quality.brokenChainsByFile)]);
+    // Counted in maps: a file is named by the target (`__proto__`, `toString`), never a key of a plain object's.
+    quality.unnamedLibraries = sumCounts([unnamedLibraries]);
+    quality.brokenChainsByFile = sumCounts([brokenByFile]);
     return quality;
   }
 
@@ -215,7 +217,13 @@ export class StackTable {
    * the file of the outermost frame in a known place: frames past it that are in no mapping are what perf read where
    * a frame kept no frame pointer (that frame's, or a caller's that its leaf did not touch).
    */
-  private countChain(frames: FrameTable, ids: Int32Array, samples: number, quality: NamingQuality): void {
+  private countChain(
+    frames: FrameTable,
+    ids: Int32Array,
+    samples: number,
+    quality: NamingQuality,
+    byFile: Map<string, number>,
+  ): void {
     const outermost = ids[1]!;
     const kind = frames.kinds[outermost] ?? 'unknown';
     if (kind === 'kernel' || isThreadStart(frames.names[outermost]!)) return;
@@ -225,7 +233,7 @@ export class StackTable {
     const where = ids[at]!;
     const whereKind = frames.kinds[where] ?? 'unknown';
     const file = frames.file[where] ?? (isManaged(whereKind) ? '[jit]' : '[unknown]');
-    quality.brokenChainsByFile[file] = (quality.brokenChainsByFile[file] ?? 0) + samples;
+    byFile.set(file, (byFile.get(file) ?? 0) + samples);
   }
 }
 

@@ -255,3 +255,12 @@ test('call chains that stop short of a thread start are counted, by the file of 
   assert.equal(quality.brokenChains, 3);
   assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 2, app: 1 });
 });
+
+test('files named as the target likes (__proto__, toString) are counted as any other', () => {
+  const sample = (file: string) =>
+    ['app 10/11 [000] 1.000000: 1 cpu-clock:', `\t7f0000001000 [unknown] (/srv/${file})`, '', ''].join('\n');
+  const { quality } = foldText(['__proto__', 'toString', 'constructor', 'toString'].map(sample).join(''));
+  assert.equal(quality.brokenChains, 4);
+  assert.equal(JSON.stringify(quality.brokenChainsByFile), '{"__proto__":1,"constructor":1,"toString":2}');
+  assert.equal(JSON.stringify(quality.unnamedLibraries), '{"__proto__":1,"constructor":1,"toString":2}');
+});

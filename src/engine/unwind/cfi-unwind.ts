@@ -91,12 +91,17 @@ export interface Unwound {
 }
 
 const maxStackDefault = 127;
+/** PERF_SAMPLE_REGS_ABI_64: the registers of a 64-bit process. */
+const regsAbi64 = 2;
 const registers = 17;
 
 /** The user frames of a sample with registers `regs` and stack snapshot `stack` (see the file's comment). */
 export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: UnwindOptions): Unwound {
   const maxFrames = options.maxFrames ?? maxStackDefault;
-  let values: (bigint | undefined)[] = perfOfDwarf.map((perf) => (regs.abi ? userRegister(regs, perf) : undefined));
+  // Only a 64-bit process's registers (a 32-bit one's CFI and registers are i386's, which this does not read).
+  let values: (bigint | undefined)[] = perfOfDwarf.map((perf) =>
+    regs.abi === regsAbi64 ? userRegister(regs, perf) : undefined,
+  );
   const ip = values[dwarfRegister.returnAddress];
   const sp = values[dwarfRegister.rsp];
   if (ip === undefined) return { frames: [], stop: 'no-register' };
@@ -110,9 +115,11 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
   let pc = ip;
   let cfa = sp;
   let lookup = ip;
+  // The caller's row, found when its frame was pushed: looked up once (a hostile file's rows cost up to ~2 ms each).
+  let next: UnwindRow | undefined | null = null;
   for (;;) {
     if (frames.length >= maxFrames) return { frames, stop: 'max-frames' };
-    const row = options.rowAt(lookup);
+    const row = next === null ? options.rowAt(lookup) : next;
     if (!row && !options.framePointers?.(lookup)) return { frames, stop: 'no-cfi' };
     const step = row
       ? stepFrame(row, values, read, options.evaluate ?? evaluateExpression)
@@ -126,6 +133,7 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
     const caller = options.rowAt(pc - 1n);
     const signal = caller?.signalFrame === true;
     lookup = signal ? pc : pc - 1n;
+    next = signal ? null : caller;
     frames.push(signal ? pc : pc - 1n);
   }
 }

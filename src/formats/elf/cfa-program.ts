@@ -5,8 +5,12 @@
 import { CfiDataError, type DwarfCursor } from './dwarf-cursor.js';
 
 export const cfaProgramLimits = Object.freeze({
-  /** Instructions run for one row, the CIE's and the FDE's together (the largest real FDEs hold a few hundred). */
-  maxInstructions: 100_000,
+  /**
+   * Instructions run for one row, the CIE's and the FDE's together, a remember or restore counting one per rule it
+   * copies (the largest real FDEs hold a few hundred): about 2 ms of work at most, so one sample's 127 frames cannot
+   * cost more than a fraction of a second whatever a target's file holds.
+   */
+  maxInstructions: 20_000,
   /** DW_CFA_remember_state nested at most (compilers nest one or two). */
   maxStateDepth: 64,
   /** Highest DWARF register number a rule may name (x86-64's go to 130: the AVX-512 mask registers). */
@@ -157,12 +161,16 @@ export function runProgram(
           }
           case 0x0a: // remember_state
             if (stack.length >= maxStateDepth) throw new CfiDataError(`remember_state deeper than ${maxStateDepth}`);
+            // A copy of every rule: charged as that many instructions, so that remember/restore pairs over a full
+            // register set cannot make one row cost a hundred thousand map copies.
+            budget.left -= regs.size;
             stack.push({ cfa: state.cfa, registers: new Map(regs) });
             break;
           case 0x0b: {
             // restore_state: the CFA rule too, as libgcc and readelf do
             const saved = stack.pop();
             if (!saved) throw new CfiDataError('restore_state without remember_state');
+            budget.left -= saved.registers.size;
             regs.clear();
             for (const [r, rule] of saved.registers) regs.set(r, rule);
             if (saved.cfa.type === 'register') setCfa(saved.cfa.register, saved.cfa.offset);

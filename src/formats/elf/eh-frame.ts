@@ -18,6 +18,10 @@ export const callFrameLimits = Object.freeze({
   maxSectionBytes: 64 << 20,
   /** FDEs indexed per section at most (node has 75 000); the rest are skipped, counted. */
   maxEntries: 1 << 21,
+  /** CIEs (or the failures to read one) kept per section (libc has 2, node a handful). */
+  maxCachedCies: 4096,
+  /** Unusable entries met while scanning a section before the rest of it is skipped (a sound file has none). */
+  maxUnusableEntries: 1024,
   /** Longest augmentation string read ("zPLR" is the longest in use). */
   maxAugmentationBytes: 16,
 });
@@ -196,6 +200,7 @@ class FrameSection {
   /** Walks every entry, keeps the FDEs that parse and cover something, sorted by start. */
   indexByScan(): void {
     const found: [number, number][] = [];
+    let unusable = 0;
     for (let at = 0; at < this.bytes.length;) {
       let header: EntryHeader;
       try {
@@ -216,6 +221,11 @@ class FrameSection {
         } catch (error) {
           if (!(error instanceof CfiDataError)) throw error;
           this.skipped.add('entry', `FDE at ${at} unusable (${error.message})`);
+          // Each names a CIE of its own (cached, failed): a section of nothing else must not fill the memory.
+          if (++unusable >= callFrameLimits.maxUnusableEntries) {
+            this.skipped.add('entry', `${unusable} unusable FDEs: the rest of the section skipped`);
+            break;
+          }
         }
       }
       at = header.end;
@@ -332,7 +342,8 @@ class FrameSection {
         if (!(error instanceof CfiDataError)) throw error;
         cie = error;
       }
-      this.cies.set(at, cie);
+      // Real files have a few CIEs; a hostile index could name a million: past the cap they are parsed each time.
+      if (this.cies.size < callFrameLimits.maxCachedCies) this.cies.set(at, cie);
     }
     if (cie instanceof CfiDataError) throw cie;
     return cie;

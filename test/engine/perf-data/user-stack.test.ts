@@ -61,7 +61,8 @@ test('a dwarf recording: every sample user registers and stack size as perf scri
     },
   });
   const perfs = await perfUserFields(output);
-  assert.ok(ours.size > 500, `${ours.size} samples`);
+  // 1 s at 499 Hz: ~500 samples on an idle machine, a few hundred on a loaded one.
+  assert.ok(ours.size > 100, `${ours.size} samples`);
   assert.ok(withStack > ours.size * 0.9, `${withStack} of ${ours.size} samples with a stack`);
   const differing = [...perfs].filter(([offset, fields]) => ours.get(offset) !== fields);
   assert.deepEqual(

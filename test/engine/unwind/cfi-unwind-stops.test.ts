@@ -93,3 +93,17 @@ test('code without CFI that keeps frame pointers (JIT code) is stepped by rbp, w
   assert.equal(unwindUserStack(regs(0x1000n, 0x6000n), words, { rowAt, framePointers }).stop, 'cfa-not-up');
   assert.equal(unwindUserStack(regs(0x1000n, 0x9000n), words, { rowAt, framePointers }).stop, 'outside-stack');
 });
+
+test('a 32-bit process’s registers are not read; an rbp naming its own slot ends the frame-pointer walk', () => {
+  const i386: UserRegs = { ...regs(0x1000n), abi: 1 };
+  assert.deepEqual(unwindUserStack(i386, stack(0x2001n, 0n), { rowAt: () => leaf }), {
+    frames: [],
+    stop: 'no-register',
+  });
+  // JIT code whose rbp (0x7008) holds 0x7008 and returns into itself: the second step's CFA does not rise.
+  const framePointers = () => true;
+  const self = stack(0n, 0x7008n, 0x5001n, 0n, 0n);
+  const result = unwindUserStack(regs(0x5000n, 0x7008n), self, { rowAt: () => undefined, framePointers });
+  assert.equal(result.stop, 'cfa-not-up');
+  assert.ok(result.frames.length <= 3, String(result.frames.length));
+});

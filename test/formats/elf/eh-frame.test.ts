@@ -12,6 +12,7 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { fileByteSource, readSectionContents } from '../../../src/formats/elf/elf.js';
 import {
+  callFrameLimits,
   indexCallFrames,
   readCallFrameInfo,
   type CallFrameInfo,
@@ -311,6 +312,31 @@ test('hostile sections give no row, never a throw or a hang', () => {
     [0x0a, 0x41, 0x0e, 48, 0x0b],
   ]).bytes;
   for (let cut = 0; cut < sound.length; cut++) hostile(sound.slice(0, cut), [0x1000, 0x2003, 0x3001]);
+});
+
+test('the costly hostile sections: a flood of unusable FDEs, remember/restore pairs over 256 registers', () => {
+  // 64 MiB (the section cap) of 8-byte FDEs, each naming a CIE of its own that does not exist: scanning stops after
+  // maxUnusableEntries of them, in little time and memory (each failure was kept once, and filled the heap).
+  const flood = new Uint8Array(64 << 20);
+  const view = new DataView(flood.buffer);
+  for (let at = 0; at < flood.length; at += 8) {
+    view.setUint32(at, 4, true);
+    view.setUint32(at + 4, 0x7fffffff - at / 8, true);
+  }
+  const heap = process.memoryUsage().heapUsed;
+  const { info } = hostile(flood, [0x1000]);
+  assert.equal(info.entries, 0);
+  assert.equal(info.skipped.counts.get('entry'), callFrameLimits.maxUnusableEntries + 1);
+  assert.ok(process.memoryUsage().heapUsed - heap < 64 << 20, 'the heap did not grow with the section');
+
+  // A row after all 256 registers were given rules, then 49 000 remember/restore pairs: each copy is charged per
+  // rule, so the row runs out of its instruction budget instead of costing half a second; 127 lookups, a sample's
+  // worth, within the deadline.
+  const allRegisters = Array.from({ length: 256 }, (_, r) => [0x05, ...uleb(r), 1]).flat();
+  const pairs = new Array<number[]>(49_000).fill([0x0a, 0x0b]).flat();
+  const costly = crafted([[...allRegisters, ...pairs]]).bytes;
+  const { rows } = hostile(costly, new Array<number>(127).fill(0x1000), 2000);
+  assert.deepEqual(new Set(rows), new Set([undefined]));
 });
 
 test('an unusable .eh_frame_hdr table is counted and .eh_frame scanned instead', () => {
