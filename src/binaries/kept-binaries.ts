@@ -155,6 +155,7 @@ export async function keepBinaries(
   try {
     for (const binary of wanted.filter((w) => isTargetFile(w.path))) await keepOne(pass, binary);
   } finally {
+    await removePartials(binaries);
     await binaries.close();
   }
   await writeKeptIndex(folder, kept);
@@ -237,6 +238,15 @@ function limitPassed({ opts, total, kept }: Pass, size: number): string | undefi
   if (total + size > opts.maxTotalBytes) return `the ${opts.maxTotalBytes}-byte limit for one run is reached`;
   if (kept.size >= opts.maxFiles) return `the limit of ${opts.maxFiles} binaries for one run is reached`;
   return undefined;
+}
+
+/**
+ * Removes the `.partial` copies left in the folder: a copy given up at its deadline (which may have started writing
+ * before it) removes its own only while the folder is open, and the pass closes it as soon as it moves on.
+ */
+async function removePartials(binaries: OutputFolder): Promise<void> {
+  const names = await binaries.list('.').catch(() => [] as string[]);
+  for (const name of names) if (name.endsWith('.partial')) await binaries.remove(name).catch(() => undefined);
 }
 
 /** The file's build-id checked, then what perf reads to name frames copied under it and added to `kept`. */

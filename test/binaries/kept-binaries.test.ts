@@ -185,6 +185,17 @@ test('a copy given up at its deadline writes nothing afterwards', async (t) => {
   assert.deepEqual(await readdir(join(out, 'target', 'binaries')).catch(() => []), []);
 });
 
+test('a pass ends with no .partial copy in the folder: one a given-up copy or a killed pass left is removed', async (t) => {
+  const { keep, out, buildId } = await setup(t);
+  // What a copy given up after it had started writing leaves once the pass closed the folder (it cannot remove it
+  // then), or a pass killed mid-copy.
+  await mkdir(join(out, 'target', 'binaries'), { recursive: true });
+  await writeFile(join(out, 'target', 'binaries', `${'ab'.repeat(20)}.partial`), 'half a copy');
+  const [outcome] = await keep([{ path: '/lib/libc.so.6' }]);
+  assert.equal(outcome?.status, 'kept');
+  assert.deepEqual(await readdir(join(out, 'target', 'binaries')), [buildId]);
+});
+
 // The target reader is killed when a pass outlives --target-timeout (a later file hangs): what the pass kept until
 // then is indexed already, and no binary stands half-written under its build-id.
 test('a pass cut short leaves what it kept indexed, each binary whole', async (t) => {
