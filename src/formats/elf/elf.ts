@@ -60,8 +60,11 @@ const NT_GNU_BUILD_ID = 3;
 interface Section {
   name: string;
   type: number;
-  /** sh_addr: the section's virtual address (0 when it is not loaded). */
-  addr: number;
+  /**
+   * sh_addr: the section's virtual address (0 when it is not loaded); undefined past 2^53 (a kernel's sections), which
+   * only readSectionContents needs and refuses, so that every other reader still takes such a file.
+   */
+  addr: number | undefined;
   offset: number;
   size: number;
   entsize: number;
@@ -216,6 +219,7 @@ export async function readSectionContents(
   for (const s of sections) {
     if (!names.includes(s.name) || found.has(s.name) || s.type === sectionTypes.NOBITS || s.size === 0) continue;
     if (s.size > maxBytes) throw file.fail(`${s.name} of ${s.size} bytes, more than ${maxBytes}`);
+    if (s.addr === undefined) throw file.fail(`${s.name} at an address past 2^53`);
     const v = await file.read(s.offset, s.size, s.name);
     found.set(s.name, { address: s.addr, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) });
   }
@@ -272,6 +276,13 @@ class ElfFile {
     return v.getUint32(at, this.le);
   }
 
+  /** A 32- or 64-bit word by the file's class; undefined for a 64-bit value past 2^53. */
+  safeWord(v: DataView, at: number): number | undefined {
+    if (this.bits === 32) return v.getUint32(at, this.le);
+    const value = v.getBigUint64(at, this.le);
+    return value > BigInt(Number.MAX_SAFE_INTEGER) ? undefined : Number(value);
+  }
+
   /** A 32- or 64-bit word by the file's class; a 64-bit value past 2^53 is refused. */
   word(v: DataView, at: number): number {
     if (this.bits === 32) return v.getUint32(at, this.le);
@@ -320,7 +331,7 @@ async function readSections(f: ElfFile, header: ElfHeader): Promise<Section[]> {
       ? {
           nameOffset: f.u32(v, 0),
           type: f.u32(v, 4),
-          addr: f.word(v, 16),
+          addr: f.safeWord(v, 16),
           offset: f.word(v, 24),
           size: f.word(v, 32),
           align: f.word(v, 48),

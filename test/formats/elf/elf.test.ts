@@ -23,6 +23,7 @@ import {
   isBuildId,
   readElf,
   readElfFile,
+  readSectionContents,
   type ByteSource,
 } from '../../../src/formats/elf/elf.js';
 import { buildNativeLibIfPossible, needNativeLib, type NativeLib } from '../../fixtures/native-lib/build.js';
@@ -50,6 +51,19 @@ test('a stripped library: build-id, debuglink with the debug file’s CRC, no sy
   assert.equal(info.hasSymtab, false);
   assert.equal(info.hasDebugInfo, false);
   assert.equal(info.hasCode, true);
+});
+
+test('a section at a kernel address (past 2^53) reads as before; only its contents by address are refused', async (t) => {
+  if (!needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'objcopy', 'binutils')) return;
+  const object = join(work, 'high.o');
+  const high = join(work, 'high-text.o');
+  writeFileSync(join(work, 'high.c'), 'int f(void) { return 1; }\n');
+  execFileSync('gcc', ['-c', '-o', object, join(work, 'high.c')]);
+  execFileSync('objcopy', ['--change-section-address', '.text=0xffffffff81000000', object, high]);
+  assert.equal((await readElfFile(high)).hasSymtab, true);
+  const source = bytesSource(readFileSync(high));
+  await assert.rejects(readSectionContents(source, ['.text'], high, 1 << 20), malformed);
+  assert.equal((await readSectionContents(bytesSource(readFileSync(object)), ['.text'], object, 1 << 20)).size, 1);
 });
 
 test('the library as linked has .symtab and DWARF; --only-keep-debug keeps them without code', async (t) => {
