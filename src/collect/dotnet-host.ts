@@ -3,9 +3,9 @@
 // its targeting packs), and, pure, the newest target framework of .NET 8 or later that it can both build and run.
 // Only the two places a user sets count: a runtime in a default folder off PATH is not looked for.
 import { execa } from 'execa';
-import { constants } from 'node:fs';
-import { access, readdir, realpath } from 'node:fs/promises';
-import { delimiter, dirname, join } from 'node:path';
+import { readdir, realpath } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { executableOnPath, isExecutableFile } from '../files/executables.js';
 
 export type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -32,19 +32,13 @@ export const oldestDemoDotnet = 8;
 
 /** The first executable `dotnet` on PATH, else $DOTNET_ROOT/dotnet, else undefined. */
 export async function findDotnetHost(env: Environment): Promise<DotnetHost | undefined> {
-  const candidates: [string, DotnetHost['foundIn']][] = (env['PATH'] ?? '')
-    .split(delimiter)
-    .filter((dir) => dir.startsWith('/'))
-    .map((dir) => [join(dir, 'dotnet'), 'PATH']);
-  if (env['DOTNET_ROOT']?.startsWith('/')) candidates.push([join(env['DOTNET_ROOT'], 'dotnet'), 'DOTNET_ROOT']);
-  for (const [path, foundIn] of candidates) {
-    const resolved = await access(path, constants.X_OK).then(
-      () => realpath(path),
-      () => undefined,
-    );
-    if (resolved !== undefined) return { path, root: dirname(resolved), foundIn };
-  }
-  return undefined;
+  const onPath = await executableOnPath('dotnet', env, { absoluteOnly: true });
+  if (onPath !== undefined) return { path: onPath, root: dirname(await realpath(onPath)), foundIn: 'PATH' };
+  const root = env['DOTNET_ROOT'];
+  if (!root?.startsWith('/')) return undefined;
+  const path = join(root, 'dotnet');
+  if (!(await isExecutableFile(path))) return undefined;
+  return { path, root: dirname(await realpath(path)), foundIn: 'DOTNET_ROOT' };
 }
 
 /** Asks the host for its SDK and runtimes, and reads its packs folder. `cwd` decides which global.json applies. */

@@ -2,13 +2,13 @@
 // `/opt/perf/<version>/perf` next to the distribution's perf. Takes the running kernel's release and the
 // candidates; gives the one closest to the kernel and a sentence saying why, for the user and the manifest.
 // `findPerfCandidates` is the thin shell that lists what is installed.
-import { constants } from 'node:fs';
-import { access, readdir, stat } from 'node:fs/promises';
-import { delimiter, join } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ProfcpuError } from '../error.js';
 import type { PerfExecOptions } from './exec.js';
 import { defaultPerfPath } from './perf-path.js';
 import { kernelRelease, perfVersion } from './version.js';
+import { executableOnPath, isExecutableFile } from '../files/executables.js';
 
 export interface PerfCandidate {
   /** The executable, a path or (for the distribution's perf) a name looked up on PATH. */
@@ -98,26 +98,9 @@ export function selectPerf({ kernelRelease, candidates }: SelectPerfOptions): Pe
 
 /** Whether `command` (a path, or a name looked up on PATH, as execa would run it) is an executable file. */
 export async function isInstalled(command: string): Promise<boolean> {
-  const candidates = command.includes('/')
-    ? [command]
-    : (process.env['PATH'] ?? '')
-        .split(delimiter)
-        .filter((folder) => folder !== '')
-        .map((folder) => join(folder, command));
-  for (const candidate of candidates) {
-    const info = await stat(candidate).catch(() => undefined);
-    if (info?.isFile() && (await isExecutable(candidate))) return true;
-  }
-  return false;
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  try {
-    await access(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
+  return command.includes('/')
+    ? isExecutableFile(command)
+    : (await executableOnPath(command, process.env)) !== undefined;
 }
 
 /**
@@ -136,7 +119,7 @@ export async function findPerfCandidates(options: FindPerfCandidatesOptions = {}
   for (const name of names) {
     const version = parseKernelVersion(name);
     const path = join(root, name, 'perf');
-    if (version && (await isExecutable(path))) found.push({ candidate: { path, version: name }, version });
+    if (version && (await isExecutableFile(path))) found.push({ candidate: { path, version: name }, version });
   }
   found.sort((a, b) => b.version[0] - a.version[0] || b.version[1] - a.version[1] || b.version[2] - a.version[2]);
   const candidates = found.map((f) => f.candidate);
