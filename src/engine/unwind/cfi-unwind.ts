@@ -14,6 +14,7 @@
 // the last word out); so does this.
 import { evaluateDwarfExpression } from '../../formats/elf/dwarf-expression.js';
 import type { UnwindRow } from '../../formats/elf/eh-frame.js';
+import { regsAbi } from '../perf-data/format.js';
 import { type UserRegs, userRegister } from '../perf-data/records.js';
 
 /** DWARF register numbers on x86-64 (System V psABI): 16 is the return address column. */
@@ -91,8 +92,6 @@ export interface Unwound {
 }
 
 const maxStackDefault = 127;
-/** PERF_SAMPLE_REGS_ABI_64: the registers of a 64-bit process. */
-const regsAbi64 = 2;
 const registers = 17;
 
 /** The user frames of a sample with registers `regs` and stack snapshot `stack` (see the file's comment). */
@@ -100,7 +99,7 @@ export function unwindUserStack(regs: UserRegs, stack: Uint8Array, options: Unwi
   const maxFrames = options.maxFrames ?? maxStackDefault;
   // Only a 64-bit process's registers (a 32-bit one's CFI and registers are i386's, which this does not read).
   let values: (bigint | undefined)[] = perfOfDwarf.map((perf) =>
-    regs.abi === regsAbi64 ? userRegister(regs, perf) : undefined,
+    regs.abi === regsAbi.abi64 ? userRegister(regs, perf) : undefined,
   );
   const ip = values[dwarfRegister.returnAddress];
   const sp = values[dwarfRegister.rsp];
