@@ -65,6 +65,16 @@ export function isThreadStart(name: string): boolean {
   return threadStarts.has(name.replace(/_\[[kij]\]$/, ''));
 }
 
+/**
+ * Whether `file` is a C library (glibc's libc.so.6, musl's libc.musl-*.so.1 and ld-musl-*.so.1). Every whole chain ends
+ * in it (start_thread, clone3, __libc_start_call_main), so an unnamed outermost frame there, in a libc stripped of
+ * its symbols and without its debug file, is taken for the thread's start: a chain cut by a missing frame pointer
+ * ends instead at a return address read from wherever rbp pointed, most often in no mapping at all.
+ */
+function isCLibrary(file: string | undefined): boolean {
+  return file !== undefined && /^(libc\.so\.\d+|libc\.musl-[\w-]+\.so\.1|ld-musl-[\w-]+\.so\.1)$/.test(file);
+}
+
 /** Naming figures with every count zero. */
 export function emptyNamingQuality(): NamingQuality {
   const zero = () => Object.fromEntries(frameKinds.map((kind) => [kind, 0])) as Record<FrameKind, number>;
@@ -227,6 +237,7 @@ export class StackTable {
     const outermost = ids[1]!;
     const kind = frames.kinds[outermost] ?? 'unknown';
     if (kind === 'kernel' || isThreadStart(frames.names[outermost]!)) return;
+    if (kind === 'native-unnamed' && isCLibrary(frames.file[outermost])) return;
     quality.brokenChains += samples;
     let at = 1;
     while (at + 1 < ids.length && (frames.kinds[ids[at]!] ?? 'unknown') === 'unknown') at++;

@@ -250,8 +250,13 @@ test('call chains that stop short of a thread start are counted, by the file of 
     '1234 [unknown] ([unknown])',
   ]);
   const cutInApp = sample(['7f0000001000 work+0x10 (/srv/app)']);
-  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp);
-  assert.equal(quality.samples, 5);
+  // A stripped libc without its debug file: its start_thread is unnamed, the chain is whole all the same.
+  const strippedLibc = sample([
+    '7f0000001000 work+0x10 (/srv/app)',
+    '7f0000002000 [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+  ]);
+  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp + strippedLibc);
+  assert.equal(quality.samples, 6);
   assert.equal(quality.brokenChains, 3);
   assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 2, app: 1 });
 });
