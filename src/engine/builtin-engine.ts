@@ -20,6 +20,7 @@ import type { PartialOutputs } from '../output/partial-outputs.js';
 import { mapsToPlace } from '../jit/perf-maps.js';
 import type { FoldOptions } from '../stacks/fold.js';
 import { BuiltinScriptOutput } from './script-output.js';
+import type { UnwindTally } from './unwind/sample-unwind.js';
 
 /**
  * The processes to keep, from the perf script arguments the built-in engine understands: `--pid=N[,M]`, and
@@ -38,6 +39,28 @@ export function builtinPidFilter(args: readonly string[]): Set<number> | undefin
     for (const pid of m[1]!.split(',')) pids.add(Number(pid));
   }
   return pids;
+}
+
+/**
+ * What a DWARF recording's flame graph is made of: stacks unwound by the built-in engine, not perf's unwinder, which
+ * stops at code without CFI (the JIT's, where this one steps by frame pointers) and gives up in places where CFI
+ * would take it further; each walk ends at the thread's start or at the end of the stack snapshot.
+ */
+export function unwoundNotice(unwound: UnwindTally): string {
+  const percent = (n: number) => `${((100 * n) / unwound.samples).toFixed(1)}%`;
+  const whole = unwound.stops.end ?? 0;
+  const cut = unwound.stops['outside-stack'] ?? 0;
+  const parts = [
+    `perf.data holds DWARF call graphs: the built-in engine unwound the user stacks of ${unwound.samples} samples ` +
+      `itself, ${percent(whole)} to their thread's start` +
+      (cut > 0 ? `, ${percent(cut)} cut at the end of the stack copy (perf record --call-graph dwarf,SIZE)` : ''),
+  ];
+  if (unwound.framePointerSamples > 0)
+    parts.push(
+      `${unwound.framePointerSamples} (${percent(unwound.framePointerSamples)}) through code without call frame ` +
+        'information (JIT-compiled .NET code) by its frame pointers, where perf’s DWARF unwinding stops',
+    );
+  return `${parts.join('; ')}. Its stacks can reach further than perf script’s; \`--engine perf\` draws perf’s.`;
 }
 
 /** What the built-in engine takes of postprocess's options (src/postprocess/postprocess.ts documents each). */
@@ -109,6 +132,8 @@ export async function runBuiltinAndFold(
     );
     await output.finish();
     if (pltRenamed && pltRenamed.size > 0) warn(pltRenameWarning(pltRenamed));
+    const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
+    if (unwound) warn(unwoundNotice(unwound));
     return {
       fold: stackFolder.end(),
       resolver,
@@ -120,6 +145,7 @@ export async function runBuiltinAndFold(
       jitMaps: perfMaps?.used ?? [],
       pltRenamed: [...(pltRenamed ?? [])].sort(),
       keptBinaries: 0,
+      unwound,
     };
   } catch (error) {
     output.destroy();

@@ -5,7 +5,8 @@
 // reason, if any. The reasons, each checked against perf's own code (tools/perf/builtin-script.c,
 // util/session.c):
 // - DWARF call graphs (PERF_SAMPLE_REGS_USER and STACK_USER in any event: perf script then unwinds every sample's
-//   stack copy with libdw or libunwind; the recorded callchain holds only the kernel's frames);
+//   stack copy with libdw or libunwind; the recorded callchain holds only the kernel's frames) of a machine other than
+//   x86-64: the built-in engine unwinds x86-64's itself (unwind/sample-unwind.ts), and says where it goes past perf;
 // - LBR call graphs (branch_sample_type CALL_STACK: perf stitches the call stack from the branch records);
 // - hardware trace (AUXTRACE_INFO: perf script makes its samples from the trace);
 // - zstd data compressed at a level whose window profcpu does not decode (compressed.ts).
@@ -27,9 +28,12 @@ export function builtinShortfall(outline: PerfDataOutline): Shortfall | undefine
   const { attrs } = outline.header;
   const combined = attrs.reduce((bits, attr) => bits | attr.sampleType, 0n);
   const framePointers = 'record with frame-pointer call graphs (-g), which it reads';
-  if (combined & sampleBit.regsUser && combined & sampleBit.stackUser)
+  const arch = outline.header.features.arch;
+  if (combined & sampleBit.regsUser && combined & sampleBit.stackUser && arch !== 'x86_64')
     return {
-      why: 'perf.data holds DWARF call graphs (perf record --call-graph dwarf), which the built-in engine does not unwind',
+      why:
+        `perf.data holds DWARF call graphs (perf record --call-graph dwarf) of ${arch ? `an ${arch}` : 'an unnamed'} ` +
+        'machine, which the built-in engine does not unwind (it unwinds x86_64’s)',
       recordInstead: framePointers,
     };
   if (attrs.some((attr) => attr.branchSampleType & branchCallStack))

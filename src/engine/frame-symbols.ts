@@ -30,6 +30,23 @@ import type { DemangleForm } from '../formats/elf/demangle.js';
 import { kallsymsDelta, kallsymsTable } from '../formats/kallsyms.js';
 import type { PerfMaps } from '../jit/jit-maps.js';
 import { maxVdsoBytes, ownVdso } from '../kernel/vdso.js';
+import { readCallFrameInfoByOffset, type UnwindRow } from '../formats/elf/eh-frame.js';
+
+/** The unwind row at a file offset of one file (readCallFrameInfoByOffset). */
+export type RowsAtOffset = (offset: bigint) => UnwindRow | undefined;
+
+/**
+ * CFI held for unwinding at most, over all files (libcoreclr.so's is ~1.5 MB, node's 3 MB; a forged recording may map
+ * a thousand files of 64 MiB each): past it, frames in further files are unwound by frame pointer, and that is told.
+ */
+export const cfiLimits = Object.freeze({ totalBytes: 512 << 20 });
+
+function cfiFullWarning(path: string): string {
+  return (
+    `unwinding: past ${cfiLimits.totalBytes >> 20} MiB of call frame information held, ${path} and the files after ` +
+    'it are unwound by frame pointers only'
+  );
+}
 
 const maxKallsymsBytes = 64 << 20;
 
@@ -83,7 +100,7 @@ export async function builtinEngineSymbols(
   kernelLoad.catch(() => {});
   const kept = await readKeptIndex(folder).catch(() => new Map<string, KeptBinary>());
   const naming = recordingNaming(header.features.perfVersion, demangle);
-  const files = new FileTables(folder, perfMaps, buildIds, kept, recordedHere(header), naming);
+  const files = new FileTables(folder, perfMaps, buildIds, kept, recordedHere(header), naming, warn);
   files.loadAhead(header, signal);
   const kernel = new KernelSymbols(await kernelLoad, naming.plt, warn);
   return {
@@ -91,6 +108,7 @@ export async function builtinEngineSymbols(
     kernel: (address) => kernel.lookup(address),
     kernelReference: (given) => kernel.reference(given),
     file: (mapping, offset) => files.lookup(mapping, offset),
+    unwindRows: (mapping) => files.unwindRows(mapping),
   };
 }
 
@@ -119,6 +137,11 @@ class FileTables {
   /** The tables loaded, by mapping, for the frames that follow. */
   private readonly loaded = new Map<string, FileTable>();
   private vdso: Promise<FunctionTable> | undefined;
+  /** The files' CFI, loading and loaded (RowsAtOffset), and the bytes held over all of them. */
+  private readonly cfi = new Map<string, Promise<RowsAtOffset | undefined>>();
+  private readonly cfiLoaded = new Map<string, RowsAtOffset | undefined>();
+  private cfiBytes = 0;
+  private cfiFull = false;
   /**
    * A recording without build-ids (perf record -B: the target mapped files from a FUSE or network file system)
    * names none: a file collect kept is known by its path then, with the build-id collect read from it, rather than
@@ -133,9 +156,67 @@ class FileTables {
     private readonly kept: Map<string, KeptBinary>,
     private readonly hostFiles: boolean,
     private readonly naming: Naming,
+    private readonly warn: Warn,
   ) {
     for (const { path, buildId } of kept.values())
       this.keptByPath.set(path, this.keptByPath.has(path) ? undefined : buildId);
+  }
+
+  /**
+   * The CFI of the file mapped as `mapping`, by file offset, read where its symbols are (the kept copy, this
+   * machine's file, perf's build-id cache; the vdso image): undefined for anonymous code and a file without CFI, and
+   * for every file after cfiLimits.totalBytes of CFI are held (then told once).
+   */
+  unwindRows(mapping: Mapping): RowsAtOffset | undefined | Promise<RowsAtOffset | undefined> {
+    if (mapping.identity) return undefined;
+    const buildId =
+      mapping.dso === '[vdso]'
+        ? (mapping.buildId ?? this.buildIds.get('[vdso]'))
+        : (mapping.buildId ?? this.buildIds.get(mapping.path) ?? this.keptByPath.get(mapping.path));
+    const key = `${buildId ?? ''}\0${mapping.dso}`;
+    if (this.cfiLoaded.has(key)) return this.cfiLoaded.get(key);
+    let rows = this.cfi.get(key);
+    if (!rows) {
+      rows = this.loadRows(mapping, buildId).then((loaded) => {
+        this.cfiLoaded.set(key, loaded);
+        return loaded;
+      });
+      this.cfi.set(key, rows);
+    }
+    return rows;
+  }
+
+  private async loadRows(mapping: Mapping, buildId: string | undefined): Promise<RowsAtOffset | undefined> {
+    if (this.cfiBytes >= cfiLimits.totalBytes) {
+      if (!this.cfiFull) this.warn(cfiFullWarning(mapping.path));
+      this.cfiFull = true;
+      return undefined;
+    }
+    const read = async (source: ByteSource) => {
+      const { info, rowAtOffset } = await readCallFrameInfoByOffset(source, mapping.path, { warn: this.warn });
+      this.cfiBytes += info.bytes;
+      return info.entries > 0 ? rowAtOffset : undefined;
+    };
+    if (mapping.dso === '[vdso]') {
+      const image = await vdsoImages(this.folder, buildId).next();
+      return image.done ? undefined : read(bytesSource(image.value)).catch(() => undefined);
+    }
+    const isKept = this.kept.has(buildId ?? '');
+    for (const candidate of recordedFileCandidates(this.folder, mapping.path, buildId, isKept, this.hostFiles)) {
+      const handle = await candidate.open();
+      if (!handle) continue;
+      try {
+        const source = blockCached(fileByteSource(handle, (await handle.stat()).size, (e) => e as Error));
+        if (!candidate.kept && buildId) {
+          const info = await readElf(source, mapping.path).catch(() => undefined);
+          if (info?.buildId !== buildId) continue;
+        }
+        return await read(source).catch(() => undefined);
+      } finally {
+        await handle.close();
+      }
+    }
+    return undefined;
   }
 
   lookup(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined> {
@@ -257,19 +338,40 @@ async function loadFileTable(
   hostFiles: boolean,
   naming: Naming,
 ): Promise<FileTable> {
-  if (isKept && buildId) {
-    const kept = await folder.openExisting(`${layout.binaries}/${buildId}`);
-    // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
-    const debug = hostFiles ? naming : { ...naming, byBuildIdOnly: true };
-    return (kept && (await tableFromFile(kept, path, buildId, true, debug))) || lookupTable([]);
+  // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
+  const given = isKept && !hostFiles ? { ...naming, byBuildIdOnly: true } : naming;
+  for (const candidate of recordedFileCandidates(folder, path, buildId, isKept, hostFiles)) {
+    const handle = await candidate.open();
+    if (!handle) continue;
+    const table = await tableFromFile(handle, path, buildId, candidate.kept, given);
+    if (table || candidate.kept) return table ?? lookupTable([]);
   }
-  if (!hostFiles) return lookupTable([]);
-  const local = await openMachineFile(path);
-  const table = local ? await tableFromFile(local, path, buildId, false, naming) : undefined;
-  if (table || !buildId) return table ?? lookupTable([]);
-  // The file is gone or another one now: perf reads the copy its record put in the build-id cache.
-  const cached = await openMachineFile(buildIdCachePath(buildId, 'elf'));
-  return (cached && (await tableFromFile(cached, path, buildId, false, naming))) || lookupTable([]);
+  return lookupTable([]);
+}
+
+/** A file that may be the one mapped at recording: opened on demand; `kept` when collect kept it (its id is known). */
+interface RecordedFileCandidate {
+  kept: boolean;
+  open(): Promise<FileHandle | undefined>;
+}
+
+/**
+ * Where the file mapped at `path` with build-id `buildId` is read, in perf's order: the copy collect kept (and nothing
+ * else when it kept one); else, recorded on this machine, the file at the path; else the copy perf record put in the
+ * build-id cache. The last two are the recorded file only when their build-id is the recorded one (or none was
+ * recorded): the reader checks that.
+ */
+function recordedFileCandidates(
+  folder: OutputFolder,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+  hostFiles: boolean,
+): RecordedFileCandidate[] {
+  if (isKept && buildId) return [{ kept: true, open: () => folder.openExisting(`${layout.binaries}/${buildId}`) }];
+  if (!hostFiles) return [];
+  const local = { kept: false, open: () => openMachineFile(path) };
+  return buildId ? [local, { kept: false, open: () => openMachineFile(buildIdCachePath(buildId, 'elf')) }] : [local];
 }
 
 /** `~/.debug/.build-id/<xx>/<rest>/<file>`: where perf record keeps a copy of each file it sampled (`elf`). */
@@ -382,24 +484,33 @@ function debugCandidates(
  * frames from its own vdso, whatever the recording's kernel: so does this, from this process's.
  */
 async function vdsoTable(folder: OutputFolder, recordedBuildId: string | undefined): Promise<FunctionTable> {
+  for await (const image of vdsoImages(folder, recordedBuildId)) {
+    const table = await readFunctionTable(bytesSource(image)).catch(() => undefined);
+    if (table && table.size > 0) return table;
+  }
+  return lookupTable([]);
+}
+
+/** The vdso images that may be the recorded one, in vdsoTable's order, each of the recorded build-id if one was. */
+async function* vdsoImages(folder: OutputFolder, recordedBuildId: string | undefined): AsyncGenerator<Uint8Array> {
   const kept = await folder
     .read(layout.vdso, { maxBytes: maxVdsoBytes, timeoutMs: 10_000 })
     .then(({ bytes, truncated }) => (truncated ? undefined : bytes))
     .catch(() => undefined);
-  for (const image of [
-    kept,
-    recordedBuildId
-      ? (await readMachineFile(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'), maxVdsoBytes))?.bytes
-      : await ownVdso().catch(() => undefined),
-  ]) {
+  const images = [
+    () => Promise.resolve(kept),
+    async () =>
+      recordedBuildId
+        ? (await readMachineFile(join(homedir(), '.debug', '[vdso]', recordedBuildId, 'vdso'), maxVdsoBytes))?.bytes
+        : await ownVdso().catch(() => undefined),
+  ];
+  for (const next of images) {
+    const image = await next();
     if (!image) continue;
-    const source = bytesSource(image);
-    const id = (await readElf(source, '[vdso]').catch(() => undefined))?.buildId;
+    const id = (await readElf(bytesSource(image), '[vdso]').catch(() => undefined))?.buildId;
     if (recordedBuildId && id !== recordedBuildId) continue;
-    const table = await readFunctionTable(source).catch(() => undefined);
-    if (table && table.size > 0) return table;
+    yield image;
   }
-  return lookupTable([]);
 }
 
 /**

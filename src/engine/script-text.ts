@@ -15,6 +15,14 @@ import { context, contextMax, misc, sampleBit, type EventAttr } from './perf-dat
 import type { PerfDataHeader, PerfEvent } from './perf-data/reader.js';
 import type { MmapEvent, PerfTime, SampleEvent } from './perf-data/records.js';
 import { scriptHeader } from './script-header.js';
+import type { UnwindRow } from '../formats/elf/eh-frame.js';
+import {
+  countUnwinding,
+  emptyTally,
+  unwindSample,
+  type SampleUnwinding,
+  type UnwindTally,
+} from './unwind/sample-unwind.js';
 
 /** A symbol and the distance of an address into it. */
 export interface SymbolHit {
@@ -34,7 +42,15 @@ export interface ScriptSymbols {
   kernelReference?(reference: { name: string; address: bigint } | undefined): void;
   /** The symbol at `offset` in the file mapped as `mapping` (path and build-id as perf recorded them). */
   file(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined>;
+  /**
+   * The CFI of the file mapped as `mapping`, by file offset, for DWARF-mode samples (see unwind/sample-unwind.ts);
+   * without it, such samples show their kernel frames and the sampled address only.
+   */
+  unwindRows?(mapping: Mapping): FileRows | undefined | Promise<FileRows | undefined>;
 }
+
+/** The unwind row at a file offset of one file. */
+export type FileRows = (offset: bigint) => UnwindRow | undefined;
 
 export interface Mapping {
   start: bigint;
@@ -140,6 +156,11 @@ interface SampleLayout {
    * their IP and SYM fields as each attribute arrives (builtin-script.c's process_attr).
    */
   symbolOnly: boolean;
+  /**
+   * The user frames are unwound from the sample's registers and stack snapshot (perf record --call-graph dwarf: the
+   * event records REGS_USER and STACK_USER; its callchain holds the kernel's frames only).
+   */
+  dwarf: boolean;
 }
 
 /** perf_event_attr.type values perf script knows (PERF_TYPE_MAX is 6; others print as OUTPUT_TYPE_OTHER). */
@@ -174,6 +195,7 @@ function sampleLayouts(attrs: readonly EventAttr[], pipe: boolean): SampleLayout
       ip: tracepoint ? pipe && callchains : has(attr, sampleBit.ip),
       callchain: false,
       symbolOnly: tracepoint && pipe,
+      dwarf: false,
     });
   }
   // In a file, tracepoints show frames when one of them has a callchain (and so does any event, as perf's
@@ -183,7 +205,12 @@ function sampleLayouts(attrs: readonly EventAttr[], pipe: boolean): SampleLayout
     tracepoints.ip = true;
   return attrs.map((attr) => {
     const layout = byType.get(typeOf(attr)) ?? defaultLayout;
-    return { ...layout, callchain: layout.ip && has(attr, sampleBit.callchain) };
+    const callchain = layout.ip && has(attr, sampleBit.callchain);
+    return {
+      ...layout,
+      callchain,
+      dwarf: callchain && has(attr, sampleBit.regsUser) && has(attr, sampleBit.stackUser),
+    };
   });
 }
 
@@ -271,6 +298,8 @@ export class ScriptTextWriter {
   private words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   private wordsBuffer: ArrayBufferLike | undefined;
   samples = 0;
+  /** The DWARF-mode samples' unwinding (see unwind/sample-unwind.ts). */
+  readonly unwound: UnwindTally = emptyTally();
 
   constructor(
     private readonly symbols: ScriptSymbols,
@@ -439,12 +468,36 @@ export class ScriptTextWriter {
     }
     line += this.eventTails[sample.attr] ?? `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid) ?? noMaps;
+    if (layout.dwarf && sample.callchain && sample.userRegs && sample.userStack && this.symbols.unwindRows) {
+      const unwound = this.unwindUser(sample, maps);
+      const lines = (user: SampleUnwinding) =>
+        this.frameLines(line, withUserFrames(sample.callchain!, user.frames), 0, 0, 0, maps);
+      return unwound instanceof Promise ? unwound.then(lines) : lines(unwound);
+    }
     if (layout.callchain && sample.callchain)
       // With a callchain, its context markers say where each frame is.
       return this.frameLines(line, sample.callchain, 0, 0, 0, maps, layout.symbolOnly ? 'symbols' : 'lines');
     // Without, perf prints the sample's address (as it is, not as a file offset) after the event, on its line.
     if (!layout.ip) return this.sink.oneLine(`${line}\n`);
     return this.frameLines(line, BigUint64Array.of(sample.ip), 0, 0, sample.cpumode, maps, 'oneLine');
+  }
+
+  /** The user frames of a DWARF-mode sample, unwound in the process's mappings, counted in `unwound`. */
+  private unwindUser(sample: SampleEvent, maps: Maps): SampleUnwinding | Promise<SampleUnwinding> {
+    const rowsOf = this.symbols.unwindRows!.bind(this.symbols);
+    const result = unwindSample(sample.userRegs!, sample.userStack!, (pc) => {
+      const mapped = findMappingBig(maps.list, pc);
+      if (!mapped) return undefined;
+      const { mapping } = mapped;
+      const rows = rowsOf(mapping);
+      if (rows instanceof Promise) return rows;
+      return rows?.(mapping.identity ? pc : pc - mapping.start + mapping.pgoff);
+    });
+    const count = (done: SampleUnwinding) => {
+      countUnwinding(this.unwound, done);
+      return done;
+    };
+    return result instanceof Promise ? result.then(count) : count(result);
   }
 
   /** `[cpu] ` as perf prints it. */
@@ -621,6 +674,7 @@ const defaultLayout: SampleLayout = Object.freeze({
   ip: true,
   callchain: true,
   symbolOnly: false,
+  dwarf: false,
 });
 
 /**
@@ -631,6 +685,21 @@ function oneLineFrame(frame: ScriptFrame, ip: bigint): string {
   const line = frame.line;
   const space = line.indexOf(' ', line.search(/[0-9a-f]/));
   return `${ip.toString(16).padStart(16)}${line.slice(space)}`;
+}
+
+/**
+ * A DWARF-mode sample's frames as perf gives them: the recorded callchain's kernel part (up to a PERF_CONTEXT_USER
+ * marker, if it has one), then the unwound user frames after a PERF_CONTEXT_USER marker.
+ */
+function withUserFrames(chain: BigUint64Array, user: readonly bigint[]): BigUint64Array {
+  let kernel = chain.indexOf(context.user);
+  if (kernel < 0) kernel = chain.length;
+  if (user.length === 0) return chain.subarray(0, kernel);
+  const out = new BigUint64Array(kernel + 1 + user.length);
+  out.set(chain.subarray(0, kernel));
+  out[kernel] = context.user;
+  for (let i = 0; i < user.length; i++) out[kernel + 1 + i] = user[i]!;
+  return out;
 }
 
 /** The address whose words are `high` and `low`. */

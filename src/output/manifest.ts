@@ -52,6 +52,12 @@ export interface ManifestFacts {
      * name them (src/engine/plt-rename.ts): where the flame graph differs from perf 6.1's on purpose.
      */
     pltRenamed?: string[];
+    /**
+     * The built-in engine's unwinding of a DWARF recording's user stacks (src/engine/unwind/sample-unwind.ts): samples
+     * unwound, those stepped by frame pointers through code without CFI (JIT code: where perf script's frames stop),
+     * and why each walk stopped (`end`: at the thread's start).
+     */
+    unwound?: { samples: number; framePointerSamples: number; stops: Record<string, number> };
     /** Binaries of target/binaries perf script read (this machine's build-id cache had no copy of them). */
     keptBinariesPlaced: number;
     /** perf.data was not finished (perf killed with the target) and was completed: what it held. */

@@ -41,6 +41,7 @@ import { builtinShortfall, type Engine, type Shortfall } from '../engine/engine-
 import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
 import { ibtPltTables } from '../engine/frame-symbols.js';
 import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
+import type { UnwindTally } from '../engine/unwind/sample-unwind.js';
 import type { PerfMapUse } from '../jit/jit-maps.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
@@ -341,6 +342,7 @@ function postprocessFacts(
     perfMaps: script.perfMaps,
     ...(script.jitMaps.length > 0 && { jitMaps: script.jitMaps }),
     ...(script.pltRenamed.length > 0 && { pltRenamed: script.pltRenamed }),
+    ...(script.unwound && { unwound: script.unwound }),
     keptBinariesPlaced: script.keptBinaries,
     ...(recovered && { recovered }),
   };
@@ -546,6 +548,7 @@ async function runScriptAndFold(
       jitMaps: [] as PerfMapUse[],
       pltRenamed: [...(renamer?.renamed ?? [])].sort(),
       keptBinaries: view?.placed ?? 0,
+      unwound: undefined as UnwindTally | undefined,
     };
   } catch (error) {
     tee.destroy();

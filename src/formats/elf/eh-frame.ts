@@ -44,6 +44,8 @@ export interface CallFrameInfo {
   rowAt(pc: number): UnwindRow | undefined;
   /** FDEs indexed, over both sections. */
   readonly entries: number;
+  /** The sections' bytes held (what keeping this costs, with the index: 16 bytes an FDE). */
+  readonly bytes: number;
   /** How `.eh_frame` was indexed: from `.eh_frame_hdr`'s table, or by a scan (no or an unusable table). */
   readonly indexedBy: 'eh_frame_hdr' | 'scan' | 'none';
   /** What was skipped, by kind. */
@@ -104,8 +106,11 @@ export function indexCallFrames(sections: CallFrameSections, options: CallFrameO
     debug.indexByScan();
     tables.push(debug);
   }
+  const entries = tables.reduce((sum, t) => sum + t.starts.length, 0);
+  const held = [sections.ehFrame, sections.ehFrameHdr, sections.debugFrame];
   return {
-    entries: tables.reduce((sum, t) => sum + t.starts.length, 0),
+    entries,
+    bytes: held.reduce((sum, section) => sum + (section?.bytes.byteLength ?? 0), 0) + 16 * entries,
     indexedBy,
     skipped,
     rowAt(pc) {

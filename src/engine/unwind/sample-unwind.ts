@@ -1,0 +1,83 @@
+// The user frames of one DWARF-mode sample (`perf record --call-graph dwarf`) as the built-in engine gives them:
+// unwound by CFI where a file has it (cfi-unwind.ts), and by frame pointers through code that has none, which is
+// .NET's JIT-compiled and ReadyToRun code and its stubs (they keep frame pointers). perf's own DWARF unwinding stops
+// in such code, so past it these frames are more than perf script gives: every sample that took such a step is
+// counted (UnwindTally.framePointerSamples) for the manifest and the line that says so.
+//
+// A file's CFI is loaded on first need (a promise): the walk is then run again once it is there, from the start, as
+// the walk is a pure function of the sample and the rows; each run loads at least one more file, so a sample costs at
+// most one run per distinct file its frames are in, 127 at most.
+import type { UnwindRow } from '../../formats/elf/eh-frame.js';
+import type { UserRegs } from '../perf-data/records.js';
+import { unwindUserStack, type UnwindStop } from './cfi-unwind.js';
+
+/** The CFI row at an absolute address of the sample's process; a promise while its file's CFI loads. */
+export type RowSource = (pc: bigint) => UnwindRow | undefined | Promise<unknown>;
+
+export interface SampleUnwinding {
+  /** The user frames, as perf gives them: the sampled ip, then each caller's return address minus 1. */
+  frames: bigint[];
+  stop: UnwindStop;
+  /** Frames stepped by frame pointer (code without CFI). */
+  framePointerSteps: number;
+}
+
+/** What the unwinding of a recording's samples came to. */
+export interface UnwindTally {
+  /** Samples whose user frames were unwound from their stack snapshot. */
+  samples: number;
+  /** Of those, the ones stepped through code without CFI by frame pointers, where perf's DWARF unwinding stops. */
+  framePointerSamples: number;
+  /** Why each walk stopped (`end`: at the thread's start). */
+  stops: Partial<Record<UnwindStop, number>>;
+}
+
+export function emptyTally(): UnwindTally {
+  return { samples: 0, framePointerSamples: 0, stops: {} };
+}
+
+export function countUnwinding(tally: UnwindTally, result: SampleUnwinding): void {
+  tally.samples++;
+  if (result.framePointerSteps > 0) tally.framePointerSamples++;
+  tally.stops[result.stop] = (tally.stops[result.stop] ?? 0) + 1;
+}
+
+/** Marks a walk cut short for a file's CFI still loading. */
+class Loading {
+  constructor(readonly wait: Promise<unknown>) {}
+}
+
+/** The user frames of a sample with registers `regs` and stack snapshot `stack`, rows from `rows`. */
+export function unwindSample(
+  regs: UserRegs,
+  stack: Uint8Array,
+  rows: RowSource,
+): SampleUnwinding | Promise<SampleUnwinding> {
+  let framePointerSteps = 0;
+  const walk = (): SampleUnwinding | Loading => {
+    framePointerSteps = 0;
+    let loading: Loading | undefined;
+    const result = unwindUserStack(regs, stack, {
+      rowAt(pc) {
+        if (loading) return undefined;
+        const row = rows(pc);
+        if (row instanceof Promise) {
+          loading = new Loading(row);
+          return undefined;
+        }
+        return row;
+      },
+      framePointers() {
+        if (loading) return false;
+        framePointerSteps++;
+        return true;
+      },
+    });
+    return loading ?? { ...result, framePointerSteps };
+  };
+  const run = (): SampleUnwinding | Promise<SampleUnwinding> => {
+    const result = walk();
+    return result instanceof Loading ? result.wait.then(run, run) : result;
+  };
+  return run();
+}
