@@ -17,7 +17,8 @@
 //
 // PROFCPU_BENCH_DIR=<folder> measures an existing output folder instead (post-processed, with perf.data);
 // PROFCPU_BENCH_SECONDS sets each recording's length (default 10); PROFCPU_BENCH_ENV adds variables to every app's
-// environment, e.g. 'DOTNET_PerfMapStubGranularity=2'.
+// environment, e.g. 'DOTNET_PerfMapStubGranularity=2'; PROFCPU_BENCH_COLLECT_ARGS adds arguments to every collect,
+// e.g. '--unwind mixed'.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, existsSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
@@ -44,6 +45,7 @@ const settings = [
   { label: 'DOTNET_PerfMapEnabled=1', env: { DOTNET_PerfMapEnabled: '1' } },
 ] as const;
 const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
+const collectArgs = (process.env['PROFCPU_BENCH_COLLECT_ARGS'] ?? '').split(' ').filter((arg) => arg !== '');
 const extraEnv = Object.fromEntries(
   (process.env['PROFCPU_BENCH_ENV'] ?? '')
     .split(/\s+/)
@@ -136,6 +138,7 @@ async function record(app: AppName, env: Record<string, string>, work: string, b
     work,
     seconds,
     env: { ...env, ...extraEnv },
+    args: collectArgs,
     ...(app === 'aspnet'
       ? {
           app: { executable: await publishAspnet(base), args: ['--urls', `http://127.0.0.1:${port}`] },

@@ -173,6 +173,21 @@ async function profileOnce({ env, layout, extraArgs, duration, label, perfVersio
   return { figures, problems: problems.map((p) => `${label}: ${p}`), folder, results, output };
 }
 
+/** What a run's folder says of where JIT names come from: its target/ files, the snapshots' report, the sources read. */
+async function namingEvidence(folder, manifest) {
+  const target = path.join(folder, 'target');
+  const files = await fs.readdir(target).catch(() => []);
+  const sizes = await Promise.all(
+    files.map(async (name) => `${name} ${(await fs.stat(path.join(target, name)).catch(() => undefined))?.size}`),
+  );
+  return JSON.stringify({
+    target: sizes,
+    snapshots: manifest.collect?.snapshots,
+    sources: manifest.naming?.dotnet?.sources,
+    resolved: manifest.naming?.dotnet?.resolved,
+  });
+}
+
 /** The newest sample's time in a perf script text (CLOCK_MONOTONIC seconds), or NaN when it has none. */
 function lastSampleTime(text) {
   let last = NaN;
@@ -229,7 +244,7 @@ async function profileThroughStop({ env, layout, how, label }) {
     const recovered = manifest.postprocess.recovered;
     const folded = await fs.readFile(path.join(folder, layout.foldedStacks), 'utf8');
     const absent = jitNames.filter((n) => !folded.includes(n));
-    if (absent.length) problems.push(`JIT names missing: ${absent.join(', ')}`);
+    if (absent.length) problems.push(`JIT names missing: ${absent.join(', ')}; ${await namingEvidence(folder, manifest)}`);
     const script = await fs.readFile(path.join(folder, layout.perfScript), 'utf8');
     const lostSeconds = stoppedAt - lastSampleTime(script);
     if (!(lostSeconds <= 2)) problems.push(`the last sample is ${lostSeconds.toFixed(2)} s before the target stopped`);

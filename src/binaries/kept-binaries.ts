@@ -5,7 +5,9 @@
 // the target's files (TargetFiles: inside its root, capped) in; `target/binaries/<build-id>` and an index
 // (`target/binaries.json`) out, for ELF files with a build-id only, up to a size per file and in all. Only the parts
 // perf reads to name frames are copied (headers, symbol and string tables, notes, the PLT: see ElfInfo.namingRanges),
-// at their offsets in a sparse file: node's 98 MB binary keeps a few MB, libcoreclr.so's 7 MB a few hundred KB.
+// at their offsets in a sparse file: node's 98 MB binary keeps a few MB, libcoreclr.so's 7 MB a few hundred KB; a
+// recording with stack copies (collect --unwind mixed) keeps the call frame information too (ElfInfo.unwindRanges:
+// libcoreclr.so's is 830 KB), and every file mapped, sampled or not (perf's own unwinding reaches fewer of them).
 //
 // As a collect step: before recording, every executable file mapped then (so a recording cut short by a kill still
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was
@@ -21,7 +23,7 @@ import { isMissing, RootedPathError, type PathHandle } from '../files/rooted.js'
 import { isAnonymous, isExecutable, parseProcMaps } from '../target/proc-maps.js';
 import { readProcText } from '../target/procfs.js';
 import type { TargetFiles } from '../target/target-files.js';
-import { fileByteSource, readElf } from '../formats/elf/elf.js';
+import { fileByteSource, mergeRanges, readElf } from '../formats/elf/elf.js';
 
 export interface KeptBinariesOptions {
   /** Largest binary kept. Default 256 MiB: libcoreclr.so is about 7 MB; a larger "library" is skipped. */
@@ -36,6 +38,11 @@ export interface KeptBinariesOptions {
   /** Time allowed for one copy, ms. Default 60 s. */
   copyTimeoutMs: number;
   /**
+   * Keep each file's call frame information too (`.eh_frame` and its search table, `.debug_frame`), which unwinding
+   * a recording with stack copies reads (collect --unwind mixed). Default false.
+   */
+  unwindSections: boolean;
+  /**
    * Time one pass over the target's files may take, ms; the files left are reported skipped. Default 120 s: the
    * target chooses how many files it maps and what they hold, so without it a few thousand crafted ones would hold
    * the recording back for hours.
@@ -49,6 +56,7 @@ export const keptBinariesDefaults: Readonly<KeptBinariesOptions> = Object.freeze
   maxFiles: 512,
   copyTimeoutMs: 60_000,
   passTimeoutMs: 120_000,
+  unwindSections: false,
 });
 
 /**
@@ -271,7 +279,10 @@ async function copyBinary(
     if (pass.kept.has(found)) return { path, buildId: found, status: 'present', bytes: size } as BinaryOutcome;
     // Work that outlived its deadline writes nothing: the loop has moved on and may have closed `binaries`.
     if (!live()) throw new Error('abandoned');
-    const stored = await copyNamingRanges(pass.binaries, source, elf.namingRanges, found, size, live);
+    const ranges = pass.opts.unwindSections
+      ? mergeRanges([...elf.namingRanges, ...elf.unwindRanges])
+      : elf.namingRanges;
+    const stored = await copyNamingRanges(pass.binaries, source, ranges, found, size, live);
     pass.kept.set(found, { path, buildId: found, bytes: size, storedBytes: stored });
     return { path, buildId: found, status: 'kept', bytes: size, storedBytes: stored } as BinaryOutcome;
   } finally {
@@ -347,6 +358,8 @@ function summarize(outcomes: readonly BinaryOutcome[]) {
 
 /** The collect step; see the top of this file. */
 export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): CollectStep {
+  const withUnwind = (context: StepContext): Partial<KeptBinariesOptions> =>
+    context.unwind === 'mixed' ? { ...options, unwindSections: true } : options;
   const withFolder = async <T>(
     context: StepContext,
     work: (folder: OutputFolder, files: TargetFiles) => Promise<T>,
@@ -365,7 +378,7 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
       withFolder(context, async (folder, files): Promise<StepReport> => {
         const kept = await readKeptIndex(folder);
         const wanted = await mappedExecutables(context);
-        const outcomes = await keepBinaries(wanted, files, folder, kept, options, context.signal);
+        const outcomes = await keepBinaries(wanted, files, folder, kept, withUnwind(context), context.signal);
         // Mapped files that are no ELF (.NET's PE images, fonts) are expected: only real refusals are reported.
         const { skipped, ...counts } = summarize(outcomes);
         return { ...counts, skipped: skipped.filter((s) => s.reason !== 'not an ELF file with a build-id') };
@@ -374,15 +387,19 @@ export function keptBinariesStep(options: Partial<KeptBinariesOptions> = {}): Co
       withFolder(context, async (folder, files): Promise<StepReport> => {
         const sampled = await sampledFilesOf(context);
         const kept = await readKeptIndex(folder);
-        const outcomes = await keepBinaries(sampled, files, folder, kept, options, context.signal);
+        const outcomes = await keepBinaries(sampled, files, folder, kept, withUnwind(context), context.signal);
         for (const o of outcomes.filter((o) => o.status === 'skipped'))
           context.warn(`${o.path} is not kept for naming after the target exits: ${o.reason}`);
         // perf recording with -B (the target maps files from a FUSE or network file system: src/collect/session.ts)
         // lists its files with no build-id, so none is known unsampled: what was kept stays, and binaries.json gives
         // each its build-id, read here from the file itself.
+        // Recorded with stack copies, perf knows only the files its own unwinding reached (it stops at JIT code): the
+        // callers past it are unwound at postprocess, in files perf never marked sampled, so all stay.
         const known = sampled.filter((s) => isTargetFile(s.path));
         const removed =
-          known.length > 0 ? await removeUnsampled(folder, kept, new Set(known.map((s) => s.buildId))) : [];
+          known.length > 0 && context.unwind !== 'mixed'
+            ? await removeUnsampled(folder, kept, new Set(known.map((s) => s.buildId)))
+            : [];
         return {
           ...summarize(outcomes),
           removed: removed.length,

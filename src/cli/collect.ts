@@ -12,6 +12,7 @@ import type { PerfMapMode } from '../dotnet/perfmap/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
 import { symbolsModes, symbolsStepDefaults, type SymbolsMode } from '../debug-files/symbols-step.js';
 import { choosePerf } from '../perf/select.js';
+import { stackCopyLimits } from '../perf/record.js';
 import { microsoftSymbolServer, symbolServerList } from '../debug-files/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 import { exitNow } from './signals.js';
@@ -22,6 +23,8 @@ export interface CollectArgs {
   name?: string;
   duration: number;
   frequency: number;
+  unwind: 'fp' | 'mixed';
+  stackSize: number;
   output?: string;
   event?: string;
   perf?: string;
@@ -42,6 +45,19 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .option('name', { type: 'string', describe: 'Profile the process with this name (comm, executable or dll name)' })
     .option('duration', { type: 'number', default: collectDefaults.durationSeconds, describe: 'Seconds to record' })
     .option('frequency', { type: 'number', default: collectDefaults.frequency, describe: 'Samples per second' })
+    .option('unwind', {
+      choices: ['fp', 'mixed'] as const,
+      default: collectDefaults.unwind,
+      describe:
+        'How stacks are unwound: fp, by frame pointer (callers of code built without them, glibc’s, are lost); ' +
+        'mixed, from a copy of each sample’s stack, by CFI where the code has it and by frame pointer through JIT ' +
+        'code (complete stacks; a bigger perf.data)',
+    })
+    .option('stack-size', {
+      type: 'number',
+      default: collectDefaults.stackBytes,
+      describe: `Bytes of stack copied in each sample with --unwind mixed (up to ${stackCopyLimits.max})`,
+    })
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
     .option('event', { type: 'string', describe: 'Perf event (default: cycles where available, else cpu-clock)' })
     .option('postprocess', {
@@ -97,6 +113,11 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .check((args) => {
       if (!(Number(args.duration) > 0)) throw usage('--duration must be a positive number of seconds');
       if (!(Number(args.frequency) > 0)) throw usage('--frequency must be a positive number of Hz');
+      const stack = Number(args['stack-size']);
+      if (!(Number.isInteger(stack) && stack >= stackCopyLimits.min && stack <= stackCopyLimits.max))
+        throw usage(
+          `--stack-size must be a whole number of bytes from ${stackCopyLimits.min} to ${stackCopyLimits.max}`,
+        );
       if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
       if (!(Number(args['target-timeout']) > 0)) throw usage('--target-timeout must be a positive number of seconds');
       if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
@@ -227,6 +248,8 @@ const command: CommandModule<object, CollectArgs> = {
         ...(args.perf !== undefined && { perfPath: args.perf }),
         durationSeconds: args.duration,
         frequency: args.frequency,
+        unwind: args.unwind,
+        stackBytes: Math.ceil(args.stackSize / 8) * 8,
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         targetTimeoutSeconds: args.targetTimeout,
         scope: args.scope,

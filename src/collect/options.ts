@@ -11,6 +11,15 @@ export interface CollectOptions {
   durationSeconds: number;
   /** Sampling frequency in Hz. */
   frequency: number;
+  /**
+   * How user stacks are unwound: `fp`, by frame pointer as perf records them (cheap; a frame in code built without
+   * frame pointers, glibc's and most native libraries', loses its callers); `mixed`, from a copy of the top
+   * `stackBytes` of each sample's stack, by the code's CFI where it has some and by frame pointers through JIT code
+   * (postprocess's built-in engine does it: src/engine/unwind/).
+   */
+  unwind: 'fp' | 'mixed';
+  /** The stack copied in each sample with `unwind: 'mixed'`, in bytes. */
+  stackBytes: number;
   /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
   event?: string;
   /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */
@@ -53,6 +62,9 @@ export interface CollectOptions {
 export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   durationSeconds: 10,
   frequency: 99,
+  unwind: 'fp',
+  // Deep enough for the .NET fixtures' and an ASP.NET Core service's stacks (see #26's figures); perf's default is 8192.
+  stackBytes: 16384,
   scope: 'auto',
   postprocess: true,
   // Often enough that a target exiting mid-recording leaves a copy at most a second old; a copy happens only when

@@ -151,6 +151,7 @@ function recordOptions(params: RecordTargetParams): RecordOptions {
     scope,
     buildIdMmap: buildIdMmap ?? false,
     noBuildIds: noBuildIds ?? false,
+    callGraph: options.unwind === 'mixed' ? { kind: 'dwarf', stackBytes: options.stackBytes } : { kind: 'fp' },
     stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
 }

@@ -174,6 +174,7 @@ async function recordAndFinish<R>(
     dir: folder.path,
     perfPath: options.perfPath,
     procRoot: options.procRoot,
+    unwind: options.unwind,
     signal,
     warn,
     progress: info,
@@ -302,6 +303,7 @@ function startReader<R>(session: Session<R>, target: TargetInfo, dir: string): P
       dir,
       perfPath: options.perfPath,
       snapshotMaxBytes: options.snapshotMaxBytes,
+      unwind: options.unwind,
     },
     { signal, warn, progress: info, sampledFiles: sampled, passTimeoutMs: options.targetTimeoutSeconds * 1000 },
   );
@@ -326,7 +328,12 @@ async function record<R>(
   // Taken in the reader; the last report it gave is the one kept.
   let snapshots: SnapshotReport | undefined;
   const snapshotter = { refresh: async () => void (snapshots = (await reader.refresh()) ?? snapshots) };
-  info(`recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}); Ctrl-C stops early`);
+  const unwinding =
+    options.unwind === 'mixed' ? `, a ${options.stackBytes}-byte stack copy a sample for mixed unwinding` : '';
+  info(
+    `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding}); ` +
+      'Ctrl-C stops early',
+  );
   const recorded = await recordTarget({
     options,
     target,
@@ -421,7 +428,13 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
       runtime: result.target.runtime,
     },
     chosenBecause: result.reason,
-    options: { durationSeconds: options.durationSeconds, frequency: options.frequency, event: result.event },
+    options: {
+      durationSeconds: options.durationSeconds,
+      frequency: options.frequency,
+      event: result.event,
+      unwind: options.unwind,
+      ...(options.unwind === 'mixed' && { stackBytes: options.stackBytes }),
+    },
     record: {
       command: result.record.command,
       end: result.record.end,

@@ -55,6 +55,7 @@ async function open(init: ReaderInit): Promise<Session> {
     dir,
     perfPath: init.perfPath,
     procRoot,
+    unwind: init.unwind,
     files,
     sampledFiles,
     signal,

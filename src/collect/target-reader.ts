@@ -40,6 +40,8 @@ export interface ReaderInit {
   perfPath: string;
   /** The snapshots' byte cap. */
   snapshotMaxBytes: number;
+  /** How the session records call chains (StepContext.unwind). */
+  unwind: 'fp' | 'mixed';
 }
 
 export const targetReaderDefaults = Object.freeze({

@@ -29,6 +29,12 @@ export interface RecordOptions {
    */
   noBuildIds?: boolean;
   /**
+   * How perf records call chains: `fp`, by frame pointer (-g); `dwarf`, the user registers and a copy of the top
+   * `stackBytes` of the user stack in each sample (`--call-graph dwarf,N`: the kernel's frames by frame pointer, the
+   * user stack unwound after, by the built-in engine or perf script). Default fp.
+   */
+  callGraph?: CallGraph;
+  /**
    * Time perf may take to write its file once stopped, ms; then it is killed, and 2 s later given up (its file is
    * then unfinished: postprocess reads it to its last whole record). perf reads the target's mapped files then, and
    * a file on a FUSE mount that stopped answering blocks it for good. Default 120 s.
@@ -36,10 +42,18 @@ export interface RecordOptions {
   stopTimeoutMs?: number;
 }
 
+export type CallGraph = { kind: 'fp' } | { kind: 'dwarf'; stackBytes: number };
+
 export const recordDefaults = Object.freeze({ frequency: 99, event: 'cpu-clock' });
 
 /**
- * perf record's arguments: call graphs by frame pointer (-g), CLOCK_MONOTONIC (-k 1) as jitdump needs. `-D 1` makes
+ * The stack copy sizes perf takes: a multiple of 8 up to 65528 (perf's limit, from the sample record's 16-bit size;
+ * perf rounds a size up to 8 itself).
+ */
+export const stackCopyLimits = Object.freeze({ min: 8, max: 65528 });
+
+/**
+ * perf record's arguments: call graphs by frame pointer (-g, or with DWARF unwinding's registers and stack copy), CLOCK_MONOTONIC (-k 1) as jitdump needs. `-D 1` makes
  * perf print "Events enabled" once it really records (after it has read the target's existing mappings, which takes
  * a while on a busy machine): the duration is counted from there. `-N`: perf would copy every sampled file, whole and
  * through the target's links, into its build-id cache; collect copies what naming needs itself, within limits
@@ -56,7 +70,7 @@ export function recordArgs(options: RecordOptions): string[] {
     '1',
     '-F',
     String(options.frequency ?? recordDefaults.frequency),
-    '-g',
+    ...callGraphArgs(options.callGraph ?? { kind: 'fp' }),
     '-k',
     '1',
     '-e',
@@ -66,6 +80,10 @@ export function recordArgs(options: RecordOptions): string[] {
     '-o',
     options.output,
   ];
+}
+
+function callGraphArgs(callGraph: CallGraph): string[] {
+  return callGraph.kind === 'fp' ? ['-g'] : ['--call-graph', `dwarf,${callGraph.stackBytes}`];
 }
 
 /** `--buildid-mmap` needs perf 5.12 or later and a kernel that puts build-ids in mapping records (5.12 too). */

@@ -147,8 +147,8 @@ const brokenChains: NamingRule = ({ noMaps, dotnet, kinds, sources, context }) =
   const broken = context.resolver ? context.resolver.noMapping : kinds.unknown;
   if (noMaps || kinds.unknown === 0 || broken === 0) return undefined;
   const chains =
-    'frame-pointer chains broken by native code built without frame pointers (only DWARF unwinding, ' +
-    '`perf record --call-graph dwarf`, mends those, at a much higher cost)';
+    'frame-pointer chains broken by native code built without frame pointers (`profcpu collect --unwind mixed` ' +
+    'mends those, from a copy of each sample’s stack: a bigger perf.data)';
   // A recording made without collect's snapshots, of .NET under W^X: perf itself leaves its JIT frames unnamed.
   if (context.memfdFrames && !sources)
     return {

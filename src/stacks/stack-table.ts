@@ -238,6 +238,8 @@ export class StackTable {
     const kind = frames.kinds[outermost] ?? 'unknown';
     if (kind === 'kernel' || isThreadStart(frames.names[outermost]!)) return;
     if (kind === 'native-unnamed' && isCLibrary(frames.file[outermost])) return;
+    // A stripped executable's unnamed _start, which calls __libc_start_main (DWARF unwinding reaches it).
+    if (kind === 'native-unnamed' && ids.length > 2 && isThreadStart(frames.names[ids[2]!]!)) return;
     quality.brokenChains += samples;
     let at = 1;
     while (at + 1 < ids.length && (frames.kinds[ids[at]!] ?? 'unknown') === 'unknown') at++;

@@ -20,6 +20,11 @@ export interface StepContext {
   /** Where procfs is mounted. */
   procRoot: string;
   /**
+   * How the session records call chains: `mixed` (stack copies, unwound after by the files' CFI) makes the steps keep
+   * what that unwinding reads too. Default fp.
+   */
+  unwind?: 'fp' | 'mixed';
+  /**
    * The target's file system, opened when the session began: it still reads the target's root after the target
    * exited (its submounts are gone then). Undefined in tests that give no session.
    */

@@ -255,8 +255,14 @@ test('call chains that stop short of a thread start are counted, by the file of 
     '7f0000001000 work+0x10 (/srv/app)',
     '7f0000002000 [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)',
   ]);
-  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp + strippedLibc);
-  assert.equal(quality.samples, 6);
+  // A stripped executable's _start, unnamed, under __libc_start_main: whole too.
+  const strippedStart = sample([
+    '7f0000001000 work+0x10 (/srv/app)',
+    '7f0000002000 __libc_start_main+0x80 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
+    '5600000001a0 [unknown] (/srv/app)',
+  ]);
+  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp + strippedLibc + strippedStart);
+  assert.equal(quality.samples, 7);
   assert.equal(quality.brokenChains, 3);
   assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 2, app: 1 });
 });

@@ -38,6 +38,8 @@ export interface ElfInfo {
    * its bytes: code and data are most of a binary.
    */
   namingRanges: [number, number][];
+  /** The byte ranges of its call frame information (`.eh_frame`, `.eh_frame_hdr`, `.debug_frame`), to unwind by. */
+  unwindRanges: [number, number][];
 }
 
 /** Limits on what one file may make the reader load. */
@@ -192,6 +194,7 @@ export async function readElf(source: ByteSource, label: string): Promise<ElfInf
     hasDebugInfo: sections.some((s) => (s.name === '.debug_info' || s.name === '.zdebug_info') && present(s)),
     hasCode: sections.some((s) => s.name === '.text' && present(s)),
     namingRanges: namingRanges(file, header, sections),
+    unwindRanges: sectionRanges(file, sections, unwindSectionNames),
   };
 }
 
@@ -451,6 +454,17 @@ function namingRanges(f: ElfFile, header: ElfHeader, sections: Section[]): [numb
   return mergeRanges(ranges.filter(([from, to]) => from < to && from < f.size));
 }
 
+const unwindSectionNames = new Set(['.eh_frame', '.eh_frame_hdr', '.debug_frame']);
+
+/** The byte ranges of the sections named in `names` that have contents in the file, sorted and merged. */
+function sectionRanges(f: ElfFile, sections: Section[], names: ReadonlySet<string>): [number, number][] {
+  const ranges: [number, number][] = [];
+  for (const s of sections)
+    if (s.type !== sectionTypes.NOBITS && s.size > 0 && names.has(s.name))
+      ranges.push([s.offset, Math.min(s.offset + s.size, f.size)]);
+  return mergeRanges(ranges.filter(([from, to]) => from < to && from < f.size));
+}
+
 /**
  * Section types perf reads to name frames: symbol tables (SYMTAB 2, DYNSYM 11), string tables (3), relocations
  * (RELA 4, REL 9: the PLT's names come from .rela.plt), hash tables (5, GNU_HASH), DYNAMIC (6), notes (7), and the
@@ -460,7 +474,8 @@ const namingSectionTypes = new Set([2, 3, 4, 5, 6, 7, 9, 11, 0x6ffffff6, 0x6ffff
 /** Sections perf reads by name: the PLT (its entry size and layout), the debug link, MiniDebugInfo. */
 const namingSectionNames = new Set(['.plt', '.plt.sec', '.plt.got', '.got.plt', '.gnu_debuglink', '.gnu_debugdata']);
 
-function mergeRanges(ranges: [number, number][]): [number, number][] {
+/** Byte ranges sorted and merged where they touch or overlap (sorts `ranges` in place). */
+export function mergeRanges(ranges: [number, number][]): [number, number][] {
   const merged: [number, number][] = [];
   for (const [from, to] of ranges.sort((a, b) => a[0] - b[0])) {
     const last = merged[merged.length - 1];
