@@ -10,7 +10,11 @@ import { layout } from '../../src/output/layout.js';
 import { postprocess, type Engine } from '../../src/postprocess/postprocess.js';
 import { builtinShortfall } from '../../src/engine/engine-choice.js';
 import type { PerfDataOutline } from '../../src/engine/perf-data/reader.js';
-import { sampleBit } from '../../src/engine/perf-data/format.js';
+import { regsAbi, sampleBit } from '../../src/engine/perf-data/format.js';
+import type { PerfDataHeader } from '../../src/engine/perf-data/reader.js';
+import type { SampleEvent } from '../../src/engine/perf-data/records.js';
+import { ScriptTextWriter } from '../../src/engine/script-text.js';
+import type { UnwindRow } from '../../src/formats/elf/eh-frame.js';
 import { readElf, bytesSource } from '../../src/formats/elf/elf.js';
 import { buildCfiStack, recordDwarf } from '../fixtures/cfi-stack/build.js';
 import { runCli } from '../support/cli.js';
@@ -150,4 +154,97 @@ test('collect --unwind mixed on a .NET app: whole stacks through JIT code, its C
   t.diagnostic(`mean depth: built-in ${depth(native).toFixed(1)}, perf ${depth(perf).toFixed(1)}`);
   assert.ok(depth(native) > depth(perf) + 3);
   assert.ok(native.warnings.some((w) => /by its frame pointers, where perf’s DWARF unwinding stops/.test(w)));
+});
+
+// The target writes its stack and ships its CFI: forged ones cost a bounded walk per sample. Here every sample's
+// stack copy is 64 KiB of frame-pointer links that each go up 16 bytes into JIT-like memory, a CFI row that would
+// walk down the stack, and regs that put rbp anywhere: 3000 samples, each stopped at 127
+// frames or at once, in bounded time, each walk's reads within its copy.
+test('forged stacks and CFI: each DWARF sample is walked within its copy and 127 frames, quickly', async () => {
+  const jit = 0x7000_0000_0000n;
+  const lib = 0x7100_0000_0000n;
+  const forgedHeader = {
+    mode: 'file',
+    attrs: [
+      {
+        name: 'cpu-clock',
+        type: 1,
+        config: 0n,
+        sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain | sampleBit.regsUser | sampleBit.stackUser,
+      },
+    ],
+    features: { buildIds: [], arch: 'x86_64' },
+  } as unknown as PerfDataHeader;
+  // A row whose CFA is below rsp (rsp - 16), its return address read at CFA + 24: the walk would go down the stack.
+  const selfRow: UnwindRow = {
+    start: 0,
+    end: 0x10000,
+    cfa: { type: 'register', register: 7, offset: -16 },
+    registers: new Map([[16, { type: 'offset', offset: 24 }]]),
+    returnAddressRegister: 16,
+    signalFrame: false,
+  };
+  let rowsAsked = 0;
+  let framesGiven = 0;
+  let samples = 0;
+  const writer = new ScriptTextWriter(
+    {
+      kernel: () => undefined,
+      file: () => undefined,
+      unwindRows: (mapping) => {
+        rowsAsked++;
+        return mapping.path === '/lib/forged.so' ? () => selfRow : undefined;
+      },
+    },
+    {
+      header: () => {},
+      sample: (_header, _frames, count) => {
+        samples++;
+        framesGiven = Math.max(framesGiven, count);
+      },
+      oneLine: () => {},
+    },
+  );
+  await writer.header(forgedHeader);
+  const at = { offset: 0, pid: 7, tid: 7, buildId: undefined, prot: undefined, cpumode: 2, time: undefined };
+  await writer.event({ kind: 'mmap', ...at, start: jit, length: 0x100000n, pgoff: 0n, filename: '//anon' });
+  await writer.event({ kind: 'mmap', ...at, start: lib, length: 0x10000n, pgoff: 0n, filename: '/lib/forged.so' });
+  const sp = 0x7ffd_0000_0000n;
+  const stack = new BigUint64Array(8192);
+  // Frame i at sp + 16 i: its saved rbp is the next frame's, its return address in the JIT memory.
+  for (let i = 0; i + 1 < stack.length; i += 2) {
+    stack[i] = sp + BigInt((i + 2) * 8);
+    stack[i + 1] = jit + 0x100n + BigInt(i);
+  }
+  const bytes = new Uint8Array(stack.buffer);
+  const started = performance.now();
+  for (let i = 0; i < 3000; i++) {
+    // bp, sp, ip (perf's x86 registers 6, 7, 8): into the JIT memory (frame pointers) or the forged file (CFI).
+    const ip = i % 2 === 0 ? jit + BigInt(i) : lib + BigInt(i % 0x1000);
+    const bp = i % 3 === 0 ? sp : BigInt.asUintN(64, BigInt(i) * 0x9e3779b97f4a7c15n);
+    await writer.event({
+      kind: 'sample',
+      offset: 0,
+      attr: 0,
+      pid: 7,
+      tid: 7,
+      time: undefined,
+      cpu: undefined,
+      period: 1n,
+      cpumode: 2,
+      ip,
+      callchain: BigUint64Array.of(),
+      userRegs: { abi: regsAbi.abi64, mask: 0b111000000n, values: BigUint64Array.of(bp, sp, ip) },
+      userStack: bytes,
+    } as SampleEvent);
+  }
+  const ms = performance.now() - started;
+  assert.equal(samples, 3000);
+  assert.ok(framesGiven <= 128, `${framesGiven} frames`);
+  assert.equal(writer.unwound.samples, 3000);
+  assert.ok((writer.unwound.stops['max-frames'] ?? 0) > 0, JSON.stringify(writer.unwound.stops));
+  assert.ok((writer.unwound.stops['cfa-not-up'] ?? 0) > 0, JSON.stringify(writer.unwound.stops));
+  assert.ok(rowsAsked > 0);
+  // Far above what it takes (about 0.1 ms a sample): a walk without its bounds would not end at all.
+  assert.ok(ms < 60_000, `${ms} ms`);
 });
