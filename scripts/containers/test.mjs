@@ -244,7 +244,8 @@ async function profileThroughStop({ env, layout, how, label }) {
     const recovered = manifest.postprocess.recovered;
     const folded = await fs.readFile(path.join(folder, layout.foldedStacks), 'utf8');
     const absent = jitNames.filter((n) => !folded.includes(n));
-    if (absent.length) problems.push(`JIT names missing: ${absent.join(', ')}; ${await namingEvidence(folder, manifest)}`);
+    if (absent.length)
+      problems.push(`JIT names missing: ${absent.join(', ')}; ${await namingEvidence(folder, manifest)}`);
     const script = await fs.readFile(path.join(folder, layout.perfScript), 'utf8');
     const lostSeconds = stoppedAt - lastSampleTime(script);
     if (!(lostSeconds <= 2)) problems.push(`the last sample is ${lostSeconds.toFixed(2)} s before the target stopped`);
