@@ -5,9 +5,10 @@
 // profcpu's CPU from each run's manifest. Needs root, perf, the .NET SDK and wrk (Debian package wrk), and the built
 // CLI (`npm run build`).
 // PROFCPU_BENCH_WINDOWS windows of each kind (default 8), PROFCPU_BENCH_SECONDS their length (default 10),
-// PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup.
+// PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup,
+// PROFCPU_BENCH_UNWIND the collect --unwind (default fp; mixed also prints perf.data's bytes a second).
 import { execFileSync, spawn } from 'node:child_process';
-import { cp, mkdir, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +19,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const windows = Number(process.env['PROFCPU_BENCH_WINDOWS'] ?? 8);
 const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
 const scope = process.env['PROFCPU_BENCH_SCOPE'] ?? 'auto';
+const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'fp';
 const port = 18_000 + (process.pid % 1000);
 const url = `http://127.0.0.1:${port}/work`;
 const work = join(root, 'bench-out', 'overhead');
@@ -86,12 +88,16 @@ try {
   const profiled: number[] = [];
   const perfShare: number[] = [];
   const profcpuShare: number[] = [];
+  const dataRates: number[] = [];
+  const postprocessMs: number[] = [];
   for (let i = 0; i < windows; i++) {
     plain.push(wrk(seconds));
     const out = join(work, `run-${i}`);
     const run = spawn(
       process.execPath,
       [cliPath, 'collect', '--pid', String(app.pid), '--duration', String(seconds + 2), '--scope', scope].concat([
+        '--unwind',
+        unwind,
         '--symbols',
         'none',
         '--output',
@@ -106,8 +112,12 @@ try {
     await done;
     const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
       collect: { record: { seconds: number; scope: { kind: string } }; cpuMs: { perf?: number; profcpu: number } };
+      postprocess: { durationsMs: { perfScript: number } };
     };
     const { record, cpuMs } = manifest.collect;
+    const bytes = (await stat(join(out, 'perf.data'))).size;
+    dataRates.push(bytes / record.seconds);
+    postprocessMs.push(manifest.postprocess.durationsMs.perfScript);
     perfShare.push((cpuMs.perf ?? NaN) / (record.seconds * 1000));
     profcpuShare.push(cpuMs.profcpu / (record.seconds * 1000));
     console.log(
@@ -122,6 +132,10 @@ try {
   console.log(
     `cpu         perf median ${(median(perfShare) * 100).toFixed(1)} % (max ${(Math.max(...perfShare) * 100).toFixed(1)} %), ` +
       `profcpu median ${(median(profcpuShare) * 100).toFixed(1)} % of a core while recording`,
+  );
+  console.log(
+    `data        --unwind ${unwind}: perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
+      `reading it (perf.data to folded stacks) median ${median(postprocessMs).toFixed(0)} ms`,
   );
 } finally {
   app.kill('SIGKILL');
