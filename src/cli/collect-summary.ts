@@ -104,7 +104,7 @@ function namingLines(q: PostprocessFacts['fold']['quality'], pid: number, symbol
  * The share of samples whose call chain stops short of a thread's start, by the file it stopped in, when it is
  * 0.1% or more: their callers are missing from the flame graph (code built without frame pointers hides them).
  */
-export function chainLines(q: PostprocessFacts['fold']['quality']): string[] {
+export function chainLines(q: PostprocessFacts['fold']['quality'], stackCopies = false): string[] {
   const broken = q.brokenChains ?? 0;
   if (q.samples === 0 || broken / q.samples < 0.001) return [];
   const files = Object.entries(q.brokenChainsByFile ?? {}).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1));
@@ -113,9 +113,13 @@ export function chainLines(q: PostprocessFacts['fold']['quality']): string[] {
     .map(([file, n]) => `${terminalText(file, { maxLength: 60 })} (${percent(n, q.samples)})`)
     .join(', ');
   const more = files.length > 3 ? ` and ${files.length - 3} more` : '';
+  // Recorded with stack copies (--unwind mixed), a chain stops where the copy ends, or where no CFI nor frame pointer
+  // leads on; with frame pointers only, at the first frame built without them.
+  const why = stackCopies
+    ? 'their stacks go deeper than the stack copy (raise --stack-size) or through code unwinding cannot step'
+    : 'code built without frame pointers hides their callers (--unwind mixed unwinds them)';
   return [
-    `chains      ${percent(broken, q.samples)} of samples have a broken call chain, cut in ${shown}${more}: ` +
-      'code built without frame pointers hides their callers',
+    `chains      ${percent(broken, q.samples)} of samples have a broken call chain, cut in ${shown}${more}: ${why}`,
   ];
 }
 
@@ -168,7 +172,10 @@ export function formatSummary(
     lines.push(
       `stacks      ${fold.keptSamples} of ${fold.samples} samples kept, ${fold.stacks.size} distinct stacks`,
       ...namingLines(fold.quality, result.target.pid, result.steps['symbols']),
-      ...chainLines(fold.quality),
+      ...chainLines(
+        fold.quality,
+        result.record.command.some((arg) => arg.startsWith('dwarf,')),
+      ),
     );
     const top = topFrames(fold.stacks, topCount);
     if (top.length) {

@@ -231,11 +231,16 @@ test('the chains line: the share of broken call chains and where they end, from 
   assert.deepEqual(chainLines({ ...quality, brokenChains: 0 }), []);
   assert.deepEqual(chainLines({ ...quality, brokenChains: 1, brokenChainsByFile: { 'libc.so.6': 1 } }), [
     'chains      0.1% of samples have a broken call chain, cut in libc.so.6 (0.1%): code built without frame ' +
-      'pointers hides their callers',
+      'pointers hides their callers (--unwind mixed unwinds them)',
+  ]);
+  assert.deepEqual(chainLines({ ...quality, brokenChains: 1, brokenChainsByFile: { '[jit]': 1 } }, true), [
+    'chains      0.1% of samples have a broken call chain, cut in [jit] (0.1%): their stacks go deeper than the ' +
+      'stack copy (raise --stack-size) or through code unwinding cannot step',
   ]);
   const byFile = { 'libc.so.6': 60, 'libe_sqlite3.so': 30, '[unknown]': 8, 'libcrypto.so.3': 2 };
   assert.deepEqual(chainLines({ ...quality, brokenChains: 100, brokenChainsByFile: byFile }), [
     'chains      10.0% of samples have a broken call chain, cut in libc.so.6 (6.0%), libe_sqlite3.so (3.0%), ' +
-      '[unknown] (0.8%) and 1 more: code built without frame pointers hides their callers',
+      '[unknown] (0.8%) and 1 more: code built without frame pointers hides their callers (--unwind mixed unwinds ' +
+      'them)',
   ]);
 });
