@@ -173,6 +173,15 @@ function framePointerStep(
 
 type Step = { values: (bigint | undefined)[]; cfa: bigint; pc: bigint } | UnwindStop;
 
+/** How far below the stack pointer an epilogue's popped slots lie at most: the registers it pops, 8 bytes each. */
+const poppedBytes = 128n;
+
+/** Whether `slot` lies just below the frame's stack pointer, its CFA above it (see stepFrame's `offset` rule). */
+function popped(slot: bigint, cfa: bigint, values: readonly (bigint | undefined)[]): boolean {
+  const sp = values[dwarfRegister.rsp];
+  return sp !== undefined && cfa > sp && slot < sp && sp - slot <= poppedBytes;
+}
+
 /** One step from the frame whose registers are `values` to its caller's, by `row` (libunwind's apply_reg_state). */
 function stepFrame(
   row: UnwindRow,
@@ -211,10 +220,17 @@ function stepFrame(
       case 'same-value':
         value = values[register];
         break;
-      case 'offset':
-        value = read(BigInt.asUintN(64, cfa + BigInt(rule.offset)));
+      case 'offset': {
+        const slot = BigInt.asUintN(64, cfa + BigInt(rule.offset));
+        value = read(slot);
+        // A slot just below the stack pointer of a frame whose CFA is above it was popped already (an epilogue's
+        // rows keep the rule after the pop, up to its ret): the register holds the caller's value again. libunwind
+        // reads the dead slot there, which perf's snapshot does not hold, and loses the register.
+        if (value === undefined && register !== row.returnAddressRegister && popped(slot, cfa, values))
+          value = values[register];
         if (value === undefined) unreadable.add(register);
         break;
+      }
       case 'val-offset':
         value = BigInt.asUintN(64, cfa + BigInt(rule.offset));
         break;

@@ -107,3 +107,27 @@ test('a 32-bit process’s registers are not read; an rbp naming its own slot en
   assert.equal(result.stop, 'cfa-not-up');
   assert.ok(result.frames.length <= 3, String(result.frames.length));
 });
+
+test('at an epilogue’s ret, a register popped already keeps its value; a slot further down or past a wrap does not', () => {
+  // The ret of a function that pushed rbp: CFA = rsp + 8, rbp saved at CFA - 16 (now just below sp: popped).
+  const ret: UnwindRow = {
+    ...leaf,
+    registers: new Map([
+      [16, { type: 'offset', offset: -8 }],
+      [6, { type: 'offset', offset: -16 }],
+    ]),
+  };
+  // The caller finds its CFA by rbp, which holds the caller's frame base again: 0x7010, its return address at 0x7018.
+  const caller: UnwindRow = { ...leaf, cfa: { type: 'register', register: 6, offset: 16 } };
+  const end: UnwindRow = { ...leaf, registers: new Map([[16, { type: 'undefined' }]]) };
+  const rowAt = (pc: bigint) => (pc < 0x2000n ? ret : pc < 0x3000n ? caller : end);
+  const words = stack(0x2001n, 0n, 0n, 0x3001n, 0n);
+  assert.deepEqual(unwindUserStack(regs(0x1000n, 0x7010n), words, { rowAt }), {
+    frames: [0x1000n, 0x2000n, 0x3000n],
+    stop: 'end',
+  });
+  // Saved 256 bytes below the CFA: no epilogue pops that much, the register stays unknown.
+  const deep: UnwindRow = { ...ret, registers: new Map([...ret.registers, [6, { type: 'offset', offset: -256 }]]) };
+  const cut = unwindUserStack(regs(0x1000n, 0x7010n), words, { rowAt: (pc) => (pc < 0x2000n ? deep : caller) });
+  assert.deepEqual(cut, { frames: [0x1000n, 0x2000n], stop: 'no-register' });
+});
