@@ -52,45 +52,46 @@ async function run(t: TestContext, dir: string, engine: Engine): Promise<Run> {
 /** A sample's last frame is a thread's start: its stack was unwound whole. */
 const whole = (lines: string[]) => /\s(_start|clone3|__clone3|start_thread)\+0x[0-9a-f]+ \(/.test(lines.at(-1) ?? '');
 
-test('a DWARF recording of code built without frame pointers: perf script’s frames on every sample both unwind whole', async (t) => {
-  if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
-  const dir = await tempDir(t, 'dwarf-engine');
-  const { program } = buildCfiStack(dir);
-  recordDwarf(program, join(dir, layout.perfData), { stackBytes: 8192, frequency: 999, seconds: 2 });
+for (const framePointers of [false, true])
+  test(`a DWARF recording of code built ${framePointers ? 'with' : 'without'} frame pointers: perf script’s frames on every sample both unwind whole`, async (t) => {
+    if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
+    const dir = await tempDir(t, 'dwarf-engine');
+    const { program } = buildCfiStack(dir, { framePointers });
+    recordDwarf(program, join(dir, layout.perfData), { stackBytes: 8192, frequency: 999, seconds: 2 });
 
-  const perf = await run(t, dir, 'perf');
-  const native = await run(t, dir, 'native');
-  assert.equal(native.manifest.postprocess.engine, 'native');
-  assert.equal(native.samples.length, perf.samples.length);
-  let both = 0;
-  let onlyNative = 0;
-  const differing: string[] = [];
-  native.samples.forEach((ours, i) => {
-    const theirs = perf.samples[i]!;
-    assert.equal(ours[0], theirs[0], `sample ${i}'s header line`);
-    if (whole(ours) && whole(theirs)) {
-      both++;
-      if (ours.join('\n') !== theirs.join('\n') && differing.length < 3)
-        differing.push(`#${i}\n ours\n${ours.join('\n')}\n perf\n${theirs.join('\n')}`);
-    } else if (whole(ours)) onlyNative++;
+    const perf = await run(t, dir, 'perf');
+    const native = await run(t, dir, 'native');
+    assert.equal(native.manifest.postprocess.engine, 'native');
+    assert.equal(native.samples.length, perf.samples.length);
+    let both = 0;
+    let onlyNative = 0;
+    const differing: string[] = [];
+    native.samples.forEach((ours, i) => {
+      const theirs = perf.samples[i]!;
+      assert.equal(ours[0], theirs[0], `sample ${i}'s header line`);
+      if (whole(ours) && whole(theirs)) {
+        both++;
+        if (ours.join('\n') !== theirs.join('\n') && differing.length < 3)
+          differing.push(`#${i}\n ours\n${ours.join('\n')}\n perf\n${theirs.join('\n')}`);
+      } else if (whole(ours)) onlyNative++;
+    });
+    t.diagnostic(`${native.samples.length} samples: ${both} whole in both engines, ${onlyNative} in the built-in only`);
+    assert.deepEqual(differing, []);
+    assert.ok(both > native.samples.length * 0.9, `${both} of ${native.samples.length} samples whole in both`);
+
+    // Said, and counted in the manifest; no JIT code here, so no frame-pointer step.
+    const unwound = native.manifest.postprocess.unwound;
+    assert.ok(unwound && unwound.samples === native.samples.length, JSON.stringify(unwound));
+    assert.equal(unwound.framePointerSamples, 0);
+    assert.ok((unwound.stops['end'] ?? 0) >= both);
+    assert.ok(
+      native.warnings.some((w) =>
+        /DWARF call graphs: the built-in engine unwound the user stacks of \d+ samples/.test(w),
+      ),
+      native.warnings.join('\n'),
+    );
+    assert.equal(native.manifest.naming.brokenChains, native.samples.length - (unwound.stops['end'] ?? 0));
   });
-  t.diagnostic(`${native.samples.length} samples: ${both} whole in both engines, ${onlyNative} in the built-in only`);
-  assert.deepEqual(differing, []);
-  assert.ok(both > native.samples.length * 0.9, `${both} of ${native.samples.length} samples whole in both`);
-
-  // Said, and counted in the manifest; no JIT code here, so no frame-pointer step.
-  const unwound = native.manifest.postprocess.unwound;
-  assert.ok(unwound && unwound.samples === native.samples.length, JSON.stringify(unwound));
-  assert.equal(unwound.framePointerSamples, 0);
-  assert.ok((unwound.stops['end'] ?? 0) >= both);
-  assert.ok(
-    native.warnings.some((w) =>
-      /DWARF call graphs: the built-in engine unwound the user stacks of \d+ samples/.test(w),
-    ),
-    native.warnings.join('\n'),
-  );
-  assert.equal(native.manifest.naming.brokenChains, native.samples.length - (unwound.stops['end'] ?? 0));
-});
 
 test('a DWARF recording of another machine than x86-64 goes to perf script, saying why', () => {
   const outline = (arch: string | undefined) =>
