@@ -90,4 +90,6 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'type',
   'timeout',
   'max-size',
+  'unwind',
+  'stack-size',
 ]);
