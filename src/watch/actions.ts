@@ -48,8 +48,8 @@ interface PostprocessFigures {
 }
 
 /**
- * The profile action: collect with the watch's settings (perf, steps, postprocess, symbols) and the action's duration
- * and frequency, into the run's folder.
+ * The profile action: collect with the watch's settings (perf, steps, postprocess, symbols) and the action's duration,
+ * frequency and unwinding, into the run's folder.
  */
 export function profileAction<R extends PostprocessFigures>(
   base: Partial<CollectOptions>,
@@ -64,6 +64,7 @@ export function profileAction<R extends PostprocessFigures>(
         output: request.dir,
         durationSeconds: request.action.durationSeconds,
         frequency: request.action.frequency,
+        ...(request.action.unwind && { unwind: request.action.unwind }),
       },
       {
         stop: context.stop,

@@ -38,6 +38,8 @@ export type Action =
       /** Seconds recorded. */
       durationSeconds: number;
       frequency: number;
+      /** collect's --unwind, when the rule sets it (collect's default otherwise). */
+      unwind?: 'fp' | 'mixed';
     }
   | { kind: 'dump'; /** full, heap, mini, triage (dotnet-dump's). */ type: string };
 
@@ -239,11 +241,14 @@ function trigger(value: unknown, field: string): Trigger {
 }
 
 function action(value: unknown, field: string, availability: ActionAvailability): Action {
-  const raw = object(value, field, ['kind', 'duration', 'frequency', 'type']);
+  const raw = object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'type']);
   const kind = oneOf(raw['kind'], `${field}.kind`, ['profile', 'dump'] as const);
   if (kind === 'profile') {
-    object(value, field, ['kind', 'duration', 'frequency']);
+    object(value, field, ['kind', 'duration', 'frequency', 'unwind']);
+    const unwind =
+      raw['unwind'] === undefined ? undefined : oneOf(raw['unwind'], `${field}.unwind`, ['fp', 'mixed'] as const);
     return {
+      ...(unwind && { unwind }),
       kind: 'profile',
       durationSeconds:
         raw['duration'] === undefined

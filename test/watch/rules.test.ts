@@ -70,6 +70,16 @@ function rejects(document: unknown, field: string, pattern: RegExp): void {
 
 const cpu = { type: 'cpu', above: 80, for: '30s' };
 
+test('a profile action may ask for mixed unwinding, and only fp or mixed', () => {
+  const rules = validateRules({ rules: [{ trigger: cpu, actions: [{ kind: 'profile', unwind: 'mixed' }] }] });
+  assert.deepEqual(rules.rules[0]!.actions, [{ kind: 'profile', ...ruleDefaults.profile, unwind: 'mixed' }]);
+  rejects(
+    { rules: [{ trigger: cpu, actions: [{ kind: 'profile', unwind: 'dwarf' }] }] },
+    'rules[0].actions[0].unwind',
+    /fp|mixed/,
+  );
+});
+
 test('each mistake is an error naming its field', () => {
   rejects({}, 'rules', /list of 1 to 64 rules/);
   rejects({ rules: [{ trigger: cpu }], retentoin: {} }, 'retentoin', /unknown field \(known: rules, retention\)/);
