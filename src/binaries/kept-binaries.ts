@@ -7,7 +7,8 @@
 // perf reads to name frames are copied (headers, symbol and string tables, notes, the PLT: see ElfInfo.namingRanges),
 // at their offsets in a sparse file: node's 98 MB binary keeps a few MB, libcoreclr.so's 7 MB a few hundred KB; a
 // recording with stack copies (collect --unwind mixed) keeps the call frame information too (ElfInfo.unwindRanges:
-// libcoreclr.so's is 830 KB), and every file mapped, sampled or not (perf's own unwinding reaches fewer of them).
+// libcoreclr.so's is 830 KB), and keeps what it kept before recording whether sampled or not (perf's own unwinding
+// reaches fewer of them; a library loaded during the recording is kept only when perf's unwinding sampled it).
 //
 // As a collect step: before recording, every executable file mapped then (so a recording cut short by a kill still
 // has them); after recording, whatever perf sampled that is not kept yet (a library loaded meanwhile), then what was

@@ -105,8 +105,8 @@ const command: CommandModule<object, PostprocessArgs> = {
         choices: ['perf', 'native'] as const,
         describe:
           'Who reads perf.data: perf script, or profcpu itself (no perf needed). Default: profcpu itself, which ' +
-          'hands to perf script, saying why, a recording it does not read as perf does (DWARF or LBR call graphs, ' +
-          'hardware trace)',
+          'unwinds DWARF call graphs itself (saying so) and hands to perf script, saying why, a recording it does ' +
+          'not read as perf does (LBR call graphs, hardware trace, another machine’s DWARF call graphs)',
       })
       .option('force', {
         type: 'boolean',

@@ -43,8 +43,8 @@ export function builtinPidFilter(args: readonly string[]): Set<number> | undefin
 
 /**
  * What a DWARF recording's flame graph is made of: stacks unwound by the built-in engine, not perf's unwinder, which
- * stops at code without CFI (the JIT's, where this one steps by frame pointers) and gives up in places where CFI
- * would take it further; each walk ends at the thread's start or at the end of the stack snapshot.
+ * stops in .NET's code (no CFI: this one steps through it by frame pointers) and gives up in places where CFI would
+ * take it further; each walk ends at the thread's start, at the end of the stack copy, or at other code without CFI.
  */
 export function unwoundNotice(unwound: UnwindTally): string {
   const percent = (n: number) => `${((100 * n) / unwound.samples).toFixed(1)}%`;
@@ -57,8 +57,8 @@ export function unwoundNotice(unwound: UnwindTally): string {
   ];
   if (unwound.framePointerSamples > 0)
     parts.push(
-      `${unwound.framePointerSamples} (${percent(unwound.framePointerSamples)}) through code without call frame ` +
-        'information (JIT-compiled .NET code) by its frame pointers, where perf’s DWARF unwinding stops',
+      `${unwound.framePointerSamples} (${percent(unwound.framePointerSamples)}) through .NET's code (JIT-compiled, ` +
+        'ReadyToRun, stubs: no call frame information) by its frame pointers, where perf’s DWARF unwinding stops',
     );
   return `${parts.join('; ')}. Its stacks can reach further than perf script’s; \`--engine perf\` draws perf’s.`;
 }

@@ -20,7 +20,7 @@ import { layout } from '../output/layout.js';
 import { openMachineFile, readMachineFile } from '../files/machine-files.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from './perf-data/reader.js';
-import type { Mapping, ScriptSymbols, SymbolHit } from './script-text.js';
+import type { Mapping, ScriptSymbols, SymbolHit, UnwindFile } from './script-text.js';
 import { readKeptIndex, type KeptBinary } from '../binaries/kept-binaries.js';
 import { bytesSource, fileByteSource, isBuildId, readElf, type ByteSource, type ElfInfo } from '../formats/elf/elf.js';
 import { pltSecRange, readFunctionTable, type PltRules } from '../formats/elf/elf-functions.js';
@@ -30,10 +30,7 @@ import type { DemangleForm } from '../formats/elf/demangle.js';
 import { kallsymsDelta, kallsymsTable } from '../formats/kallsyms.js';
 import type { PerfMaps } from '../jit/jit-maps.js';
 import { maxVdsoBytes, ownVdso } from '../kernel/vdso.js';
-import { readCallFrameInfoByOffset, type UnwindRow } from '../formats/elf/eh-frame.js';
-
-/** The unwind row at a file offset of one file (readCallFrameInfoByOffset). */
-export type RowsAtOffset = (offset: bigint) => UnwindRow | undefined;
+import { readCallFrameInfoByOffset } from '../formats/elf/eh-frame.js';
 
 /**
  * CFI held for unwinding at most, over all files (libcoreclr.so's is ~1.5 MB, node's 3 MB; a forged recording may map
@@ -138,8 +135,8 @@ class FileTables {
   private readonly loaded = new Map<string, FileTable>();
   private vdso: Promise<FunctionTable> | undefined;
   /** The files' CFI, loading and loaded (RowsAtOffset), and the bytes held over all of them. */
-  private readonly cfi = new Map<string, Promise<RowsAtOffset | undefined>>();
-  private readonly cfiLoaded = new Map<string, RowsAtOffset | undefined>();
+  private readonly cfi = new Map<string, Promise<UnwindFile | undefined>>();
+  private readonly cfiLoaded = new Map<string, UnwindFile | undefined>();
   private cfiBytes = 0;
   private cfiFull = false;
   /**
@@ -163,12 +160,12 @@ class FileTables {
   }
 
   /**
-   * The CFI of the file mapped as `mapping`, by file offset, read where its symbols are (the kept copy, this
-   * machine's file, perf's build-id cache; the vdso image): undefined for anonymous code and a file without CFI, and
-   * for every file after cfiLimits.totalBytes of CFI are held (then told once).
+   * How to unwind code in the file mapped as `mapping`, by file offset: its CFI, read where its symbols are (the kept
+   * copy, this machine's file, perf's build-id cache; the vdso image), and where .NET's code lies in it (UnwindFile);
+   * undefined when the file cannot be read (then script-text.ts decides by its name), and for every file after
+   * cfiLimits.totalBytes of CFI are held (then told once).
    */
-  unwindRows(mapping: Mapping): RowsAtOffset | undefined | Promise<RowsAtOffset | undefined> {
-    if (mapping.identity) return undefined;
+  unwindRows(mapping: Mapping): UnwindFile | undefined | Promise<UnwindFile | undefined> {
     const buildId =
       mapping.dso === '[vdso]'
         ? (mapping.buildId ?? this.buildIds.get('[vdso]'))
@@ -177,33 +174,44 @@ class FileTables {
     if (this.cfiLoaded.has(key)) return this.cfiLoaded.get(key);
     let rows = this.cfi.get(key);
     if (!rows) {
-      rows = this.loadRows(mapping, buildId).then((loaded) => {
-        this.cfiLoaded.set(key, loaded);
-        return loaded;
-      });
+      // Never rejected: a file that cannot be read unwinds as one without CFI (a rejection here would be asked again).
+      rows = this.loadRows(mapping, buildId)
+        .catch(() => undefined)
+        .then((loaded) => {
+          this.cfiLoaded.set(key, loaded);
+          return loaded;
+        });
       this.cfi.set(key, rows);
     }
     return rows;
   }
 
-  private async loadRows(mapping: Mapping, buildId: string | undefined): Promise<RowsAtOffset | undefined> {
+  private async loadRows(mapping: Mapping, buildId: string | undefined): Promise<UnwindFile | undefined> {
     if (this.cfiBytes >= cfiLimits.totalBytes) {
       if (!this.cfiFull) this.warn(cfiFullWarning(mapping.path));
       this.cfiFull = true;
       return undefined;
     }
-    const read = async (source: ByteSource) => {
-      const { info, rowAtOffset } = await readCallFrameInfoByOffset(source, mapping.path, { warn: this.warn });
-      this.cfiBytes += info.bytes;
-      return info.entries > 0 ? rowAtOffset : undefined;
+    const read = async (source: ByteSource): Promise<UnwindFile> => {
+      try {
+        const { info, rowAtOffset, loaded } = await readCallFrameInfoByOffset(source, mapping.path, {
+          warn: this.warn,
+        });
+        this.cfiBytes += info.bytes;
+        // Past its PT_LOAD segments, a file holds no ELF code: a single-file .NET app's bundled images.
+        return { rowAt: info.entries > 0 ? rowAtOffset : () => undefined, dotnet: (offset) => !loaded(offset) };
+      } catch {
+        // Not an ELF file: a .NET image (PE), whose precompiled code keeps frame pointers.
+        return { rowAt: () => undefined, dotnet: () => true };
+      }
     };
     if (mapping.dso === '[vdso]') {
       const image = await vdsoImages(this.folder, buildId).next();
-      return image.done ? undefined : read(bytesSource(image.value)).catch(() => undefined);
+      return image.done ? undefined : read(bytesSource(image.value));
     }
     const isKept = this.kept.has(buildId ?? '');
     for (const candidate of recordedFileCandidates(this.folder, mapping.path, buildId, isKept, this.hostFiles)) {
-      const handle = await candidate.open();
+      const handle = await candidate.open().catch(() => undefined);
       if (!handle) continue;
       try {
         const source = blockCached(fileByteSource(handle, (await handle.stat()).size, (e) => e as Error));
@@ -211,7 +219,7 @@ class FileTables {
           const info = await readElf(source, mapping.path).catch(() => undefined);
           if (info?.buildId !== buildId) continue;
         }
-        return await read(source).catch(() => undefined);
+        return await read(source);
       } finally {
         await handle.close();
       }

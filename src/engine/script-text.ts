@@ -43,14 +43,28 @@ export interface ScriptSymbols {
   /** The symbol at `offset` in the file mapped as `mapping` (path and build-id as perf recorded them). */
   file(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined>;
   /**
-   * The CFI of the file mapped as `mapping`, by file offset, for DWARF-mode samples (see unwind/sample-unwind.ts);
-   * without it, such samples show their kernel frames and the sampled address only.
+   * How to unwind code in the file mapped as `mapping`, for DWARF-mode samples (see unwind/sample-unwind.ts);
+   * undefined when the file cannot be read. Without this method, DWARF-mode samples show their kernel frames only,
+   * as with nothing to unwind by.
    */
-  unwindRows?(mapping: Mapping): FileRows | undefined | Promise<FileRows | undefined>;
+  unwindRows?(mapping: Mapping): UnwindFile | undefined | Promise<UnwindFile | undefined>;
 }
 
-/** The unwind row at a file offset of one file. */
-export type FileRows = (offset: bigint) => UnwindRow | undefined;
+/** How to unwind the code of one file, by file offset. */
+export interface UnwindFile {
+  /** The CFI row at `offset`, undefined where none covers it. */
+  rowAt(offset: bigint): UnwindRow | undefined;
+  /** Whether the code at `offset` is .NET's (no CFI; stepped by frame pointer): a PE image's, a bundle's. */
+  dotnet(offset: bigint): boolean;
+}
+
+/**
+ * Files whose code is .NET's when they cannot be read: the JIT's double-mapped memory (memfd:doublemapper) and .NET
+ * images (ReadyToRun code in `*.dll`, `*.exe`).
+ */
+function dotnetCodeFile(path: string): boolean {
+  return path.startsWith('/memfd:') || /\.(dll|exe)( \(deleted\))?$/i.test(path);
+}
 
 export interface Mapping {
   start: bigint;
@@ -468,10 +482,16 @@ export class ScriptTextWriter {
     }
     line += this.eventTails[sample.attr] ?? `${(this.names[sample.attr] ?? '[unknown]').padStart(this.nameWidth)}: `;
     const maps = this.maps.get(sample.pid < 0 ? -1 : sample.pid) ?? noMaps;
-    if (layout.dwarf && sample.callchain && sample.userRegs && sample.userStack && this.symbols.unwindRows) {
+    if (layout.dwarf && sample.callchain && this.symbols.unwindRows) {
+      const form = layout.symbolOnly ? 'symbols' : 'lines';
+      // perf unwinds nothing without a stack copy (a sample of a kernel thread, dyn_size 0): the kernel's frames only.
+      if (!sample.userRegs || !sample.userStack || sample.userStack.length === 0)
+        return this.frameLines(line, kernelPart(sample.callchain), 0, 0, 0, maps, form);
       const unwound = this.unwindUser(sample, maps);
-      const lines = (user: SampleUnwinding) =>
-        this.frameLines(line, withUserFrames(sample.callchain!, user.frames), 0, 0, 0, maps);
+      const lines = (user: SampleUnwinding) => {
+        const { chain, frames } = withUserFrames(sample.callchain!, user.frames, this.options.maxStack);
+        return this.frameLines(line, chain, 0, 0, 0, maps, form, frames);
+      };
       return unwound instanceof Promise ? unwound.then(lines) : lines(unwound);
     }
     if (layout.callchain && sample.callchain)
@@ -485,13 +505,23 @@ export class ScriptTextWriter {
   /** The user frames of a DWARF-mode sample, unwound in the process's mappings, counted in `unwound`. */
   private unwindUser(sample: SampleEvent, maps: Maps): SampleUnwinding | Promise<SampleUnwinding> {
     const rowsOf = this.symbols.unwindRows!.bind(this.symbols);
-    const result = unwindSample(sample.userRegs!, sample.userStack!, (pc) => {
-      const mapped = findMappingBig(maps.list, pc);
-      if (!mapped) return undefined;
-      const { mapping } = mapped;
-      const rows = rowsOf(mapping);
-      if (rows instanceof Promise) return rows;
-      return rows?.(mapping.identity ? pc : pc - mapping.start + mapping.pgoff);
+    const at = (pc: bigint) => {
+      const mapping = findMappingBig(maps.list, pc)?.mapping;
+      const offset = mapping && (mapping.identity ? pc : pc - mapping.start + mapping.pgoff);
+      return { mapping, offset: offset ?? 0n, file: mapping && !mapping.identity ? rowsOf(mapping) : undefined };
+    };
+    const result = unwindSample(sample.userRegs!, sample.userStack!, {
+      rowAt(pc) {
+        const { file, offset } = at(pc);
+        return file instanceof Promise ? file : file?.rowAt(offset);
+      },
+      // Anonymous executable memory is the JIT's (perf names it from its perf map).
+      framePointers(pc) {
+        const { mapping, file, offset } = at(pc);
+        if (!mapping || file instanceof Promise) return false;
+        if (mapping.identity) return true;
+        return file ? file.dotnet(offset) : dotnetCodeFile(mapping.path);
+      },
     });
     const count = (done: SampleUnwinding) => {
       countUnwinding(this.unwound, done);
@@ -533,6 +563,7 @@ export class ScriptTextWriter {
     mode: number,
     maps: Maps,
     form: 'lines' | 'oneLine' | 'symbols' = 'lines',
+    maxFrames = this.options.maxStack,
   ): void | Promise<void> {
     if (chain.buffer !== this.wordsBuffer) {
       this.wordsBuffer = chain.buffer;
@@ -544,7 +575,7 @@ export class ScriptTextWriter {
     const base = chain.byteOffset >> 2;
     let cpumode = mode;
     let frames = made;
-    for (let i = from; i < chain.length && frames < this.options.maxStack; i++) {
+    for (let i = from; i < chain.length && frames < maxFrames; i++) {
       const low = words[base + 2 * i]!;
       const high = words[base + 2 * i + 1]!;
       if (high === 0xffffffff && low >= marker.max) {
@@ -580,7 +611,7 @@ export class ScriptTextWriter {
       if (frame instanceof Promise)
         return frame.then((line) => {
           this.frames[frames] = line;
-          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps, form);
+          return this.frameLines(header, chain, i + 1, frames + 1, cpumode, maps, form, maxFrames);
         });
       this.frames[frames++] = frame;
     }
@@ -687,19 +718,38 @@ function oneLineFrame(frame: ScriptFrame, ip: bigint): string {
   return `${ip.toString(16).padStart(16)}${line.slice(space)}`;
 }
 
+/** The recorded callchain of a DWARF-mode sample up to a PERF_CONTEXT_USER marker, if it has one: the kernel's part. */
+function kernelPart(chain: BigUint64Array): BigUint64Array {
+  const user = chain.indexOf(context.user);
+  return user < 0 ? chain : chain.subarray(0, user);
+}
+
 /**
- * A DWARF-mode sample's frames as perf gives them: the recorded callchain's kernel part (up to a PERF_CONTEXT_USER
- * marker, if it has one), then the unwound user frames after a PERF_CONTEXT_USER marker.
+ * A DWARF-mode sample's frames as perf gives them: the kernel's part of the recorded callchain, `maxStack` frames of it
+ * at most, then the unwound user frames (127 at most already) after a PERF_CONTEXT_USER marker; and the frames in all.
+ * perf caps the two parts each (thread__resolve_callchain_sample, then _unwind, each with max_stack), not together.
  */
-function withUserFrames(chain: BigUint64Array, user: readonly bigint[]): BigUint64Array {
-  let kernel = chain.indexOf(context.user);
-  if (kernel < 0) kernel = chain.length;
-  if (user.length === 0) return chain.subarray(0, kernel);
-  const out = new BigUint64Array(kernel + 1 + user.length);
-  out.set(chain.subarray(0, kernel));
-  out[kernel] = context.user;
-  for (let i = 0; i < user.length; i++) out[kernel + 1 + i] = user[i]!;
-  return out;
+function withUserFrames(
+  chain: BigUint64Array,
+  user: readonly bigint[],
+  maxStack: number,
+): { chain: BigUint64Array; frames: number } {
+  let kernel = kernelPart(chain);
+  let frames = 0;
+  for (let i = 0; i < kernel.length; i++) {
+    if (kernel[i]! >= contextMax) continue;
+    if (frames === maxStack) {
+      kernel = kernel.subarray(0, i);
+      break;
+    }
+    frames++;
+  }
+  if (user.length === 0) return { chain: kernel, frames };
+  const out = new BigUint64Array(kernel.length + 1 + user.length);
+  out.set(kernel);
+  out[kernel.length] = context.user;
+  for (let i = 0; i < user.length; i++) out[kernel.length + 1 + i] = user[i]!;
+  return { chain: out, frames: frames + user.length };
 }
 
 /** The address whose words are `high` and `low`. */

@@ -237,7 +237,8 @@ export class StackTable {
     const outermost = ids[1]!;
     const kind = frames.kinds[outermost] ?? 'unknown';
     if (kind === 'kernel' || isThreadStart(frames.names[outermost]!)) return;
-    if (kind === 'native-unnamed' && isCLibrary(frames.file[outermost])) return;
+    // Under the thread's start there is at least one frame: a lone unnamed libc frame is a hot libc function cut off.
+    if (kind === 'native-unnamed' && ids.length > 2 && isCLibrary(frames.file[outermost])) return;
     // A stripped executable's unnamed _start, which calls __libc_start_main (DWARF unwinding reaches it).
     if (kind === 'native-unnamed' && ids.length > 2 && isThreadStart(frames.names[ids[2]!]!)) return;
     quality.brokenChains += samples;

@@ -14,6 +14,7 @@ import { regsAbi, sampleBit } from '../../src/engine/perf-data/format.js';
 import type { PerfDataHeader } from '../../src/engine/perf-data/reader.js';
 import type { SampleEvent } from '../../src/engine/perf-data/records.js';
 import { ScriptTextWriter } from '../../src/engine/script-text.js';
+import { unwindSample } from '../../src/engine/unwind/sample-unwind.js';
 import type { UnwindRow } from '../../src/formats/elf/eh-frame.js';
 import { readElf, bytesSource } from '../../src/formats/elf/elf.js';
 import { buildCfiStack, recordDwarf } from '../fixtures/cfi-stack/build.js';
@@ -65,6 +66,7 @@ for (const framePointers of [false, true])
     assert.equal(native.samples.length, perf.samples.length);
     let both = 0;
     let onlyNative = 0;
+    const onlyPerf: number[] = [];
     const differing: string[] = [];
     native.samples.forEach((ours, i) => {
       const theirs = perf.samples[i]!;
@@ -74,9 +76,11 @@ for (const framePointers of [false, true])
         if (ours.join('\n') !== theirs.join('\n') && differing.length < 3)
           differing.push(`#${i}\n ours\n${ours.join('\n')}\n perf\n${theirs.join('\n')}`);
       } else if (whole(ours)) onlyNative++;
+      else if (whole(theirs)) onlyPerf.push(i);
     });
     t.diagnostic(`${native.samples.length} samples: ${both} whole in both engines, ${onlyNative} in the built-in only`);
     assert.deepEqual(differing, []);
+    assert.deepEqual(onlyPerf, [], 'samples perf unwinds whole and the built-in engine does not');
     assert.ok(both > native.samples.length * 0.9, `${both} of ${native.samples.length} samples whole in both`);
 
     // Said, and counted in the manifest; no JIT code here, so no frame-pointer step.
@@ -197,7 +201,7 @@ test('forged stacks and CFI: each DWARF sample is walked within its copy and 127
       file: () => undefined,
       unwindRows: (mapping) => {
         rowsAsked++;
-        return mapping.path === '/lib/forged.so' ? () => selfRow : undefined;
+        return mapping.path === '/lib/forged.so' ? { rowAt: () => selfRow, dotnet: () => false } : undefined;
       },
     },
     {
@@ -244,11 +248,84 @@ test('forged stacks and CFI: each DWARF sample is walked within its copy and 127
   }
   const ms = performance.now() - started;
   assert.equal(samples, 3000);
-  assert.ok(framesGiven <= 128, `${framesGiven} frames`);
+  assert.ok(framesGiven <= 127, `${framesGiven} frames`);
   assert.equal(writer.unwound.samples, 3000);
   assert.ok((writer.unwound.stops['max-frames'] ?? 0) > 0, JSON.stringify(writer.unwound.stops));
   assert.ok((writer.unwound.stops['cfa-not-up'] ?? 0) > 0, JSON.stringify(writer.unwound.stops));
   assert.ok(rowsAsked > 0);
   // Far above what it takes (about 0.1 ms a sample): a walk without its bounds would not end at all.
   assert.ok(ms < 60_000, `${ms} ms`);
+});
+
+// A rows source whose files never load (each ask a promise that rejects, or settles with nothing there after): the
+// walk runs once per ask at most 128 times, then walks with what there is, and the sample is given.
+test('a file whose call frame information never loads ends the walk, it does not run it for ever', async () => {
+  const regs = { abi: regsAbi.abi64, mask: 0b111000000n, values: BigUint64Array.of(0x7010n, 0x7000n, 0x1000n) };
+  const stack = new Uint8Array(new BigUint64Array([0x2001n, 0n, 0n, 0n]).buffer);
+  for (const settle of [() => Promise.reject(new Error('no file')), () => Promise.resolve(undefined)]) {
+    let asked = 0;
+    const result = await unwindSample(regs, stack, {
+      rowAt: () => {
+        asked++;
+        return settle();
+      },
+      framePointers: () => false,
+    });
+    assert.deepEqual({ frames: result.frames, stop: result.stop }, { frames: [0x1000n], stop: 'no-cfi' });
+    assert.ok(asked <= 128, `${asked} asks`);
+  }
+});
+
+// perf caps a DWARF sample's kernel frames and its unwound user frames at max-stack each, not together: a deep
+// kernel stack under a deep user stack keeps both (thread__resolve_callchain_sample, then _unwind).
+test('a DWARF sample keeps 127 kernel frames and 127 user frames, each capped alone', async () => {
+  const jit = 0x7000_0000_0000n;
+  const sp = 0x7ffd_0000_0000n;
+  const header = {
+    mode: 'file',
+    attrs: [
+      {
+        name: 'cpu-clock',
+        type: 1,
+        config: 0n,
+        sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain | sampleBit.regsUser | sampleBit.stackUser,
+      },
+    ],
+    features: { buildIds: [], arch: 'x86_64' },
+  } as unknown as PerfDataHeader;
+  const counts: number[] = [];
+  const writer = new ScriptTextWriter(
+    { kernel: () => undefined, file: () => undefined, unwindRows: () => undefined },
+    { header: () => {}, sample: (_header, _frames, count) => void counts.push(count), oneLine: () => {} },
+  );
+  await writer.header(header);
+  const at = { offset: 0, pid: 7, tid: 7, buildId: undefined, prot: undefined, cpumode: 2, time: undefined };
+  await writer.event({ kind: 'mmap', ...at, start: jit, length: 0x100000n, pgoff: 0n, filename: '//anon' });
+  const stack = new BigUint64Array(1024);
+  for (let i = 0; i + 1 < stack.length; i += 2) {
+    stack[i] = sp + BigInt((i + 2) * 8);
+    stack[i + 1] = jit + 0x100n + BigInt(i);
+  }
+  const kernel = Array.from({ length: 200 }, (_, i) => 0xffffffff81000000n + BigInt(i * 16));
+  const sample = (kernelFrames: number) =>
+    ({
+      kind: 'sample',
+      offset: 0,
+      attr: 0,
+      pid: 7,
+      tid: 7,
+      time: undefined,
+      cpu: undefined,
+      period: 1n,
+      cpumode: 1,
+      ip: kernel[0]!,
+      callchain: BigUint64Array.of(0xffffffffffffff80n, ...kernel.slice(0, kernelFrames)),
+      userRegs: { abi: regsAbi.abi64, mask: 0b111000000n, values: BigUint64Array.of(sp, sp, jit + 0x10n) },
+      userStack: new Uint8Array(stack.buffer),
+    }) as SampleEvent;
+  await writer.event(sample(100));
+  await writer.event(sample(200));
+  await writer.event({ ...sample(3), userStack: new Uint8Array(0) });
+  // 100 kernel frames and 127 user ones; 127 and 127; 3 and none (no stack copy: perf unwinds nothing).
+  assert.deepEqual(counts, [227, 254, 3]);
 });

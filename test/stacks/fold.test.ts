@@ -261,10 +261,14 @@ test('call chains that stop short of a thread start are counted, by the file of 
     '7f0000002000 __libc_start_main+0x80 (/usr/lib/x86_64-linux-gnu/libc.so.6)',
     '5600000001a0 [unknown] (/srv/app)',
   ]);
-  const { quality } = foldText(whole + kernelOnly + cutInLibc + cutInLibc + cutInApp + strippedLibc + strippedStart);
-  assert.equal(quality.samples, 7);
-  assert.equal(quality.brokenChains, 3);
-  assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 2, app: 1 });
+  // A lone unnamed libc frame (a hot _int_malloc cut off from its callers): broken.
+  const loneLibc = sample(['7f0000002100 [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)']);
+  const { quality } = foldText(
+    whole + kernelOnly + cutInLibc + cutInLibc + cutInApp + strippedLibc + strippedStart + loneLibc,
+  );
+  assert.equal(quality.samples, 8);
+  assert.equal(quality.brokenChains, 4);
+  assert.deepEqual(quality.brokenChainsByFile, { 'libc.so.6': 3, app: 1 });
 });
 
 test('files named as the target likes (__proto__, toString) are counted as any other', () => {

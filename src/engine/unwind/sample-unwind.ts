@@ -1,24 +1,32 @@
 // The user frames of one DWARF-mode sample (`perf record --call-graph dwarf`) as the built-in engine gives them:
-// unwound by CFI where a file has it (cfi-unwind.ts), and by frame pointers through code that has none, which is
-// .NET's JIT-compiled and ReadyToRun code and its stubs (they keep frame pointers). perf's own DWARF unwinding stops
-// in such code, so past it these frames are more than perf script gives: every sample that took such a step is
-// counted (UnwindTally.framePointerSamples) for the manifest and the line that says so.
+// unwound by CFI where a file has it (cfi-unwind.ts), and by frame pointers through .NET's code, which has none: its
+// JIT-compiled code (anonymous or memfd:doublemapper memory), its ReadyToRun images (PE files, not ELF) and its
+// stubs, which all keep frame pointers. Any other code without CFI (an address in no mapping, an ELF file whose CFI
+// was not found) ends the walk, as it would perf's CFI. perf's own DWARF unwinding stops in .NET's code, so past it
+// these frames are more than perf script gives: every sample that took such a step is counted
+// (UnwindTally.framePointerSamples) for the manifest and the line that says so.
 //
 // A file's CFI is loaded on first need (a promise): the walk is then run again once it is there, from the start, as
 // the walk is a pure function of the sample and the rows; each run loads at least one more file, so a sample costs at
-// most one run per distinct file its frames are in, 127 at most.
+// most one run per distinct file its frames are in (127 at most); a source whose promise settles without the rows
+// being there the next time cannot make it run more than that.
 import type { UnwindRow } from '../../formats/elf/eh-frame.js';
 import type { UserRegs } from '../perf-data/records.js';
 import { unwindUserStack, type UnwindStop } from './cfi-unwind.js';
 
-/** The CFI row at an absolute address of the sample's process; a promise while its file's CFI loads. */
-export type RowSource = (pc: bigint) => UnwindRow | undefined | Promise<unknown>;
+/** Where the rows come from, by absolute address in the sample's process. */
+export interface RowSource {
+  /** The CFI row at `pc`; a promise while its file's CFI loads. */
+  rowAt(pc: bigint): UnwindRow | undefined | Promise<unknown>;
+  /** Whether the code at `pc`, which has no CFI row, is .NET's (stepped by frame pointer). */
+  framePointers(pc: bigint): boolean;
+}
 
 export interface SampleUnwinding {
   /** The user frames, as perf gives them: the sampled ip, then each caller's return address minus 1. */
   frames: bigint[];
   stop: UnwindStop;
-  /** Frames stepped by frame pointer (code without CFI). */
+  /** Frames stepped by frame pointer (.NET's code, which has no CFI). */
   framePointerSteps: number;
 }
 
@@ -26,7 +34,7 @@ export interface SampleUnwinding {
 export interface UnwindTally {
   /** Samples whose user frames were unwound from their stack snapshot. */
   samples: number;
-  /** Of those, the ones stepped through code without CFI by frame pointers, where perf's DWARF unwinding stops. */
+  /** Of those, the ones stepped through .NET's code (no CFI) by frame pointers, where perf's DWARF unwinding stops. */
   framePointerSamples: number;
   /** Why each walk stopped (`end`: at the thread's start). */
   stops: Partial<Record<UnwindStop, number>>;
@@ -47,6 +55,9 @@ class Loading {
   constructor(readonly wait: Promise<unknown>) {}
 }
 
+/** Runs of one sample's walk at most: one per file loaded, one more for the walk after the last. */
+const maxRuns = 128;
+
 /** The user frames of a sample with registers `regs` and stack snapshot `stack`, rows from `rows`. */
 export function unwindSample(
   regs: UserRegs,
@@ -54,21 +65,25 @@ export function unwindSample(
   rows: RowSource,
 ): SampleUnwinding | Promise<SampleUnwinding> {
   let framePointerSteps = 0;
+  let runs = 0;
   const walk = (): SampleUnwinding | Loading => {
     framePointerSteps = 0;
+    runs++;
     let loading: Loading | undefined;
     const result = unwindUserStack(regs, stack, {
       rowAt(pc) {
         if (loading) return undefined;
-        const row = rows(pc);
+        const row = rows.rowAt(pc);
         if (row instanceof Promise) {
-          loading = new Loading(row);
+          // The last run walks with what is there: a file still loading has no rows in it.
+          if (runs < maxRuns) loading = new Loading(row);
+          else row.catch(() => undefined);
           return undefined;
         }
         return row;
       },
-      framePointers() {
-        if (loading) return false;
+      framePointers(pc) {
+        if (loading || !rows.framePointers(pc)) return false;
         framePointerSteps++;
         return true;
       },

@@ -72,21 +72,28 @@ export async function readCallFrameInfo(
 
 /**
  * The unwind row at a file offset (as a mapping's pgoff counts: perf's and the kernel's addresses come to a file so),
- * moved to the ELF's own address by the PT_LOAD segment holding it; undefined outside every segment.
+ * moved to the ELF's own address by the PT_LOAD segment holding it; undefined outside every segment. `loaded` says
+ * whether an offset lies in a PT_LOAD segment at all (a single-file .NET app's bundled images lie past them).
  */
 export async function readCallFrameInfoByOffset(
   source: ByteSource,
   label: string,
   options: CallFrameOptions = {},
-): Promise<{ info: CallFrameInfo; rowAtOffset(offset: bigint): UnwindRow | undefined }> {
+): Promise<{
+  info: CallFrameInfo;
+  rowAtOffset(offset: bigint): UnwindRow | undefined;
+  loaded(offset: bigint): boolean;
+}> {
   const info = await readCallFrameInfo(source, label, options);
   const segments = await readLoadSegments(source);
+  const segmentAt = (offset: bigint) => segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
   return {
     info,
     rowAtOffset(offset) {
-      const segment = segments.find((s) => offset >= s.offset && offset < s.offset + s.memsz);
+      const segment = segmentAt(offset);
       return segment && info.rowAt(Number(offset - segment.offset + segment.vaddr));
     },
+    loaded: (offset) => segmentAt(offset) !== undefined,
   };
 }
 
