@@ -34,14 +34,14 @@ import { readCallFrameInfoByOffset } from '../formats/elf/eh-frame.js';
 
 /**
  * CFI held for unwinding at most, over all files (libcoreclr.so's is ~1.5 MB, node's 3 MB; a forged recording may map
- * a thousand files of 64 MiB each): past it, frames in further files are unwound by frame pointer, and that is told.
+ * a thousand files of 64 MiB each): past it, a walk ends at frames in further files, and that is told.
  */
 export const cfiLimits = Object.freeze({ totalBytes: 512 << 20 });
 
 function cfiFullWarning(path: string): string {
   return (
     `unwinding: past ${cfiLimits.totalBytes >> 20} MiB of call frame information held, ${path} and the files after ` +
-    'it are unwound by frame pointers only'
+    'it are not read: a walk ends at their frames'
   );
 }
 

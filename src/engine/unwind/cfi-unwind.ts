@@ -225,7 +225,8 @@ function stepFrame(
         value = read(slot);
         // A slot just below the stack pointer of a frame whose CFA is above it was popped already (an epilogue's
         // rows keep the rule after the pop, up to its ret): the register holds the caller's value again. libunwind
-        // reads the dead slot there, which perf's snapshot does not hold, and loses the register.
+        // reads the dead slot there, which perf's snapshot does not hold, and loses the register. (A leaf that saves a
+        // register into the red zone with a mov looks the same: rare, and then the walk takes the live value.)
         if (value === undefined && register !== row.returnAddressRegister && popped(slot, cfa, values))
           value = values[register];
         if (value === undefined) unreadable.add(register);

@@ -108,7 +108,7 @@ test('a 32-bit process’s registers are not read; an rbp naming its own slot en
   assert.ok(result.frames.length <= 3, String(result.frames.length));
 });
 
-test('at an epilogue’s ret, a register popped already keeps its value; a slot further down or past a wrap does not', () => {
+test('at an epilogue’s ret, a register popped already keeps its value; a slot further down does not', () => {
   // The ret of a function that pushed rbp: CFA = rsp + 8, rbp saved at CFA - 16 (now just below sp: popped).
   const ret: UnwindRow = {
     ...leaf,
