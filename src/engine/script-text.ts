@@ -518,9 +518,11 @@ export class ScriptTextWriter {
       // Anonymous executable memory is the JIT's (perf names it from its perf map).
       framePointers(pc) {
         const { mapping, file, offset } = at(pc);
-        if (!mapping || file instanceof Promise) return false;
-        if (mapping.identity) return true;
-        return file ? file.dotnet(offset) : dotnetCodeFile(mapping.path);
+        if (file instanceof Promise) return false;
+        // Code in no mapping perf recorded: memory made executable after it was mapped (mprotect makes no record).
+        if (!mapping) return 'fallback';
+        if (mapping.identity) return 'dotnet';
+        return (file ? file.dotnet(offset) : dotnetCodeFile(mapping.path)) ? 'dotnet' : 'fallback';
       },
     });
     const count = (done: SampleUnwinding) => {

@@ -269,7 +269,7 @@ test('a file whose call frame information never loads ends the walk, it does not
         asked++;
         return settle();
       },
-      framePointers: () => false,
+      framePointers: () => false as const,
     });
     assert.deepEqual({ frames: result.frames, stop: result.stop }, { frames: [0x1000n], stop: 'no-cfi' });
     assert.ok(asked <= 128, `${asked} asks`);

@@ -1,10 +1,11 @@
 // The user frames of one DWARF-mode sample (`perf record --call-graph dwarf`) as the built-in engine gives them:
 // unwound by CFI where a file has it (cfi-unwind.ts), and by frame pointers through .NET's code, which has none: its
 // JIT-compiled code (anonymous or memfd:doublemapper memory), its ReadyToRun images (PE files, not ELF) and its
-// stubs, which all keep frame pointers. Any other code without CFI (an address in no mapping, an ELF file whose CFI
-// was not found) ends the walk, as it would perf's CFI. perf's own DWARF unwinding stops in .NET's code, so past it
-// these frames are more than perf script gives: every sample that took such a step is counted
-// (UnwindTally.framePointerSamples) for the manifest and the line that says so.
+// stubs, which all keep frame pointers. perf's own DWARF unwinding stops in .NET's code, so past it these frames are
+// more than perf script gives: every sample that took such a step is counted (UnwindTally.framePointerSamples) for the
+// manifest and the line that says so. Other code no FDE covers (libcoreclr.so's assembly helpers, which keep frame
+// pointers too; memory made executable after perf recorded its mapping) is stepped by frame pointer as libunwind,
+// perf's unwinder, falls back to it, and not counted.
 //
 // A file's CFI is loaded on first need (a promise): the walk is then run again once it is there, from the start, as
 // the walk is a pure function of the sample and the rows; each run loads at least one more file, so a sample costs at
@@ -18,8 +19,11 @@ import { unwindUserStack, type UnwindStop } from './cfi-unwind.js';
 export interface RowSource {
   /** The CFI row at `pc`; a promise while its file's CFI loads. */
   rowAt(pc: bigint): UnwindRow | undefined | Promise<unknown>;
-  /** Whether the code at `pc`, which has no CFI row, is .NET's (stepped by frame pointer). */
-  framePointers(pc: bigint): boolean;
+  /**
+   * How the code at `pc`, which has no CFI row, is stepped: `dotnet`, .NET's code, by frame pointer (counted);
+   * `fallback`, other code, by frame pointer as libunwind falls back; false: not now (its file's CFI is loading).
+   */
+  framePointers(pc: bigint): 'dotnet' | 'fallback' | false;
 }
 
 export interface SampleUnwinding {
@@ -83,9 +87,10 @@ export function unwindSample(
         return row;
       },
       framePointers(pc) {
-        if (loading || !rows.framePointers(pc)) return false;
-        framePointerSteps++;
-        return true;
+        if (loading) return false;
+        const how = rows.framePointers(pc);
+        if (how === 'dotnet') framePointerSteps++;
+        return how !== false;
       },
     });
     return loading ?? { ...result, framePointerSteps };
