@@ -24,7 +24,7 @@ export interface CollectArgs {
   duration: number;
   frequency: number;
   unwind: 'fp' | 'mixed';
-  stackSize: number;
+  stackSize?: number;
   output?: string;
   event?: string;
   perf?: string;
@@ -55,8 +55,9 @@ export function collectOptions<T>(yargs: Argv<T>) {
     })
     .option('stack-size', {
       type: 'number',
-      default: collectDefaults.stackBytes,
-      describe: `Bytes of stack copied in each sample with --unwind mixed (up to ${stackCopyLimits.max})`,
+      describe:
+        `Bytes of stack copied in each sample with --unwind mixed (default ${collectDefaults.stackBytes}, ` +
+        `up to ${stackCopyLimits.max})`,
     })
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
     .option('event', { type: 'string', describe: 'Perf event (default: cycles where available, else cpu-clock)' })
@@ -113,11 +114,14 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .check((args) => {
       if (!(Number(args.duration) > 0)) throw usage('--duration must be a positive number of seconds');
       if (!(Number(args.frequency) > 0)) throw usage('--frequency must be a positive number of Hz');
-      const stack = Number(args['stack-size']);
-      if (!(Number.isInteger(stack) && stack >= stackCopyLimits.min && stack <= stackCopyLimits.max))
-        throw usage(
-          `--stack-size must be a whole number of bytes from ${stackCopyLimits.min} to ${stackCopyLimits.max}`,
-        );
+      if (args['stack-size'] !== undefined) {
+        const stack = Number(args['stack-size']);
+        if (!(Number.isInteger(stack) && stack >= stackCopyLimits.min && stack <= stackCopyLimits.max))
+          throw usage(
+            `--stack-size must be a whole number of bytes from ${stackCopyLimits.min} to ${stackCopyLimits.max}`,
+          );
+        if (args.unwind !== 'mixed') throw usage('--stack-size sizes the stack copies of --unwind mixed: give both');
+      }
       if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
       if (!(Number(args['target-timeout']) > 0)) throw usage('--target-timeout must be a positive number of seconds');
       if (args.pid !== undefined && !(Number.isInteger(args.pid) && Number(args.pid) > 0))
@@ -249,7 +253,7 @@ const command: CommandModule<object, CollectArgs> = {
         durationSeconds: args.duration,
         frequency: args.frequency,
         unwind: args.unwind,
-        stackBytes: Math.ceil(args.stackSize / 8) * 8,
+        stackBytes: args.stackSize === undefined ? collectDefaults.stackBytes : Math.ceil(args.stackSize / 8) * 8,
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         targetTimeoutSeconds: args.targetTimeout,
         scope: args.scope,

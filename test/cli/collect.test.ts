@@ -156,6 +156,15 @@ test('--help: --symbols fetches for what perf sampled by default, and says so', 
   assert.match(text, /\[choices: "sampled", "coreclr", "all", "none"\] \[default: "sampled"\]/);
 });
 
+test('--stack-size without --unwind mixed, or out of range, is a usage error (exit 2) saying what to give', async () => {
+  const alone = await runCli(['collect', '--pid', '1', '--stack-size', '4096']);
+  assert.equal(alone.exitCode, 2, String(alone.all));
+  assert.match(String(alone.stderr), /--stack-size sizes the stack copies of --unwind mixed: give both/);
+  const big = await runCli(['collect', '--pid', '1', '--unwind', 'mixed', '-stack-size', '70000']);
+  assert.equal(big.exitCode, 2, String(big.all));
+  assert.match(String(big.stderr), /--stack-size must be a whole number of bytes from 8 to 65528/);
+});
+
 test('a PID that does not exist fails with a remedy', async () => {
   const gone = nonexistentPid();
   const run = await runCli(['collect', '--pid', String(gone), '--duration', '1', '--output', '/var/tmp/profcpu-never']);
