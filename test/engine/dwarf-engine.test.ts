@@ -164,25 +164,42 @@ test('collect --unwind mixed on a .NET app: whole stacks through JIT code, its C
   assert.ok(native.warnings.some((w) => /by its frame pointers, where perf’s DWARF unwinding stops/.test(w)));
 });
 
+/** A recording of one cpu-clock event with DWARF call graphs, of an x86-64 machine. */
+const dwarfHeader = {
+  mode: 'file',
+  attrs: [
+    {
+      name: 'cpu-clock',
+      type: 1,
+      config: 0n,
+      sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain | sampleBit.regsUser | sampleBit.stackUser,
+    },
+  ],
+  features: { buildIds: [], arch: 'x86_64' },
+} as unknown as PerfDataHeader;
+/** JIT-like anonymous memory, and the sampled stack pointer. */
+const jit = 0x7000_0000_0000n;
+const sp = 0x7ffd_0000_0000n;
+
+/**
+ * A stack copy of `words` words of frame-pointer links from `sp`: frame i at sp + 16 i, its saved rbp the next
+ * frame's, its return address in the JIT memory.
+ */
+function frameLinks(words: number): Uint8Array {
+  const stack = new BigUint64Array(words);
+  for (let i = 0; i + 1 < stack.length; i += 2) {
+    stack[i] = sp + BigInt((i + 2) * 8);
+    stack[i + 1] = jit + 0x100n + BigInt(i);
+  }
+  return new Uint8Array(stack.buffer);
+}
+
 // The target writes its stack and ships its CFI: forged ones cost a bounded walk per sample. Here every sample's
 // stack copy is 64 KiB of frame-pointer links that each go up 16 bytes into JIT-like memory, a CFI row that would
 // walk down the stack, and regs that put rbp anywhere: 3000 samples, each stopped at 127
 // frames or at once, in bounded time, each walk's reads within its copy.
 test('forged stacks and CFI: each DWARF sample is walked within its copy and 127 frames, quickly', async () => {
-  const jit = 0x7000_0000_0000n;
   const lib = 0x7100_0000_0000n;
-  const forgedHeader = {
-    mode: 'file',
-    attrs: [
-      {
-        name: 'cpu-clock',
-        type: 1,
-        config: 0n,
-        sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain | sampleBit.regsUser | sampleBit.stackUser,
-      },
-    ],
-    features: { buildIds: [], arch: 'x86_64' },
-  } as unknown as PerfDataHeader;
   // A row whose CFA is below rsp (rsp - 16), its return address read at CFA + 24: the walk would go down the stack.
   const selfRow: UnwindRow = {
     start: 0,
@@ -213,18 +230,11 @@ test('forged stacks and CFI: each DWARF sample is walked within its copy and 127
       oneLine: () => {},
     },
   );
-  await writer.header(forgedHeader);
+  await writer.header(dwarfHeader);
   const at = { offset: 0, pid: 7, tid: 7, buildId: undefined, prot: undefined, cpumode: 2, time: undefined };
   await writer.event({ kind: 'mmap', ...at, start: jit, length: 0x100000n, pgoff: 0n, filename: '//anon' });
   await writer.event({ kind: 'mmap', ...at, start: lib, length: 0x10000n, pgoff: 0n, filename: '/lib/forged.so' });
-  const sp = 0x7ffd_0000_0000n;
-  const stack = new BigUint64Array(8192);
-  // Frame i at sp + 16 i: its saved rbp is the next frame's, its return address in the JIT memory.
-  for (let i = 0; i + 1 < stack.length; i += 2) {
-    stack[i] = sp + BigInt((i + 2) * 8);
-    stack[i + 1] = jit + 0x100n + BigInt(i);
-  }
-  const bytes = new Uint8Array(stack.buffer);
+  const bytes = frameLinks(8192);
   const started = performance.now();
   for (let i = 0; i < 3000; i++) {
     // bp, sp, ip (perf's x86 registers 6, 7, 8): into the JIT memory (frame pointers) or the forged file (CFI).
@@ -279,33 +289,14 @@ test('a file whose call frame information never loads ends the walk, it does not
 // perf caps a DWARF sample's kernel frames and its unwound user frames at max-stack each, not together: a deep
 // kernel stack under a deep user stack keeps both (thread__resolve_callchain_sample, then _unwind).
 test('a DWARF sample keeps 127 kernel frames and 127 user frames, each capped alone', async () => {
-  const jit = 0x7000_0000_0000n;
-  const sp = 0x7ffd_0000_0000n;
-  const header = {
-    mode: 'file',
-    attrs: [
-      {
-        name: 'cpu-clock',
-        type: 1,
-        config: 0n,
-        sampleType: sampleBit.ip | sampleBit.tid | sampleBit.callchain | sampleBit.regsUser | sampleBit.stackUser,
-      },
-    ],
-    features: { buildIds: [], arch: 'x86_64' },
-  } as unknown as PerfDataHeader;
   const counts: number[] = [];
   const writer = new ScriptTextWriter(
     { kernel: () => undefined, file: () => undefined, unwindRows: () => undefined },
     { header: () => {}, sample: (_header, _frames, count) => void counts.push(count), oneLine: () => {} },
   );
-  await writer.header(header);
+  await writer.header(dwarfHeader);
   const at = { offset: 0, pid: 7, tid: 7, buildId: undefined, prot: undefined, cpumode: 2, time: undefined };
   await writer.event({ kind: 'mmap', ...at, start: jit, length: 0x100000n, pgoff: 0n, filename: '//anon' });
-  const stack = new BigUint64Array(1024);
-  for (let i = 0; i + 1 < stack.length; i += 2) {
-    stack[i] = sp + BigInt((i + 2) * 8);
-    stack[i + 1] = jit + 0x100n + BigInt(i);
-  }
   const kernel = Array.from({ length: 200 }, (_, i) => 0xffffffff81000000n + BigInt(i * 16));
   const sample = (kernelFrames: number) =>
     ({
@@ -321,7 +312,7 @@ test('a DWARF sample keeps 127 kernel frames and 127 user frames, each capped al
       ip: kernel[0]!,
       callchain: BigUint64Array.of(0xffffffffffffff80n, ...kernel.slice(0, kernelFrames)),
       userRegs: { abi: regsAbi.abi64, mask: 0b111000000n, values: BigUint64Array.of(sp, sp, jit + 0x10n) },
-      userStack: new Uint8Array(stack.buffer),
+      userStack: frameLinks(1024),
     }) as SampleEvent;
   await writer.event(sample(100));
   await writer.event(sample(200));
