@@ -61,7 +61,7 @@ export interface ManifestFacts {
     /** Binaries of target/binaries perf script read (this machine's build-id cache had no copy of them). */
     keptBinariesPlaced: number;
     /** perf.data was not finished (perf killed with the target) and was completed: what it held. */
-    recovered?: { dataBytes: number; samples: number; cutBytes: number };
+    recovered?: { dataBytes: number; samples: number | undefined; cutBytes: number };
   };
   samples: {
     parsed: number;

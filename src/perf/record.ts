@@ -35,6 +35,12 @@ export interface RecordOptions {
    */
   callGraph?: CallGraph;
   /**
+   * perf compresses its records with zstd (`-z`; a perf built with zstd: `perf version --build-options`). Worth it
+   * with DWARF call graphs: a sample's stack copy shrinks about 20 times (41.6 MB of a .NET fixture's 8 s wrote 1.8 MB).
+   * Default false.
+   */
+  compress?: boolean;
+  /**
    * Time perf may take to write its file once stopped, ms; then it is killed, and 2 s later given up (its file is
    * then unfinished: postprocess reads it to its last whole record). perf reads the target's mapped files then, and
    * a file on a FUSE mount that stopped answering blocks it for good. Default 120 s.
@@ -71,6 +77,7 @@ export function recordArgs(options: RecordOptions): string[] {
     '-F',
     String(options.frequency ?? recordDefaults.frequency),
     ...callGraphArgs(options.callGraph ?? { kind: 'fp' }),
+    ...(options.compress ? ['-z'] : []),
     '-k',
     '1',
     '-e',

@@ -5,7 +5,8 @@
 // (`--buildid-mmap`), so the file on disk holds every sample up to the kill. What it lacks is what perf writes on
 // exit: the size of the data in the header, and the feature sections after the data. This module takes such a file
 // in an output folder; gives the same file with the data cut after its last whole record and that size in the
-// header (no feature sections: perf script needs none of them), through a temporary file renamed over it.
+// header, through a temporary file renamed over it. No feature section but one: perf script needs none of them, but
+// to read compressed records (perf record -z) it needs HEADER_COMPRESSED's buffer size, which is written then.
 //
 // perf.data layout (tools/perf/Documentation/perf.data-file-format.txt): a 104-byte header (magic PERFILE2, header
 // size, attribute size, the attribute, data and event-type sections as {offset, size}, a 256-bit feature bitmap),
@@ -27,7 +28,8 @@ export type PerfDataState =
 export interface Recovered {
   /** Bytes of whole records kept. */
   dataBytes: number;
-  samples: number;
+  /** Undefined when the records are compressed (perf record -z): the samples are inside them. */
+  samples: number | undefined;
   /** Bytes after the last whole record, left out (a record perf was writing when it was killed). */
   cutBytes: number;
 }
@@ -36,6 +38,9 @@ const headerBytes = 104;
 /** Header and attributes: a few KiB even with a thousand CPUs. */
 const maxPrefixBytes = 16 << 20;
 const sampleRecord = 9;
+/** PERF_RECORD_COMPRESSED (perf record -z) and perf 7's COMPRESSED2: samples inside them are not counted here. */
+const compressedRecord = 81;
+const compressedRecords = new Set([compressedRecord, 83]);
 
 interface Header {
   dataOffset: number;
@@ -65,25 +70,51 @@ export async function recoverPerfData(folder: OutputFolder, name: string, signal
     const walk = await walkRecords(file, header.dataOffset, file.size, signal);
     const prefix = await readAt(file.handle, 0, header.dataOffset);
     prefix.writeBigUInt64LE(BigInt(walk.end - header.dataOffset), 48);
-    // The feature sections were never written: no bit may claim one.
+    // The feature sections were never written: no bit may claim one, but the compression's.
     prefix.fill(0, 72, headerBytes);
+    if (walk.compressed > 0) prefix[72 + (compressedFeature >> 3)]! |= 1 << (compressedFeature & 7);
     const out = await folder.create(temp, outputModes.privateFile);
     try {
       await out.write(prefix, 0, prefix.length, 0);
       await copy(file.handle, out, header.dataOffset, walk.end, signal);
+      if (walk.compressed > 0) await out.write(compressedSection(walk.end), 0, undefined, walk.end);
       // The recording's time, not the recovery's: the tarball is dated by perf.data's mtime.
       await out.utimes(file.atime, file.mtime);
     } finally {
       await out.close();
     }
     await folder.rename(temp, name);
-    return { dataBytes: walk.end - header.dataOffset, samples: walk.samples, cutBytes: file.size - walk.end };
+    return {
+      dataBytes: walk.end - header.dataOffset,
+      samples: walk.compressed > 0 ? undefined : walk.samples,
+      cutBytes: file.size - walk.end,
+    };
   } catch (error) {
     await folder.remove(temp).catch(() => undefined);
     throw error;
   } finally {
     await file.handle.close();
   }
+}
+
+/**
+ * HEADER_COMPRESSED (feature 27), as perf writes it: version, type (1: zstd), level, ratio, then the buffer perf
+ * decompresses each record into, which must hold what one record expands to: perf's ring buffer, 516 KiB by default
+ * (collect never sets -m). The feature table (its one section's offset and size) comes first, right after the data.
+ */
+const compressedFeature = 27;
+const compressionBufferBytes = 4 << 20;
+
+function compressedSection(dataEnd: number): Buffer {
+  const section = Buffer.alloc(16 + 20);
+  section.writeBigUInt64LE(BigInt(dataEnd + 16), 0);
+  section.writeBigUInt64LE(20n, 8);
+  section.writeUInt32LE(0, 16);
+  section.writeUInt32LE(1, 20);
+  section.writeUInt32LE(1, 24);
+  section.writeUInt32LE(0, 28);
+  section.writeUInt32LE(compressionBufferBytes, 32);
+  return section;
 }
 
 /** Parses and checks a file-mode perf.data header against the file's size. */
@@ -110,28 +141,31 @@ function readHeader(bytes: Buffer, fileSize: number, name: string): Header {
 
 /**
  * The samples in a finished `name`: perf record no longer counts them when build-ids come with the mappings (it
- * reads its file back only to collect build-ids). Undefined when the file is not finished.
+ * reads its file back only to collect build-ids). Undefined when the file is not finished, or its records are
+ * compressed (postprocess counts those).
  */
 export async function countSamples(folder: OutputFolder, name: string, signal?: AbortSignal) {
   const file = await openIn(folder, name);
   try {
     const header = readHeader(await readAt(file.handle, 0, headerBytes), file.size, name);
     if (header.dataSize === 0) return undefined;
-    return (await walkRecords(file, header.dataOffset, header.dataOffset + header.dataSize, signal)).samples;
+    const walk = await walkRecords(file, header.dataOffset, header.dataOffset + header.dataSize, signal);
+    return walk.compressed > 0 ? undefined : walk.samples;
   } finally {
     await file.handle.close();
   }
 }
 
-/** Walks the records in [start, limit): where the last whole one ends, and the samples. */
+/** Walks the records in [start, limit): where the last whole one ends, the samples, and the compressed records. */
 async function walkRecords(
   file: Opened,
   start: number,
   limit: number,
   signal: AbortSignal | undefined,
-): Promise<{ end: number; samples: number }> {
+): Promise<{ end: number; samples: number; compressed: number }> {
   const chunk = Buffer.allocUnsafe(4 << 20);
   let samples = 0;
+  let compressed = 0;
   let offset = start;
   let chunkStart = start;
   let chunkLength = 0;
@@ -145,12 +179,14 @@ async function walkRecords(
     const at = offset - chunkStart;
     const type = chunk.readUInt32LE(at);
     const size = chunk.readUInt16LE(at + 6);
-    // perf's records are whole 8-byte words; zeros are where perf's writing stopped.
-    if (size < 8 || size % 8 !== 0 || offset + size > limit) break;
+    // perf's records are whole 8-byte words, but for perf 6's COMPRESSED (its payload unpadded); zeros are where
+    // perf's writing stopped.
+    if (size < 8 || (size % 8 !== 0 && type !== compressedRecord) || offset + size > limit) break;
     if (type === sampleRecord) samples++;
+    else if (compressedRecords.has(type)) compressed++;
     offset += size;
   }
-  return { end: offset, samples };
+  return { end: offset, samples, compressed };
 }
 
 async function copy(source: FileHandle, dest: FileHandle, from: number, to: number, signal?: AbortSignal) {

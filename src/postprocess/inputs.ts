@@ -74,7 +74,7 @@ export async function finishPerfData(
   const recovered = await recoverPerfData(folder, layout.perfData, signal);
   warn(
     `${layout.perfData} was not finished (perf was killed, as when the target's container stops): ` +
-      `${recovered.samples} samples recovered${recovered.cutBytes > 0 ? `, ${recovered.cutBytes} bytes of a record cut short left out` : ''}`,
+      `${recovered.samples === undefined ? 'its whole (compressed) records' : `${recovered.samples} samples`} recovered${recovered.cutBytes > 0 ? `, ${recovered.cutBytes} bytes of a record cut short left out` : ''}`,
   );
   return recovered;
 }
