@@ -7,6 +7,8 @@
 // - DWARF call graphs (PERF_SAMPLE_REGS_USER and STACK_USER in any event: perf script then unwinds every sample's
 //   stack copy with libdw or libunwind; the recorded callchain holds only the kernel's frames) of a machine other than
 //   x86-64: the built-in engine unwinds x86-64's itself (unwind/sample-unwind.ts), and says where it goes past perf;
+//   a recording that names no machine (no HEADER_ARCH: perf was killed before writing it) is taken for one of this
+//   machine's, as perf takes it (perf_env__arch falls back to uname);
 // - LBR call graphs (branch_sample_type CALL_STACK: perf stitches the call stack from the branch records);
 // - hardware trace (AUXTRACE_INFO: perf script makes its samples from the trace);
 // - zstd data compressed at a level whose window profcpu does not decode (compressed.ts).
@@ -23,17 +25,24 @@ export interface Shortfall {
   recordInstead?: string;
 }
 
+/** This machine's architecture as perf names it (uname -m). */
+function thisMachine(): string {
+  return process.arch === 'x64' ? 'x86_64' : process.arch === 'arm64' ? 'aarch64' : process.arch;
+}
+
 /** What the built-in engine cannot read the way perf does in this recording, or undefined. */
 export function builtinShortfall(outline: PerfDataOutline): Shortfall | undefined {
   const { attrs } = outline.header;
   const combined = attrs.reduce((bits, attr) => bits | attr.sampleType, 0n);
   const framePointers = 'record with frame-pointer call graphs (-g), which it reads';
-  const arch = outline.header.features.arch;
+  const named = outline.header.features.arch;
+  const arch = named ?? thisMachine();
   if (combined & sampleBit.regsUser && combined & sampleBit.stackUser && arch !== 'x86_64')
     return {
       why:
-        `perf.data holds DWARF call graphs (perf record --call-graph dwarf) of ${arch ? `an ${arch}` : 'an unnamed'} ` +
-        'machine, which the built-in engine does not unwind (it unwinds x86_64’s)',
+        'perf.data holds DWARF call graphs (perf record --call-graph dwarf) of ' +
+        (named ? `an ${arch} machine` : `a machine it does not name, taken for this one as perf does (${arch})`) +
+        ', which the built-in engine does not unwind (it unwinds x86_64’s)',
       recordInstead: framePointers,
     };
   if (attrs.some((attr) => attr.branchSampleType & branchCallStack))

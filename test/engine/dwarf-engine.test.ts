@@ -108,7 +108,9 @@ test('a DWARF recording of another machine than x86-64 goes to perf script, sayi
     }) as unknown as PerfDataOutline;
   assert.equal(builtinShortfall(outline('x86_64')), undefined);
   assert.match(builtinShortfall(outline('aarch64'))?.why ?? '', /DWARF call graphs .* of an aarch64 machine/);
-  assert.match(builtinShortfall(outline(undefined))?.why ?? '', /of an unnamed machine/);
+  // No HEADER_ARCH (perf killed before writing it): this machine's, as perf takes it.
+  if (process.arch === 'x64') assert.equal(builtinShortfall(outline(undefined)), undefined);
+  else assert.match(builtinShortfall(outline(undefined))?.why ?? '', /a machine it does not name, taken for this one/);
 });
 
 test('collect --unwind mixed on a .NET app: whole stacks through JIT code, its CFI kept, and said', async (t) => {
