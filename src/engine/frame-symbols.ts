@@ -210,21 +210,7 @@ class FileTables {
       return image.done ? undefined : read(bytesSource(image.value));
     }
     const isKept = this.kept.has(buildId ?? '');
-    for (const candidate of recordedFileCandidates(this.folder, mapping.path, buildId, isKept, this.hostFiles)) {
-      const handle = await candidate.open().catch(() => undefined);
-      if (!handle) continue;
-      try {
-        const source = blockCached(fileByteSource(handle, (await handle.stat()).size, (e) => e as Error));
-        if (!candidate.kept && buildId) {
-          const info = await readElf(source, mapping.path).catch(() => undefined);
-          if (info?.buildId !== buildId) continue;
-        }
-        return await read(source);
-      } finally {
-        await handle.close();
-      }
-    }
-    return undefined;
+    return withRecordedFile(this.folder, mapping.path, buildId, isKept, this.hostFiles, ({ source }) => read(source));
   }
 
   lookup(mapping: Mapping, offset: bigint): SymbolHit | undefined | Promise<SymbolHit | undefined> {
@@ -348,13 +334,44 @@ async function loadFileTable(
 ): Promise<FileTable> {
   // A recording made elsewhere names its paths on another machine: its debug files here are found by build-id only.
   const given = isKept && !hostFiles ? { ...naming, byBuildIdOnly: true } : naming;
+  const table = await withRecordedFile(folder, path, buildId, isKept, hostFiles, (file) =>
+    tableFromFile(file, path, buildId, given),
+  );
+  return table ?? lookupTable([]);
+}
+
+/** The recorded file, opened: read in blocks (blockCached), with its ELF facts (undefined: not an ELF file). */
+interface RecordedFile {
+  source: ByteSource;
+  info: ElfInfo | undefined;
+}
+
+/**
+ * Gives `use` the first of the recorded file's candidates (recordedFileCandidates) that opens and is the recorded
+ * file: its build-id the recorded one, unless collect kept it. Closed after; undefined when no candidate is.
+ */
+async function withRecordedFile<T>(
+  folder: OutputFolder,
+  path: string,
+  buildId: string | undefined,
+  isKept: boolean,
+  hostFiles: boolean,
+  use: (file: RecordedFile) => Promise<T>,
+): Promise<T | undefined> {
   for (const candidate of recordedFileCandidates(folder, path, buildId, isKept, hostFiles)) {
-    const handle = await candidate.open();
+    const handle = await candidate.open().catch(() => undefined);
     if (!handle) continue;
-    const table = await tableFromFile(handle, path, buildId, candidate.kept, given);
-    if (table || candidate.kept) return table ?? lookupTable([]);
+    try {
+      const source = blockCached(fileByteSource(handle, (await handle.stat()).size, (e) => e as Error));
+      const info = await readElf(source, path).catch(() => undefined);
+      // perf refuses a file whose build-id is not the recorded one.
+      if (!candidate.kept && buildId && info?.buildId !== buildId) continue;
+      return await use({ source, info });
+    } finally {
+      await handle.close();
+    }
   }
-  return lookupTable([]);
+  return undefined;
 }
 
 /** A file that may be the one mapped at recording: opened on demand; `kept` when collect kept it (its id is known). */
@@ -388,52 +405,44 @@ function buildIdCachePath(buildId: string, file: 'elf' | 'debug'): string {
 }
 
 /**
- * The table of an opened file (closed after), or undefined when its build-id is not the recorded one. A file with a
- * `.plt.sec`, in a recording by a perf that names its PLT wrongly (6.1 rules), has its PLT entries named as perf 6.12
- * names them, and says so (FileTable.ibtPlt): both engines name those frames so (plt-rename.ts).
+ * The table of the recorded file. A file with a `.plt.sec`, in a recording by a perf that names its PLT wrongly (6.1
+ * rules), has its PLT entries named as perf 6.12 names them, and says so (FileTable.ibtPlt): both engines name those
+ * frames so (plt-rename.ts).
  */
 async function tableFromFile(
-  runtime: FileHandle,
+  file: RecordedFile,
   path: string,
   buildId: string | undefined,
-  isKept: boolean,
   given: Naming,
-): Promise<FileTable | undefined> {
-  try {
-    const runtimeSource = blockCached(fileByteSource(runtime, (await runtime.stat()).size, (e) => e as Error));
-    const info = await readElf(runtimeSource, path).catch(() => undefined);
-    const fileId = info?.buildId;
-    // perf refuses a file whose build-id is not the recorded one.
-    if (!isKept && buildId && fileId !== buildId) return undefined;
-    const ibtPlt = given.plt === '6.1' ? await pltSecRange(runtimeSource).catch(() => undefined) : undefined;
-    if (given.pltSecOnly && !ibtPlt) return lookupTable([]);
-    const naming = ibtPlt ? { ...given, plt: '6.12' as const } : given;
-    const tagged = (table: FunctionTable): FileTable => (ibtPlt ? Object.assign(table, { ibtPlt }) : table);
-    // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
-    // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
-    const byLink = !naming.byBuildIdOnly;
-    for (const candidate of debugCandidates(info, path, buildId ?? fileId, byLink)) {
-      const debug = await openMachineFile(candidate);
-      if (!debug) continue;
-      try {
-        const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
-        const debugInfo = await readElf(debugSource, candidate).catch(() => undefined);
-        const debugId = debugInfo?.buildId;
-        // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
-        if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
-        // perf takes the first candidate with a symbol table (symsrc__has_symtab): a stripped copy in its cache is
-        // passed over for the debug file after it.
-        if (!debugInfo?.hasSymtab) continue;
-        const table = await readFunctionTable(debugSource, runtimeSource, naming);
-        if (table.size > 0) return tagged(table);
-      } finally {
-        await debug.close();
-      }
+): Promise<FileTable> {
+  const { source: runtimeSource, info } = file;
+  const fileId = info?.buildId;
+  const ibtPlt = given.plt === '6.1' ? await pltSecRange(runtimeSource).catch(() => undefined) : undefined;
+  if (given.pltSecOnly && !ibtPlt) return lookupTable([]);
+  const naming = ibtPlt ? { ...given, plt: '6.12' as const } : given;
+  const tagged = (table: FunctionTable): FileTable => (ibtPlt ? Object.assign(table, { ibtPlt }) : table);
+  // perf prefers a symbol table from a debug file: by .gnu_debuglink beside the file, then by build-id (the file's
+  // own when perf recorded none: it records those of the files that sample addresses hit, not callchains).
+  const byLink = !naming.byBuildIdOnly;
+  for (const candidate of debugCandidates(info, path, buildId ?? fileId, byLink)) {
+    const debug = await openMachineFile(candidate);
+    if (!debug) continue;
+    try {
+      const debugSource = blockCached(fileByteSource(debug, (await debug.stat()).size, (e) => e as Error));
+      const debugInfo = await readElf(debugSource, candidate).catch(() => undefined);
+      const debugId = debugInfo?.buildId;
+      // perf takes a debug file with no build-id when its link names it; found by build-id, it must carry that id.
+      if (buildId && (debugId ? debugId !== buildId : !byLink)) continue;
+      // perf takes the first candidate with a symbol table (symsrc__has_symtab): a stripped copy in its cache is
+      // passed over for the debug file after it.
+      if (!debugInfo?.hasSymtab) continue;
+      const table = await readFunctionTable(debugSource, runtimeSource, naming);
+      if (table.size > 0) return tagged(table);
+    } finally {
+      await debug.close();
     }
-    return tagged(await readFunctionTable(runtimeSource, runtimeSource, naming));
-  } finally {
-    await runtime.close();
   }
+  return tagged(await readFunctionTable(runtimeSource, runtimeSource, naming));
 }
 
 /**
