@@ -12,7 +12,9 @@
 //   without a name, no mapping at all: a broken frame-pointer chain);
 // - perf + map, the original tool's approach: what `perf script` alone names with the runtime's perf-PID.map placed
 //   where perf finds it (with nothing set, that map exists only because collect switched it on over IPC: without
-//   profcpu the original approach has none and names no JIT frame).
+//   profcpu the original approach has none and names no JIT frame). It reads the same recording: stack copies, as
+//   collect records by default where they fit, which perf unwinds by CFI alone, stopping at the first JIT frame
+//   (PROFCPU_BENCH_COLLECT_ARGS='--unwind fp' gives the frame-pointer chains the original tool recorded).
 // A table of every run closes the output.
 //
 // PROFCPU_BENCH_DIR=<folder> measures an existing output folder instead (post-processed, with perf.data);
@@ -264,7 +266,8 @@ if (given) {
   }
   console.log(
     `\nsummary (${seconds} s recordings, one run each; shares of samples; "perf + map" is the original tool's ` +
-      'approach: perf script with the perf map, which with nothing set exists only because collect switched it on)',
+      'approach: perf script with the perf map, which with nothing set exists only because collect switched it on; ' +
+      'on stack copies, collect’s default, perf’s DWARF unwinding stops at the first JIT frame)',
   );
   const header = ['app', 'setting', 'samples', 'profcpu named', 'profcpu unnamed by cause', 'perf + map named'];
   const table = rows.map((r) => [

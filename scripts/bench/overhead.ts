@@ -6,7 +6,7 @@
 // CLI (`npm run build`).
 // PROFCPU_BENCH_WINDOWS windows of each kind (default 8), PROFCPU_BENCH_SECONDS their length (default 10),
 // PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup,
-// PROFCPU_BENCH_UNWIND the collect --unwind (default fp; mixed also prints perf.data's bytes a second).
+// PROFCPU_BENCH_UNWIND the collect --unwind (default auto, collect's; the data line says which was used).
 import { execFileSync, spawn } from 'node:child_process';
 import { cp, mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const windows = Number(process.env['PROFCPU_BENCH_WINDOWS'] ?? 8);
 const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
 const scope = process.env['PROFCPU_BENCH_SCOPE'] ?? 'auto';
-const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'fp';
+const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'auto';
 const port = 18_000 + (process.pid % 1000);
 const url = `http://127.0.0.1:${port}/work`;
 const work = join(root, 'bench-out', 'overhead');
@@ -90,6 +90,7 @@ try {
   const profcpuShare: number[] = [];
   const dataRates: number[] = [];
   const postprocessMs: number[] = [];
+  const used = new Set<string>();
   for (let i = 0; i < windows; i++) {
     plain.push(wrk(seconds));
     const out = join(work, `run-${i}`);
@@ -111,10 +112,15 @@ try {
     profiled.push(wrk(seconds));
     await done;
     const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
-      collect: { record: { seconds: number; scope: { kind: string } }; cpuMs: { perf?: number; profcpu: number } };
+      collect: {
+        options: { unwind: string; compressed?: boolean };
+        record: { seconds: number; scope: { kind: string } };
+        cpuMs: { perf?: number; profcpu: number };
+      };
       postprocess: { durationsMs: { perfScript: number } };
     };
-    const { record, cpuMs } = manifest.collect;
+    const { record, cpuMs, options } = manifest.collect;
+    used.add(`${options.unwind}${options.compressed ? ', compressed' : ''}`);
     const bytes = (await stat(join(out, 'perf.data'))).size;
     dataRates.push(bytes / record.seconds);
     postprocessMs.push(manifest.postprocess.durationsMs.perfScript);
@@ -134,7 +140,7 @@ try {
       `profcpu median ${(median(profcpuShare) * 100).toFixed(1)} % of a core while recording`,
   );
   console.log(
-    `data        --unwind ${unwind}: perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
+    `data        --unwind ${unwind} (${[...used].join('; ')}): perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
       `reading it (perf.data to folded stacks) median ${median(postprocessMs).toFixed(0)} ms`,
   );
 } finally {

@@ -5,6 +5,7 @@ import { ProfcpuError } from '../error.js';
 import type { Argv, CommandModule } from 'yargs';
 import { collect, type CollectPhase, type RecordingProgress } from '../collect/session.js';
 import { collectDefaults, type CollectOptions } from '../collect/options.js';
+import type { UnwindRequest } from '../collect/unwind-choice.js';
 import type { CollectStep } from '../step/step.js';
 import { formatSummary } from './collect-summary.js';
 import { chosenSteps } from '../collect/registry.js';
@@ -23,7 +24,7 @@ export interface CollectArgs {
   name?: string;
   duration: number;
   frequency: number;
-  unwind: 'fp' | 'mixed';
+  unwind: UnwindRequest;
   stackSize?: number;
   output?: string;
   event?: string;
@@ -46,17 +47,17 @@ export function collectOptions<T>(yargs: Argv<T>) {
     .option('duration', { type: 'number', default: collectDefaults.durationSeconds, describe: 'Seconds to record' })
     .option('frequency', { type: 'number', default: collectDefaults.frequency, describe: 'Samples per second' })
     .option('unwind', {
-      choices: ['fp', 'mixed'] as const,
+      choices: ['auto', 'fp', 'mixed'] as const,
       default: collectDefaults.unwind,
       describe:
         'How stacks are unwound: fp, by frame pointer (callers of code built without them, glibc’s, are lost); ' +
         'mixed, from a copy of each sample’s stack, by CFI where the code has it and by frame pointer through JIT ' +
-        'code (complete stacks; a bigger perf.data)',
+        'code (complete stacks; perf.data compressed when perf can); auto, mixed when the copies fit a disk budget',
     })
     .option('stack-size', {
       type: 'number',
       describe:
-        `Bytes of stack copied in each sample with --unwind mixed (default ${collectDefaults.stackBytes}, ` +
+        `Bytes of stack copied in each sample when unwinding is mixed (default ${collectDefaults.stackBytes}, ` +
         `up to ${stackCopyLimits.max})`,
     })
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
@@ -120,7 +121,8 @@ export function collectOptions<T>(yargs: Argv<T>) {
           throw usage(
             `--stack-size must be a whole number of bytes from ${stackCopyLimits.min} to ${stackCopyLimits.max}`,
           );
-        if (args.unwind !== 'mixed') throw usage('--stack-size sizes the stack copies of --unwind mixed: give both');
+        if (args.unwind === 'fp')
+          throw usage('--stack-size sizes the stack copies of mixed unwinding, not --unwind fp');
       }
       if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
       if (!(Number(args['target-timeout']) > 0)) throw usage('--target-timeout must be a positive number of seconds');

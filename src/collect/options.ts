@@ -1,6 +1,7 @@
 // What a collect session takes: one options type, its frozen defaults (each documented), and the default output
 // folder name, `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory as the original tool named it.
 import { join } from 'node:path';
+import type { UnwindRequest } from './unwind-choice.js';
 
 export interface CollectOptions {
   /** The process to profile. Default: see `name`, else the only .NET process visible, else PID 1. */
@@ -15,10 +16,10 @@ export interface CollectOptions {
    * How user stacks are unwound: `fp`, by frame pointer as perf records them (cheap; a frame in code built without
    * frame pointers, glibc's and most native libraries', loses its callers); `mixed`, from a copy of the top
    * `stackBytes` of each sample's stack, by the code's CFI where it has some and by frame pointers through JIT code
-   * (postprocess's built-in engine does it: src/engine/unwind/).
+   * (postprocess's built-in engine does it: src/engine/unwind/); `auto`, mixed where it pays (unwind-choice.ts).
    */
-  unwind: 'fp' | 'mixed';
-  /** The stack copied in each sample with `unwind: 'mixed'`, in bytes. */
+  unwind: UnwindRequest;
+  /** The stack copied in each sample when unwinding is mixed, in bytes. */
   stackBytes: number;
   /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
   event?: string;
@@ -62,7 +63,7 @@ export interface CollectOptions {
 export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   durationSeconds: 10,
   frequency: 99,
-  unwind: 'fp',
+  unwind: 'auto',
   // Deep enough for every stack of the .NET fixtures and of an ASP.NET Core service with EF Core over SQLite under load
   // (16 KiB left 0.6% and 2.6% of their samples cut, in the GC's and the JIT's deepest frames); perf's default is 8192.
   stackBytes: 32768,

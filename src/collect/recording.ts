@@ -12,8 +12,10 @@ import type { TargetInfo } from '../target/inspect.js';
 import { clockTicksPerSecond, procPath, readStat } from '../target/procfs.js';
 import type { TargetSnapshotter } from './snapshot.js';
 import { OutputFolder } from '../files/output-folder.js';
-import { countSamples } from '../perf/recover.js';
+import { countSamples, perfDataState } from '../perf/recover.js';
+import { readPerfDataFile } from '../engine/perf-data/reader.js';
 import type { CollectOptions } from './options.js';
+import type { UnwindPlan } from './unwind-choice.js';
 
 export interface RecordingProgress {
   elapsedMs: number;
@@ -31,6 +33,8 @@ export interface RecordTargetParams {
   buildIdMmap?: boolean;
   /** No build-ids at all (see RecordOptions). */
   noBuildIds?: boolean;
+  /** How call chains are recorded (unwind-choice.ts). Default: by frame pointer. */
+  unwind?: UnwindPlan;
   snapshotter: Pick<TargetSnapshotter, 'refresh'>;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
@@ -142,7 +146,7 @@ class PerfRun {
 }
 
 function recordOptions(params: RecordTargetParams): RecordOptions {
-  const { options, target, dir, event, scope, buildIdMmap, noBuildIds } = params;
+  const { options, target, dir, event, scope, buildIdMmap, noBuildIds, unwind } = params;
   return {
     pid: target.pid,
     output: join(dir, layout.perfData),
@@ -151,7 +155,8 @@ function recordOptions(params: RecordTargetParams): RecordOptions {
     scope,
     buildIdMmap: buildIdMmap ?? false,
     noBuildIds: noBuildIds ?? false,
-    callGraph: options.unwind === 'mixed' ? { kind: 'dwarf', stackBytes: options.stackBytes } : { kind: 'fp' },
+    callGraph: unwind?.kind === 'mixed' ? { kind: 'dwarf', stackBytes: unwind.stackBytes } : { kind: 'fp' },
+    compress: unwind?.kind === 'mixed' && unwind.compress,
     stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
 }
@@ -286,7 +291,10 @@ async function removePerfData(dir: string): Promise<void> {
 async function samplesIn(dir: string, signal: AbortSignal): Promise<number | undefined> {
   const folder = await OutputFolder.open(dir);
   try {
-    return await countSamples(folder, layout.perfData, signal);
+    const counted = await countSamples(folder, layout.perfData, signal);
+    if (counted !== undefined || (await perfDataState(folder, layout.perfData)) !== 'finished') return counted;
+    // perf record -z: the samples are inside compressed records, which the built-in reader decompresses.
+    return (await readPerfDataFile(join(dir, layout.perfData), { event: () => {} }, { signal })).samples;
   } catch {
     return undefined;
   } finally {

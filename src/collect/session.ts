@@ -3,6 +3,7 @@
 // target's perf map, jitdump and maps meanwhile) → steps after recording → postprocess. Two signals drive it:
 // `stop` ends the recording early and still post-processes (first Ctrl-C), `signal` aborts (second Ctrl-C) and leaves
 // the raw data in place.
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { layout } from '../output/layout.js';
 import { ignoreWarnings, type Warn } from '../diagnostics.js';
@@ -17,6 +18,7 @@ import { missedSnapshots, type SnapshotReport } from './snapshot.js';
 import { kernelSteps, targetReaderSteps } from './registry.js';
 import { readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
+import { chooseUnwind, type UnwindPlan } from './unwind-choice.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from '../step/step.js';
 
@@ -67,6 +69,8 @@ export interface CollectResult<R> {
   event: string;
   /** What perf watched, and why. */
   scope: ScopeChoice;
+  /** How call chains were recorded, and why. */
+  unwind: UnwindPlan;
   checks: Check[];
   record: RecordOutcome;
   /** Seconds actually recorded. */
@@ -99,6 +103,8 @@ interface RecordPlan {
   buildIdMmap: boolean;
   /** perf writes no build-ids, so reads none of the target's files (see avoidStallingFiles). */
   noBuildIds: boolean;
+  /** How call chains are recorded, and why. */
+  unwind: UnwindPlan;
 }
 
 export async function collect<R>(
@@ -136,7 +142,7 @@ export async function collect<R>(
 
   // The target's files first: when they cannot be opened, no folder is left behind (root's, and empty). They are
   // read in a child process only (src/collect/target-reader.ts), which a read that never returns cannot outlive.
-  const reader = await startReader(session, target, dir);
+  const reader = await startReader(session, target, dir, plan.unwind);
   try {
     const folder = await OutputFolder.open(dir, { create: true });
     try {
@@ -174,7 +180,7 @@ async function recordAndFinish<R>(
     dir: folder.path,
     perfPath: options.perfPath,
     procRoot: options.procRoot,
-    unwind: options.unwind,
+    unwind: plan.unwind.kind,
     signal,
     warn,
     progress: info,
@@ -213,6 +219,7 @@ async function recordAndFinish<R>(
     reason,
     event: plan.event,
     scope: plan.scope,
+    unwind: recordPlan.unwind,
     checks: plan.checks,
     record: recorded.outcome,
     recordedSeconds: recorded.seconds,
@@ -251,20 +258,40 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
     throw new ProfcpuError('PREFLIGHT_FAILED', `cannot record: ${fatal.message}`, {
       remedy: fatal.remedy ?? 'Run `profcpu doctor` for details.',
     });
+  const unwind = chooseUnwind({
+    requested: options.unwind,
+    stackBytes: options.stackBytes,
+    durationSeconds: options.durationSeconds,
+    frequency: options.frequency,
+    cpus: availableParallelism(),
+    arch: process.arch,
+    perfCompresses: facts.perfCompresses ?? false,
+    ...(facts.freeBytes !== undefined && { freeBytes: facts.freeBytes }),
+  });
+  if (options.unwind === 'auto')
+    info(
+      unwind.kind === 'mixed'
+        ? `unwinding mixed (CFI and frame pointers, from stack copies): ${unwind.reason}`
+        : `unwinding by frame pointer: ${unwind.reason}`,
+    );
   return {
     checks,
     event: options.event ?? defaultEvent(facts),
     scope,
     buildIdMmap: buildIdMmapWorks(facts.perfVersion, facts.kernelRelease),
     noBuildIds: false,
+    unwind,
   };
 }
 
 /**
  * perf record reads the build-ids of the target's mapped files when it starts (--buildid-mmap) or when it ends (its
  * table): a file on a FUSE or network file system whose server stops answering would then hold perf in the kernel
- * for good, killed or not, and no sample would be written. When the target maps such files executable (perf reads
- * no other's build-id) or the reader cannot say, perf writes no build-ids (-B) and reads none of its files; the reader is told what to advise if it hangs.
+ * for good, killed or not, and no sample would be written. perf reads those of executable mappings only, but of every
+ * mapping with stack copies (--call-graph dwarf samples data addresses, so perf lists the data mappings too). When the
+ * target maps such files so, or the reader cannot say, perf writes no build-ids (-B) and reads none of its files; the
+ * reader is told what to advise if it hangs. Mixed unwinding chosen by auto gives way to frame pointers instead, when
+ * only the target's data files are at stake: its build-ids are worth more than the stacks through glibc.
  */
 async function avoidStallingFiles<R>(
   session: Session<R>,
@@ -272,8 +299,19 @@ async function avoidStallingFiles<R>(
   target: TargetInfo,
   plan: RecordPlan,
 ): Promise<RecordPlan> {
-  const stalling = await reader.stallingMappings();
+  const mixed = plan.unwind.kind === 'mixed';
+  const stalling = await reader.stallingMappings(mixed ? 'all' : 'executable');
   if (stalling?.length === 0) return plan;
+  if (mixed && session.options.unwind === 'auto' && stalling) {
+    if ((await reader.stallingMappings('executable'))?.length === 0) {
+      const files = stalling.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
+      const reason =
+        `the target maps data files from a FUSE or network file system (${files.join(', ')}), whose build-ids perf ` +
+        'reads when it records stack copies (a server that stops answering would hold it for good)';
+      session.info(`unwinding by frame pointer after all: ${reason}`);
+      return { ...plan, unwind: { kind: 'fp', reason } };
+    }
+  }
   const shown = stalling?.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
   const what = shown
     ? `maps ${stalling!.length} file(s) from a FUSE or network file system: ${shown.join(', ')}${stalling!.length > 3 ? ', ...' : ''}`
@@ -292,7 +330,12 @@ async function avoidStallingFiles<R>(
 }
 
 /** The target reader, the target's root opened in it; throws TARGET_NOT_VISIBLE when it cannot be. */
-function startReader<R>(session: Session<R>, target: TargetInfo, dir: string): Promise<TargetReader> {
+function startReader<R>(
+  session: Session<R>,
+  target: TargetInfo,
+  dir: string,
+  unwind: UnwindPlan,
+): Promise<TargetReader> {
   const { options, signal, warn, info } = session;
   // Asked of perf once for every step, here or in the reader (perf buildid-list reads the whole perf.data).
   const sampled = onceSampledFiles({ dir, perfPath: options.perfPath, signal });
@@ -303,7 +346,7 @@ function startReader<R>(session: Session<R>, target: TargetInfo, dir: string): P
       dir,
       perfPath: options.perfPath,
       snapshotMaxBytes: options.snapshotMaxBytes,
-      unwind: options.unwind,
+      unwind: unwind.kind,
     },
     { signal, warn, progress: info, sampledFiles: sampled, passTimeoutMs: options.targetTimeoutSeconds * 1000 },
   );
@@ -328,8 +371,9 @@ async function record<R>(
   // Taken in the reader; the last report it gave is the one kept.
   let snapshots: SnapshotReport | undefined;
   const snapshotter = { refresh: async () => void (snapshots = (await reader.refresh()) ?? snapshots) };
+  const { unwind } = plan;
   const unwinding =
-    options.unwind === 'mixed' ? `, a ${options.stackBytes}-byte stack copy a sample for mixed unwinding` : '';
+    unwind.kind === 'mixed' ? `, a ${unwind.stackBytes}-byte stack copy a sample for mixed unwinding` : '';
   info(
     `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding}); ` +
       'Ctrl-C stops early',
@@ -342,6 +386,7 @@ async function record<R>(
     scope: plan.scope.scope,
     buildIdMmap: plan.buildIdMmap,
     noBuildIds: plan.noBuildIds,
+    unwind,
     snapshotter,
     signal,
     onRetry: warn,
@@ -432,8 +477,12 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
       durationSeconds: options.durationSeconds,
       frequency: options.frequency,
       event: result.event,
-      unwind: options.unwind,
-      ...(options.unwind === 'mixed' && { stackBytes: options.stackBytes }),
+      unwind: result.unwind.kind,
+      ...(result.unwind.kind === 'mixed' && {
+        stackBytes: result.unwind.stackBytes,
+        compressed: result.unwind.compress,
+      }),
+      ...(options.unwind === 'auto' && { unwindChosenBecause: result.unwind.reason }),
     },
     record: {
       command: result.record.command,

@@ -8,7 +8,7 @@ import { readTargetElf } from '../debug-files/debug-symbols.js';
 import { TargetFiles } from '../target/target-files.js';
 import { targetReaderSteps } from './registry.js';
 import { TargetSnapshotter } from './snapshot.js';
-import { stallingExecutables } from '../target/mounts.js';
+import { stallingExecutables, stallingMappingsOf } from '../target/mounts.js';
 import type { CollectStep, StepContext } from '../step/step.js';
 import { type ReaderInit, type ReaderMessage, type ReaderRequest } from './target-reader.js';
 
@@ -79,8 +79,11 @@ async function answer(request: Exclude<ReaderRequest, { type: 'sampled' }>): Pro
   }
   if (!session) throw new Error('the target reader was not opened');
   if (request.type === 'elf') return readTargetElf(session.files, request.path);
-  if (request.type === 'stalling')
-    return stallingExecutables(session.init.target.pid, { procRoot: session.init.procRoot });
+  if (request.type === 'stalling') {
+    const options = { procRoot: session.init.procRoot };
+    const pid = session.init.target.pid;
+    return request.mappings === 'all' ? stallingMappingsOf(pid, options) : stallingExecutables(pid, options);
+  }
   if (request.type === 'refresh') {
     const snapshotter = (session.snapshotter ??= await snapshotterOf(session));
     await snapshotter.refresh();

@@ -45,6 +45,8 @@ export const preflightDefaults = Object.freeze({
 /** What the checks are judged from; a field is absent when it could not be read. */
 export interface MachineFacts {
   perfVersion?: string;
+  /** Whether the perf at hand writes zstd-compressed records (`-z`): its build options say `zstd: [ on ]`. */
+  perfCompresses?: boolean;
   /** Why perf could not be run, when it could not. */
   perfError?: string;
   kernelRelease: string;
@@ -94,6 +96,11 @@ export async function gatherFacts(options: PreflightOptions = {}): Promise<Machi
   if (hidden !== undefined) facts.kallsymsHidden = hidden;
   try {
     facts.perfVersion = parsePerfVersion((await runPerf(['version'], exec)).stdout);
+    const options = await runPerf(['version', '--build-options'], exec).catch((error: unknown) => {
+      if (isProfcpuError(error, 'ABORTED')) throw error;
+      return undefined;
+    });
+    if (options) facts.perfCompresses = buildOptionOn(options.stdout, 'zstd');
     // A real perf_event_open: the only way to know that seccomp, capabilities and paranoia together allow it.
     const probe = await runPerf(['stat', '-x', ',', '-e', 'cycles,cpu-clock', '--', 'true'], exec).catch(
       (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
@@ -125,6 +132,14 @@ export async function gatherFacts(options: PreflightOptions = {}): Promise<Machi
     if (fs) facts.freeBytes = fs.bavail * fs.bsize;
   }
   return facts;
+}
+
+/** Whether `perf version --build-options` lists `feature: [ on  ]` (perf 5.x to 7.x spelling). */
+export function buildOptionOn(text: string, feature: string): boolean {
+  return text.split('\n').some((line) => {
+    const match = /^\s*([\w-]+):\s*\[\s*(\w+)\s*\]/.exec(line);
+    return match?.[1] === feature && match[2] === 'on';
+  });
 }
 
 /** `perf stat -x,` prints `<not supported>,,cycles,...` when there is no hardware PMU. */

@@ -5,6 +5,7 @@
 // of range is an error naming the field (`rules[0].trigger.for`), so a typo never silently means a default.
 import { parse as parseYaml } from 'yaml';
 import { ProfcpuError } from '../error.js';
+import type { UnwindRequest } from '../collect/unwind-choice.js';
 
 export interface Filters {
   /** A process name as `profcpu ps` and --name know it: comm, executable base name, a .NET app's dll name. */
@@ -39,7 +40,7 @@ export type Action =
       durationSeconds: number;
       frequency: number;
       /** collect's --unwind, when the rule sets it (collect's default otherwise). */
-      unwind?: 'fp' | 'mixed';
+      unwind?: UnwindRequest;
     }
   | { kind: 'dump'; /** full, heap, mini, triage (dotnet-dump's). */ type: string };
 
@@ -246,7 +247,9 @@ function action(value: unknown, field: string, availability: ActionAvailability)
   if (kind === 'profile') {
     object(value, field, ['kind', 'duration', 'frequency', 'unwind']);
     const unwind =
-      raw['unwind'] === undefined ? undefined : oneOf(raw['unwind'], `${field}.unwind`, ['fp', 'mixed'] as const);
+      raw['unwind'] === undefined
+        ? undefined
+        : oneOf(raw['unwind'], `${field}.unwind`, ['auto', 'fp', 'mixed'] as const);
     return {
       ...(unwind && { unwind }),
       kind: 'profile',

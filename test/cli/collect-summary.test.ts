@@ -43,6 +43,7 @@ function result(postprocess?: PostprocessFacts, of: TargetInfo = target): Collec
     reason: 'it is the only .NET process visible',
     event: 'cpu-clock',
     scope: { scope: { kind: 'process' }, reason: 'perf 7.3 records the process', spins: false },
+    unwind: { kind: 'fp', reason: '--unwind fp' },
     checks: [],
     record: { command: ['perf'], end: 'stopped', samples: 300, stderrTail: '' },
     recordedSeconds: 3.04,

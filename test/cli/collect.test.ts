@@ -156,10 +156,10 @@ test('--help: --symbols fetches for what perf sampled by default, and says so', 
   assert.match(text, /\[choices: "sampled", "coreclr", "all", "none"\] \[default: "sampled"\]/);
 });
 
-test('--stack-size without --unwind mixed, or out of range, is a usage error (exit 2) saying what to give', async () => {
-  const alone = await runCli(['collect', '--pid', '1', '--stack-size', '4096']);
+test('--stack-size with --unwind fp, or out of range, is a usage error (exit 2) saying what to give', async () => {
+  const alone = await runCli(['collect', '--pid', '1', '--unwind', 'fp', '--stack-size', '4096']);
   assert.equal(alone.exitCode, 2, String(alone.all));
-  assert.match(String(alone.stderr), /--stack-size sizes the stack copies of --unwind mixed: give both/);
+  assert.match(String(alone.stderr), /--stack-size sizes the stack copies of mixed unwinding, not --unwind fp/);
   const big = await runCli(['collect', '--pid', '1', '--unwind', 'mixed', '-stack-size', '70000']);
   assert.equal(big.exitCode, 2, String(big.all));
   assert.match(String(big.stderr), /--stack-size must be a whole number of bytes from 8 to 65528/);

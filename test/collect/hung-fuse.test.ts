@@ -125,37 +125,55 @@ for (const mode of ['read', 'lookup'] as const) {
 
 // A data file on that mount (mapped readable, not executable: an mmapped database, fonts) is no file perf reads: perf
 // records with build-ids, nothing waits on the mount, and the default --target-timeout (120 s) is never reached.
-test('collect records with build-ids when the target maps only a data file from a FUSE mount that never answers', async (t) => {
-  if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'perf', 'linux-perf')) return;
-  if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
-  const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
-  // Named as no runtime file is (the runtime stubs step reads a mapped libcoreclr.so, data or not).
-  const { targetPid } = await startHungFuse(t, work, 'data', undefined, 0, 'app.sqlite');
-  t.after(() => rm(work, { recursive: true, force: true }));
-  const out = join(work, 'out');
-  const run = await execa(
-    process.execPath,
-    [cliPath, 'collect', '--pid', String(targetPid), '--duration', '2', '--output', out],
-    { reject: false, all: true, timeout: 100_000, killSignal: 'SIGKILL', cwd: work },
-  );
-  assert.equal(run.timedOut, false, `collect hung:\n${run.all}`);
-  assert.equal(run.exitCode, 0, run.all);
-  assert.doesNotMatch(run.all, /did not end within|without build-ids/);
-  const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
-    collect: { record: { samples?: number; end: string; command: string[] } };
-  };
-  assert.ok(!manifest.collect.record.command.includes('-B'), manifest.collect.record.command.join(' '));
-  assert.equal(manifest.collect.record.end, 'duration');
-  assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
-  // The target's own executable was sampled and kept, and stays.
-  const index = JSON.parse(await readFile(join(out, 'target', 'binaries.json'), 'utf8')) as {
-    binaries: { path: string }[];
-  };
-  assert.ok(
-    index.binaries.some((b) => b.path.endsWith('/fuse-hang')),
-    JSON.stringify(index),
-  );
-});
+// perf reads the build-ids of executable mappings only, but of every mapping when it records stack copies (DWARF call
+// graphs sample data addresses): collect's default then records frame-pointer chains, keeping build-ids; asked for
+// mixed unwinding, it records without build-ids. Either way it exits on its own.
+for (const unwind of ['auto', 'mixed'] as const) {
+  test(`collect with --unwind ${unwind} exits on its own when the target maps a data file from a FUSE mount that never answers`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'perf', 'linux-perf')) return;
+    if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+    // Named as no runtime file is (the runtime stubs step reads a mapped libcoreclr.so, data or not).
+    const { targetPid } = await startHungFuse(t, work, 'data', undefined, 0, 'app.sqlite');
+    t.after(() => rm(work, { recursive: true, force: true }));
+    const out = join(work, 'out');
+    const run = await execa(
+      process.execPath,
+      [cliPath, 'collect', '--pid', String(targetPid), '--duration', '2', '--unwind', unwind, '--output', out],
+      { reject: false, all: true, timeout: 100_000, killSignal: 'SIGKILL', cwd: work },
+    );
+    assert.equal(run.timedOut, false, `collect hung:\n${run.all}`);
+    assert.equal(run.exitCode, 0, run.all);
+    assert.doesNotMatch(run.all, /did not end within/);
+    const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
+      collect: { options: { unwind: string }; record: { samples?: number; end: string; command: string[] } };
+    };
+    const { command } = manifest.collect.record;
+    if (unwind === 'auto') {
+      assert.match(
+        run.all,
+        /unwinding by frame pointer after all: the target maps data files from a FUSE .*app\.sqlite/,
+      );
+      assert.doesNotMatch(run.all, /without build-ids/);
+      assert.equal(manifest.collect.options.unwind, 'fp');
+      assert.ok(!command.includes('-B') && command.includes('-g'), command.join(' '));
+    } else {
+      assert.match(run.all, /app\.sqlite \(fuse[^)]*\); perf records without build-ids/);
+      assert.equal(manifest.collect.options.unwind, 'mixed');
+      assert.ok(command.includes('-B') && command.includes('dwarf,32768'), command.join(' '));
+    }
+    assert.equal(manifest.collect.record.end, 'duration');
+    assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
+    // The target's own executable was sampled and kept, and stays.
+    const index = JSON.parse(await readFile(join(out, 'target', 'binaries.json'), 'utf8')) as {
+      binaries: { path: string }[];
+    };
+    assert.ok(
+      index.binaries.some((b) => b.path.endsWith('/fuse-hang')),
+      JSON.stringify(index),
+    );
+  });
+}
 
 // Its temp folder named as is, or through a link from a local folder into the mount (which the mountinfo check of
 // the literal path misses: the lookup refuses the mount's root before asking anything of it), or so after 4 000

@@ -4,6 +4,7 @@
 // JIT frames by frame pointer where perf stops, and says how many samples it took so.
 import assert from 'node:assert/strict';
 import { cp, readFile } from 'node:fs/promises';
+import { execa } from 'execa';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { layout } from '../../src/output/layout.js';
@@ -113,25 +114,28 @@ test('a DWARF recording of another machine than x86-64 goes to perf script, sayi
   else assert.match(builtinShortfall(outline(undefined))?.why ?? '', /a machine it does not name, taken for this one/);
 });
 
-test('collect --unwind mixed on a .NET app: whole stacks through JIT code, its CFI kept, and said', async (t) => {
+test('collect on a .NET app, unwinding by default: mixed, whole stacks through JIT code, its CFI kept, and said', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
   const work = await tempDir(t, 'dwarf-engine');
   const app = await startDotnetApp({ seconds: 60 });
   t.after(() => app.kill());
   const out = join(work, 'out');
   const collect = await runCli(
-    ['collect', '--pid', String(app.pid), '--duration', '3', '--unwind', 'mixed', '--symbols', 'none', '--output', out],
+    ['collect', '--pid', String(app.pid), '--duration', '3', '--symbols', 'none', '--output', out],
     { cwd: work },
   );
   if (!need(t, collect.exitCode === 0, `a working collect (${String(collect.all).slice(-300)})`)) return;
   await app.kill();
+  // --unwind auto: 3 s of 32 KiB copies on this machine's CPUs fit the budget, and perf compresses them.
+  assert.match(String(collect.all), /unwinding mixed \(CFI and frame pointers, from stack copies\): 3 s × 99 Hz/);
   assert.match(String(collect.all), /a 32768-byte stack copy a sample for mixed unwinding/);
   const manifest = JSON.parse(await readFile(join(out, layout.manifest), 'utf8'));
-  assert.deepEqual(
-    { unwind: manifest.collect.options.unwind, stackBytes: manifest.collect.options.stackBytes },
-    { unwind: 'mixed', stackBytes: 32768 },
-  );
-  assert.ok(manifest.collect.record.command.includes('dwarf,32768'), manifest.collect.record.command.join(' '));
+  const compresses = (await execa('perf', ['version', '--build-options'])).stdout.match(/zstd: \[ on/) !== null;
+  const { unwind, stackBytes, compressed } = manifest.collect.options;
+  assert.deepEqual({ unwind, stackBytes, compressed }, { unwind: 'mixed', stackBytes: 32768, compressed: compresses });
+  assert.match(manifest.collect.options.unwindChosenBecause, /within the 512 MiB allowed/);
+  const command: string[] = manifest.collect.record.command;
+  assert.ok(command.includes('dwarf,32768') && command.includes('-z') === compresses, command.join(' '));
   const unwound = manifest.postprocess.unwound;
   t.diagnostic(
     `unwound ${JSON.stringify(unwound)}; broken chains ${JSON.stringify(manifest.naming.brokenChainsByFile)}`,

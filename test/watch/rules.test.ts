@@ -70,9 +70,11 @@ function rejects(document: unknown, field: string, pattern: RegExp): void {
 
 const cpu = { type: 'cpu', above: 80, for: '30s' };
 
-test('a profile action may ask for mixed unwinding, and only fp or mixed', () => {
+test('a profile action may ask for mixed unwinding, and only auto, fp or mixed', () => {
   const rules = validateRules({ rules: [{ trigger: cpu, actions: [{ kind: 'profile', unwind: 'mixed' }] }] });
   assert.deepEqual(rules.rules[0]!.actions, [{ kind: 'profile', ...ruleDefaults.profile, unwind: 'mixed' }]);
+  const auto = validateRules({ rules: [{ trigger: cpu, actions: [{ kind: 'profile', unwind: 'auto' }] }] });
+  assert.deepEqual(auto.rules[0]!.actions, [{ kind: 'profile', ...ruleDefaults.profile, unwind: 'auto' }]);
   rejects(
     { rules: [{ trigger: cpu, actions: [{ kind: 'profile', unwind: 'dwarf' }] }] },
     'rules[0].actions[0].unwind',
