@@ -45,22 +45,20 @@ export function builtinPidFilter(args: readonly string[]): Set<number> | undefin
  * What a DWARF recording's flame graph is made of: stacks unwound by the built-in engine, not perf's unwinder, which
  * stops in .NET's code (no CFI: this one steps through it by frame pointers) and gives up in places where CFI would
  * take it further; each walk ends at the thread's start, at the end of the stack copy, or at other code without CFI.
+ * A line of progress, not a warning: collect records so by default (the manifest keeps the figures).
  */
 export function unwoundNotice(unwound: UnwindTally): string {
   const percent = (n: number) => `${((100 * n) / unwound.samples).toFixed(1)}%`;
   const whole = unwound.stops.end ?? 0;
   const cut = unwound.stops['outside-stack'] ?? 0;
-  const parts = [
-    `perf.data holds DWARF call graphs: the built-in engine unwound the user stacks of ${unwound.samples} samples ` +
-      `itself, ${percent(whole)} to their thread's start` +
-      (cut > 0 ? `, ${percent(cut)} cut at the end of the stack copy (perf record --call-graph dwarf,SIZE)` : ''),
-  ];
+  const parts = [`${percent(whole)} to their thread's start`];
+  if (cut > 0) parts.push(`${percent(cut)} cut at the end of the stack copy (--stack-size)`);
   if (unwound.framePointerSamples > 0)
     parts.push(
-      `${unwound.framePointerSamples} (${percent(unwound.framePointerSamples)}) through .NET's code (JIT-compiled, ` +
-        'ReadyToRun, stubs: no call frame information) by its frame pointers, where perf’s DWARF unwinding stops',
+      `${percent(unwound.framePointerSamples)} through .NET's code by its frame pointers, where perf’s own DWARF ` +
+        'unwinding stops (`--engine perf` draws perf’s)',
     );
-  return `${parts.join('; ')}. Its stacks can reach further than perf script’s; \`--engine perf\` draws perf’s.`;
+  return `unwound the stack copies of ${unwound.samples} samples: ${parts.join('; ')}`;
 }
 
 /** What the built-in engine takes of postprocess's options (src/postprocess/postprocess.ts documents each). */
@@ -133,7 +131,7 @@ export async function runBuiltinAndFold(
     await output.finish();
     if (pltRenamed && pltRenamed.size > 0) warn(pltRenameWarning(pltRenamed));
     const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
-    if (unwound) warn(unwoundNotice(unwound));
+    if (unwound) progress(unwoundNotice(unwound));
     return {
       fold: stackFolder.end(),
       resolver,
