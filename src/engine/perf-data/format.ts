@@ -13,6 +13,10 @@ export const recordType = Object.freeze({
   sample: 9,
   mmap2: 10,
   lostSamples: 13,
+  /** A context switch of a recorded thread (perf record --switch-events with -p/-t): in, or out. */
+  switch: 14,
+  /** A context switch on a CPU (--switch-events with -a): in or out, and the thread on the other side. */
+  switchCpuWide: 15,
   // Records perf itself writes (not the kernel).
   headerAttr: 64,
   headerEventType: 65,
@@ -137,6 +141,10 @@ export const misc = Object.freeze({
   /** perf's own use of the bit on the FORK records it synthesizes. */
   forkExec: 1 << 13,
   mmapBuildId: 1 << 14,
+  /** On SWITCH records: the thread is switched out (else in). */
+  switchOut: 1 << 13,
+  /** On a SWITCH out: the thread was preempted, still runnable (else it blocked). */
+  switchOutPreempt: 1 << 14,
   buildIdSize: 1 << 15,
 });
 

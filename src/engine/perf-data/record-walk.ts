@@ -283,7 +283,7 @@ class RecordWalk {
       default: {
         if (type >= 64) return;
         const l = await this.started();
-        const event = decodeOther(record, type, l.otherTime(record));
+        const event = decodeOther(record, type, l.otherTime(record), () => l.otherTask(record));
         if (!event) return;
         event.offset = offset;
         return this.order.push(event.time, event);

@@ -1,8 +1,9 @@
-// Decoding of the kernel's records that profcpu uses (MMAP, MMAP2, COMM, FORK, EXIT, SAMPLE, LOST, LOST_SAMPLES) from
-// one whole record's bytes and the attributes of the recording: gives plain events. The layout of a sample depends on
-// its attribute's sample_type; other records end with a sample_id trailer (pid/tid, time, id, cpu...) when the
-// attribute has sample_id_all. Every field read is bounds-checked against the record's size; a record too short for
-// what its attribute says it holds is refused (RecordError), which the reader reports with the record's offset.
+// Decoding of the kernel's records that profcpu uses (MMAP, MMAP2, COMM, FORK, EXIT, SAMPLE, LOST, LOST_SAMPLES,
+// SWITCH, SWITCH_CPU_WIDE) from one whole record's bytes and the attributes of the recording: gives plain events.
+// The layout of a sample depends on its attribute's sample_type; other records end with a sample_id trailer (pid/tid,
+// time, id, cpu...) when the attribute has sample_id_all. Every field read is bounds-checked against the record's
+// size; a record too short for what its attribute says it holds is refused (RecordError), which the reader reports
+// with the record's offset.
 import { branchHwIndex, type EventAttr, limits, misc, readBit, recordType, sampleBit } from './format.js';
 
 export interface MmapEvent extends At {
@@ -89,6 +90,24 @@ export function userRegister(regs: UserRegs, register: number): bigint | undefin
   return regs.values[index];
 }
 
+/**
+ * A context switch of a thread (PERF_RECORD_SWITCH, or SWITCH_CPU_WIDE): `out` of the CPU, preempted (still
+ * runnable) or blocked, or back `in`. The thread is the record's sample_id's; a CPU-wide record also names the thread
+ * on the other side of the switch (the one coming in when this one goes out, and the other way).
+ */
+export interface SwitchEvent extends At {
+  kind: 'switch';
+  out: boolean;
+  /** Switched out while still runnable: preempted, not blocked. */
+  preempted: boolean;
+  pid: number;
+  tid: number;
+  /** SWITCH_CPU_WIDE: the other thread of the switch. */
+  other: { pid: number; tid: number } | undefined;
+  time: PerfTime | undefined;
+  cpu: number | undefined;
+}
+
 export interface LostEvent extends At {
   kind: 'lost';
   lost: bigint;
@@ -100,7 +119,7 @@ interface At {
   offset: number;
 }
 
-export type PerfEvent = MmapEvent | CommEvent | TaskEvent | SampleEvent | LostEvent;
+export type PerfEvent = MmapEvent | CommEvent | TaskEvent | SampleEvent | LostEvent | SwitchEvent;
 
 /**
  * A record's time, in ns since boot: a number while it is exact (below 2^53 ns, 104 days of uptime), a bigint past
@@ -158,6 +177,24 @@ export class RecordLayout {
     const pos = this.isPos;
     if (pos < 0 || record.length < 8 + pos * 8) return -1;
     return this.byId.get(readU64(record, record.length - pos * 8)) ?? -1;
+  }
+
+  /**
+   * The thread (pid, tid) and CPU in a non-sample record's trailer, each undefined when the trailer has none: the
+   * thread of a SWITCH record is only there.
+   */
+  otherTask(record: Buffer): { pid: number; tid: number; cpu: number | undefined } | undefined {
+    const attr = this.attrs[this.otherAttr(record)];
+    if (!attr?.sampleIdAll || !(attr.sampleType & sampleBit.tid)) return undefined;
+    const start = record.length - trailerWords(attr.sampleType) * 8;
+    if (start < 8) throw new RecordError('a record too short for its sample id');
+    let cpuAt = start + 8;
+    for (const bit of [sampleBit.time, sampleBit.id, sampleBit.streamId]) if (attr.sampleType & bit) cpuAt += 8;
+    return {
+      pid: record.readInt32LE(start),
+      tid: record.readInt32LE(start + 4),
+      cpu: attr.sampleType & sampleBit.cpu ? record.readUInt32LE(cpuAt) : undefined,
+    };
   }
 
   /** The time in a non-sample record's trailer, or undefined when it has none. */
@@ -443,8 +480,16 @@ function readValues(
   return { values, bytes };
 }
 
-/** Decodes one of the side-band records profcpu uses, or undefined for other types. */
-export function decodeOther(record: Buffer, type: number, time: PerfTime | undefined): PerfEvent | undefined {
+/**
+ * Decodes one of the side-band records profcpu uses, or undefined for other types. `task` reads the record's
+ * sample_id trailer for its thread (RecordLayout.otherTask), which only SWITCH records need.
+ */
+export function decodeOther(
+  record: Buffer,
+  type: number,
+  time: PerfTime | undefined,
+  task?: () => { pid: number; tid: number; cpu: number | undefined } | undefined,
+): PerfEvent | undefined {
   const recordMisc = record.readUInt16LE(4);
   const need = (n: number) => {
     if (n > record.length) throw new RecordError(`a record of type ${type} shorter than its fields`);
@@ -489,6 +534,25 @@ export function decodeOther(record: Buffer, type: number, time: PerfTime | undef
     case recordType.lostSamples:
       need(16);
       return { kind: 'lost', offset: 0, lost: record.readBigUInt64LE(8), time };
+    case recordType.switch:
+    case recordType.switchCpuWide: {
+      const cpuWide = type === recordType.switchCpuWide;
+      if (cpuWide) need(16);
+      // Without a thread in its trailer (no sample_id_all, or no TID), a switch says nothing usable.
+      const thread = task?.();
+      if (!thread) return undefined;
+      return {
+        kind: 'switch',
+        offset: 0,
+        out: (recordMisc & misc.switchOut) !== 0,
+        preempted: (recordMisc & misc.switchOut) !== 0 && (recordMisc & misc.switchOutPreempt) !== 0,
+        pid: thread.pid,
+        tid: thread.tid,
+        other: cpuWide ? { pid: record.readInt32LE(8), tid: record.readInt32LE(12) } : undefined,
+        time,
+        cpu: thread.cpu,
+      };
+    }
     default:
       return undefined;
   }

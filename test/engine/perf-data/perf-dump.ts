@@ -5,7 +5,7 @@ import { execa } from 'execa';
 import type { PerfEvent } from '../../../src/engine/perf-data/reader.js';
 
 const eventLine =
-  /^(?:(\d+) )?(\d+) (0x[0-9a-f]+) \[0x[0-9a-f]+\]: PERF_RECORD_(SAMPLE|MMAP2|MMAP|COMM|FORK|EXIT)(.*)$/;
+  /^(?:(\d+) )?(\d+) (0x[0-9a-f]+) \[0x[0-9a-f]+\]: PERF_RECORD_(SAMPLE|MMAP2|MMAP|COMM|FORK|EXIT|SWITCH_CPU_WIDE|SWITCH)(.*)$/;
 const chainEntry = /^\.{5} +\d+: ([0-9a-f]+)$/;
 
 /** perf's events of `perfData`, one line each (see `describe`). */
@@ -41,6 +41,10 @@ export async function perfDumpEvents(perfData: string): Promise<string[]> {
     } else if (type === 'COMM') {
       const s = /^(?: exec)?: (.*):(-?\d+)\/(-?\d+)$/.exec(rest!)!;
       lines.push(`${at} COMM ${s[2]}/${s[3]} ${s[1]}`);
+    } else if (type === 'SWITCH' || type === 'SWITCH_CPU_WIDE') {
+      // ` OUT preempt`, ` OUT        `, ` IN         `; CPU-wide ones name the other thread after it.
+      const s = /^ (IN|OUT preempt|OUT)(?: +(?:next|prev) pid\/tid: +(-?\d+)\/(-?\d+))?/.exec(rest!)!;
+      lines.push(`${at} SWITCH ${s[1]}${s[2] === undefined ? '' : ` ${s[2]}/${s[3]}`}`);
     } else {
       lines.push(`${at} ${type} ${rest}`);
     }
@@ -67,5 +71,9 @@ export function describe(event: PerfEvent): string {
       return `${at} ${event.kind.toUpperCase()} (${event.pid}:${event.tid}):(${event.ppid}:${event.ptid})`;
     case 'lost':
       return `${at} LOST ${event.lost}`;
+    case 'switch': {
+      const other = event.other ? ` ${event.other.pid}/${event.other.tid}` : '';
+      return `${at} SWITCH ${event.out ? (event.preempted ? 'OUT preempt' : 'OUT') : 'IN'}${other}`;
+    }
   }
 }

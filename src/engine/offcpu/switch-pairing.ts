@@ -1,0 +1,86 @@
+// Time off the CPU, from a recording of the scheduler's switches (`perf record -e sched:sched_switch -g
+// --switch-events`): a sched_switch sample is taken as its thread leaves the CPU, with the stack it left from (where
+// it blocked, or was preempted); the thread's next SWITCH IN record says when it ran again. The time between is the
+// thread's time off the CPU, charged to that stack. The SWITCH OUT record that follows the sample (a few microseconds
+// later, once perf's own bookkeeping ran) says whether the thread was preempted (still runnable) or blocked.
+//
+// Records can be lost (perf's LOST records) or the recording can start or end with a thread off the CPU: a switch
+// out with no switch in before the next switch out, and a switch in with no switch out before it, are counted, not
+// guessed at; a thread still off the CPU when the recording ends is charged up to its end (`finish`). Pure: the
+// caller gives events in time order, as the reader delivers them.
+
+/** One stretch of a thread's time off the CPU, charged to the stack it left from. */
+export interface OffCpuInterval<S> {
+  pid: number;
+  tid: number;
+  stack: S;
+  /** When it left the CPU, ns (the sample's time). */
+  startNs: number;
+  /** How long it stayed off, ns. */
+  ns: number;
+  /** Switched out while still runnable (waiting for a CPU, not for an event). */
+  preempted: boolean;
+  /** Still off the CPU when the recording ended: charged up to that end. */
+  open: boolean;
+}
+
+export interface PairingCounts {
+  /** Switch-outs whose switch in was never seen before the thread's next switch out (records lost): dropped. */
+  unpaired: number;
+  /** Switch-ins with no switch-out sample before them (the recording began with the thread off the CPU, or lost). */
+  inWithoutOut: number;
+}
+
+interface Pending<S> {
+  pid: number;
+  stack: S;
+  time: number;
+  preempted: boolean;
+}
+
+/**
+ * Threads tracked at once at most: a recording can name any number (forged or a fork bomb); past this many, a new
+ * switch-out is dropped, counted as unpaired.
+ */
+const maxThreads = 1 << 20;
+
+export class SwitchPairing<S> {
+  private readonly pending = new Map<number, Pending<S>>();
+  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0 };
+
+  /** A sched_switch sample: `tid` leaves the CPU at `time` from `stack`. */
+  switchedOut(pid: number, tid: number, time: number, stack: S): void {
+    if (this.pending.has(tid)) this.counts.unpaired++;
+    else if (this.pending.size >= maxThreads) {
+      this.counts.unpaired++;
+      return;
+    }
+    this.pending.set(tid, { pid, stack, time, preempted: false });
+  }
+
+  /** A SWITCH record of `tid`: out (saying whether preempted), or in, which ends its time off the CPU. */
+  switched(tid: number, out: boolean, preempted: boolean, time: number): OffCpuInterval<S> | undefined {
+    const pending = this.pending.get(tid);
+    if (out) {
+      if (pending && pending.time <= time) pending.preempted = preempted;
+      return undefined;
+    }
+    if (!pending) {
+      this.counts.inWithoutOut++;
+      return undefined;
+    }
+    this.pending.delete(tid);
+    return interval(tid, pending, Math.max(0, time - pending.time), false);
+  }
+
+  /** The threads still off the CPU at `endNs` (the recording's last event), charged up to it; none stay pending. */
+  finish(endNs: number): OffCpuInterval<S>[] {
+    const open = [...this.pending].map(([tid, p]) => interval(tid, p, Math.max(0, endNs - p.time), true));
+    this.pending.clear();
+    return open;
+  }
+}
+
+function interval<S>(tid: number, p: Pending<S>, ns: number, open: boolean): OffCpuInterval<S> {
+  return { pid: p.pid, tid, stack: p.stack, startNs: p.time, ns, preempted: p.preempted, open };
+}
