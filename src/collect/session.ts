@@ -15,6 +15,7 @@ import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
 import { missedSnapshots, type SnapshotReport } from './snapshot.js';
+import type { StallingMapping } from '../target/mounts.js';
 import { kernelSteps, targetReaderSteps } from './registry.js';
 import { readerStep, ReaderStoppedError, TargetReader } from './target-reader.js';
 import { collectDefaults, defaultOutputDir, type CollectOptions } from './options.js';
@@ -300,24 +301,31 @@ async function avoidStallingFiles<R>(
   plan: RecordPlan,
 ): Promise<RecordPlan> {
   const mixed = plan.unwind.kind === 'mixed';
-  const stalling = await reader.stallingMappings(mixed ? 'all' : 'executable');
+  // Recording every CPU (the cgroup scope), perf reads the files of every process it sees.
+  const everyProcess = plan.scope.scope.kind === 'cgroup';
+  const check = (mappings: 'executable' | 'all') => reader.stallingMappings(mappings, everyProcess);
+  const stalling = await check(mixed ? 'all' : 'executable');
   if (stalling?.length === 0) return plan;
+  const named = (m: StallingMapping) =>
+    `${m.path} (${m.fsType}${m.pid !== undefined && m.pid !== target.pid ? `, process ${m.pid}` : ''})`;
   if (mixed && session.options.unwind === 'auto' && stalling) {
-    if ((await reader.stallingMappings('executable'))?.length === 0) {
-      const files = stalling.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
+    if ((await check('executable'))?.length === 0) {
+      const files = stalling.slice(0, 3).map(named);
       const reason =
-        `the target maps data files from a FUSE or network file system (${files.join(', ')}), whose build-ids perf ` +
-        'reads when it records stack copies (a server that stops answering would hold it for good)';
+        `${everyProcess ? 'processes perf records map' : 'the target maps'} data files from a FUSE or network file system ` +
+        `(${files.join(', ')}), whose build-ids perf reads when it records stack copies (a server that stops ` +
+        'answering would hold it for good)';
       session.info(`unwinding by frame pointer after all: ${reason}`);
       return { ...plan, unwind: { kind: 'fp', reason } };
     }
   }
-  const shown = stalling?.slice(0, 3).map((m) => `${m.path} (${m.fsType})`);
+  const shown = stalling?.slice(0, 3).map(named);
+  const subject = everyProcess ? 'processes perf records (every CPU, for the cgroup)' : `process ${target.pid}`;
   const what = shown
-    ? `maps ${stalling!.length} file(s) from a FUSE or network file system: ${shown.join(', ')}${stalling!.length > 3 ? ', ...' : ''}`
-    : 'may map files from a FUSE or network file system (its mounts could not be checked)';
+    ? `${everyProcess ? 'map' : 'maps'} ${stalling!.length} file(s) from a FUSE or network file system: ${shown.join(', ')}${stalling!.length > 3 ? ', ...' : ''}`
+    : 'may map files from a FUSE or network file system (the mounts could not be checked)';
   session.warn(
-    `process ${target.pid} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
+    `${subject} ${what}; perf records without build-ids so as not to read them (a server that stops ` +
       'answering would hold perf for good); frames in those files may stay unnamed, and an output folder post-processed ' +
       'elsewhere names every native frame by its path alone',
   );

@@ -8,7 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isExecutable, parseProcMaps } from './proc-maps.js';
-import { readProcCapped, readProcText, type ProcfsOptions } from './procfs.js';
+import { listPids, readProcCapped, readProcText, type ProcfsOptions } from './procfs.js';
 
 /** File systems whose reads another process serves or a network carries: a read may never return. */
 const stallingTypes = /^(fuse(\..*)?|fuseblk|nfs4?|cifs|smb3|smbfs|9p|ceph|glusterfs|afs|virtiofs|sshfs|davfs)$/;
@@ -144,6 +144,8 @@ export interface StallingMapping {
   /** The mapped file, as /proc/PID/maps prints it. */
   path: string;
   fsType: string;
+  /** The process mapping it, when another than the target (stallingMappingsOfEvery). */
+  pid?: number;
 }
 
 /**
@@ -197,7 +199,53 @@ export async function stallingExecutables(pid: number, options: ProcfsOptions): 
   if (!stalling?.length) return stalling;
   const maps = await readProcText(pid, 'maps', options).catch(() => undefined);
   if (maps === undefined) return stalling;
-  // By path: a path also mapped executable from elsewhere counts, on the side of -B.
+  return executableOnly(stalling, maps);
+}
+
+/** Processes looked at by stallingMappingsOfEvery at most: past them it cannot tell. */
+const maxProcesses = 8192;
+
+/**
+ * The stalling mappings (all, or executable only) of every process this procfs shows: perf recording every CPU (-a,
+ * the cgroup scope) synthesizes the mappings of every process it sees, and reads their build-ids. A process gone
+ * meanwhile, or whose maps are closed to us (and so to perf), is passed over; undefined when one cannot be read whole
+ * or there are too many: the caller cannot tell.
+ */
+export async function stallingMappingsOfEvery(
+  mappings: 'executable' | 'all',
+  options: ProcfsOptions = {},
+): Promise<StallingMapping[] | undefined> {
+  const pids = await listPids(options).catch(() => undefined);
+  if (!pids || pids.length > maxProcesses) return undefined;
+  const found: StallingMapping[] = [];
+  // Gone meanwhile (undefined), or its maps closed to us (a process that is not dumpable): perf, reading as we do,
+  // reads none of its files either. Any other failure (null): cannot tell.
+  const read = (pid: number, name: string) =>
+    readProcCapped(pid, name, options).catch((error: unknown) => (closed(error) ? undefined : null));
+  for (const pid of pids) {
+    const maps = await read(pid, 'maps');
+    if (maps === undefined) continue;
+    if (maps === null || maps.truncated) return undefined;
+    // Nothing mapped (a kernel thread, a zombie, whose mountinfo cannot even be read).
+    if (maps.text === '') continue;
+    const mountInfo = await read(pid, 'mountinfo');
+    if (mountInfo === undefined) continue;
+    if (mountInfo === null || mountInfo.truncated) return undefined;
+    const stalling = stallingMappings(maps.text, mountInfo.text);
+    if (!stalling) return undefined;
+    const shown = mappings === 'all' ? stalling : executableOnly(stalling, maps.text);
+    for (const mapping of shown) found.push({ ...mapping, pid });
+  }
+  return found;
+}
+
+function closed(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'EACCES' || code === 'EPERM';
+}
+
+/** Those of `stalling` mapped executable in `maps`: by path, so a path also mapped executable elsewhere counts. */
+function executableOnly(stalling: StallingMapping[], maps: string): StallingMapping[] {
   const executable = new Set(
     parseProcMaps(maps)
       .mappings.filter(isExecutable)

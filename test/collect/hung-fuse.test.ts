@@ -15,6 +15,8 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { cliPath } from '../support/cli.js';
+import { ownCgroup } from '../support/cgroup.js';
+import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { need, needCommand, needRoot } from '../support/requirements.js';
 
 const source = fileURLToPath(new URL('../fixtures/fuse-hang/fuse-hang.c', import.meta.url));
@@ -172,6 +174,49 @@ for (const unwind of ['auto', 'mixed'] as const) {
       index.binaries.some((b) => b.path.endsWith('/fuse-hang')),
       JSON.stringify(index),
     );
+  });
+}
+
+// Recording every CPU for the target's cgroup (perf 6.1's spin workaround, or --scope cgroup), perf reads the
+// files of every process it sees: here another process maps the data file that never answers. The target itself is
+// clean; collect must still see it, and record frame pointers (auto) or without build-ids (mixed).
+for (const unwind of ['auto', 'mixed'] as const) {
+  test(`collect --scope cgroup --unwind ${unwind} sees another process's data file on a FUSE mount that never answers`, async (t) => {
+    if (!needRoot(t) || !needCommand(t, 'gcc', 'gcc') || !needCommand(t, 'perf', 'linux-perf')) return;
+    if (!need(t, existsSync('/dev/fuse'), '/dev/fuse')) return;
+    const work = await mkdtemp(join(tmpdir(), 'profcpu-fuse-'));
+    const other = await startHungFuse(t, work, 'data', undefined, 0, 'app.sqlite');
+    t.after(() => rm(work, { recursive: true, force: true }));
+    const target = await startNodeBurn(60);
+    t.after(() => target.kill());
+    if (!need(t, (await ownCgroup(t, target.pid)) !== undefined, 'cgroup v2 to put the target in')) return;
+    const out = join(work, 'out');
+    const args = ['--pid', String(target.pid), '--duration', '2', '--scope', 'cgroup', '--unwind', unwind];
+    const run = await execa(process.execPath, [cliPath, 'collect', ...args, '--symbols', 'none', '--output', out], {
+      reject: false,
+      all: true,
+      timeout: 100_000,
+      killSignal: 'SIGKILL',
+      cwd: work,
+    });
+    await target.kill();
+    assert.equal(run.timedOut, false, `collect hung:\n${run.all}`);
+    assert.equal(run.exitCode, 0, run.all);
+    const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
+      collect: { options: { unwind: string }; record: { samples?: number; command: string[] } };
+    };
+    const { command } = manifest.collect.record;
+    const named = new RegExp(`app\\.sqlite \\(fuse[^,)]*, process ${other.targetPid}\\)`);
+    assert.match(run.all, named);
+    if (unwind === 'auto') {
+      assert.match(run.all, /unwinding by frame pointer after all: processes perf records map data files/);
+      assert.equal(manifest.collect.options.unwind, 'fp');
+      assert.ok(!command.includes('-B') && command.includes('-g'), command.join(' '));
+    } else {
+      assert.match(run.all, /processes perf records \(every CPU, for the cgroup\) map \d+ file\(s\)/);
+      assert.ok(command.includes('-B') && command.includes('dwarf,32768'), command.join(' '));
+    }
+    assert.ok((manifest.collect.record.samples ?? 0) > 0, `no samples:\n${run.all}`);
   });
 }
 

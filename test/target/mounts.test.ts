@@ -12,6 +12,7 @@ import {
   stallingFileSystemAt,
   stallingMappings,
   stallingMappingsOf,
+  stallingMappingsOfEvery,
 } from '../../src/target/mounts.js';
 import { RootedPathError } from '../../src/files/rooted.js';
 import { procTextLimits } from '../../src/target/procfs.js';
@@ -114,6 +115,42 @@ test('a process whose maps or mountinfo cannot be read whole may map anything: i
   await rm(join(proc.root, '60', 'maps'));
   assert.equal(await of(), undefined, 'no maps');
   assert.equal(await stallingMappingsOf(61, { procRoot: proc.root }), undefined, 'no such process');
+});
+
+// perf recording every CPU (the cgroup scope) reads the files of every process it sees: each process is checked, by
+// its own mountinfo; kernel threads (no maps) and processes gone meanwhile are passed over; one unreadable makes the
+// answer "cannot tell".
+test('the files every process maps from a FUSE or network file system, each with its process', async (t) => {
+  const proc = await FakeProc.create();
+  t.after(() => proc.dispose());
+  const exec = '7f0000000000-7f0000001000 r-xp 00000000 00:28 12 /tmp/shared dir/libcoreclr.so\n';
+  const data = '7f0000001000-7f0000002000 rw-s 00000000 00:29 13 /data/app.sqlite\n';
+  await proc.add({ pid: 70, nspid: 1, comm: 'app', cmdline: ['app'], maps: '' });
+  await proc.add({ pid: 71, nspid: 2, comm: 'db', cmdline: ['db'], maps: data });
+  await proc.add({ pid: 72, nspid: 3, comm: 'sidecar', cmdline: ['x'], maps: exec + data });
+  await proc.add({ pid: 73, nspid: 4, comm: 'kworker', cmdline: [], maps: '' });
+  for (const pid of [70, 71, 72, 73]) await writeFile(join(proc.root, String(pid), 'mountinfo'), mountinfo);
+  const options = { procRoot: proc.root };
+  assert.deepEqual(await stallingMappingsOfEvery('all', options), [
+    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 71 },
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', pid: 72 },
+    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 72 },
+  ]);
+  assert.deepEqual(await stallingMappingsOfEvery('executable', options), [
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', pid: 72 },
+  ]);
+  // Gone meanwhile (no maps, no mountinfo): passed over; there but unreadable: cannot tell.
+  await rm(join(proc.root, '72'), { recursive: true });
+  assert.deepEqual(await stallingMappingsOfEvery('executable', options), []);
+  // A zombie: nothing mapped, and a mountinfo that cannot be read (EINVAL): passed over.
+  await rm(join(proc.root, '70', 'mountinfo'));
+  await mkdir(join(proc.root, '70', 'mountinfo'));
+  assert.deepEqual(await stallingMappingsOfEvery('all', options), [
+    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 71 },
+  ]);
+  await rm(join(proc.root, '71', 'mountinfo'));
+  await mkdir(join(proc.root, '71', 'mountinfo'));
+  assert.equal(await stallingMappingsOfEvery('all', options), undefined);
 });
 
 // The check that keeps profcpu's own lookups off FUSE and network mounts fails closed: a mount crossed is looked up
