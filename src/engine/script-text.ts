@@ -116,6 +116,11 @@ export interface ScriptTextOptions {
   maxStack: number;
   /** Frame lines cached, all mappings and the kernel together; past it the caches start afresh. Default 2^20. */
   maxCachedLines: number;
+  /**
+   * Print every sample's period, tracepoints' too (perf script -F +period): the off-CPU fold sets it to the time a
+   * switch-out sample's thread stayed off the CPU, and weighs by it. Default false: perf script's default fields.
+   */
+  periodAlways: boolean;
 }
 
 /** The high word of the lowest kernel address (0xffff800000000000). */
@@ -320,7 +325,13 @@ export class ScriptTextWriter {
     private readonly sink: ScriptSink,
     options: Partial<ScriptTextOptions> = {},
   ) {
-    this.options = { pids: undefined, maxStack: maxStackDefault, maxCachedLines: maxCachedLinesDefault, ...options };
+    this.options = {
+      pids: undefined,
+      maxStack: maxStackDefault,
+      maxCachedLines: maxCachedLinesDefault,
+      periodAlways: false,
+      ...options,
+    };
   }
 
   /** The `#` header perf script --header prints first (script-header.ts). */
@@ -328,6 +339,7 @@ export class ScriptTextWriter {
     this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
     this.layouts = sampleLayouts(header.attrs, header.mode === 'pipe');
+    if (this.options.periodAlways) for (const layout of this.layouts) layout.period = true;
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
     this.eventTails = this.names.map((name) => `${name.padStart(this.nameWidth)}: `);
     await this.sink.header(scriptHeader(header, this.names, this.style.attrLines));

@@ -1,0 +1,116 @@
+// The off-CPU fold of a recording of the scheduler's switches (`perf record -e sched:sched_switch -g
+// --switch-events`): each sched_switch sample, the stack its thread left the CPU from, is held until the thread's next
+// SWITCH IN (switch-pairing.ts), then written as the built-in engine writes every sample (ScriptTextWriter, named from
+// the folder as the CPU flame graph is) with its period set to the time the thread stayed off the CPU, in
+// microseconds, and folded weighted by that period: folded stacks whose counts are microseconds off the CPU.
+//
+// A held sample is written when its thread comes back, after the records that came in between: a mapping that changed
+// meanwhile names its frames as it is then (a moment later than perf's own reading of the sample would).
+import type { Warn } from '../../diagnostics.js';
+import type { OutputFolder } from '../../files/output-folder.js';
+import { layout } from '../../output/layout.js';
+import { StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
+import type { FrameResolver } from '../../stacks/frame-name.js';
+import { PerfMaps } from '../../jit/jit-maps.js';
+import { mapsToPlace } from '../../jit/perf-maps.js';
+import { builtinEngineSymbols, recordedHere } from '../frame-symbols.js';
+import { readPerfDataFile } from '../perf-data/reader.js';
+import type { SampleEvent } from '../perf-data/records.js';
+import { ScriptTextWriter, type ScriptFrame, type ScriptSink } from '../script-text.js';
+import { SwitchPairing, type PairingCounts } from './switch-pairing.js';
+
+/** The event whose samples are the switch-outs. */
+export const switchEvent = 'sched:sched_switch';
+
+export interface OffCpuFold {
+  /** Folded stacks, each weighed in microseconds off the CPU. */
+  fold: FoldResult;
+  /**
+   * Stretches off the CPU folded (blocked, and `open`: still off when the recording ended), and those left out:
+   * preempted (still runnable) unless asked for, `short` ones (under minBlockUs, or under half a microsecond).
+   */
+  intervals: { blocked: number; preempted: number; open: number; short: number };
+  /** Switch records with no partner (pairing's counts). */
+  unpaired: PairingCounts;
+}
+
+export interface OffCpuFoldOptions {
+  fold: Partial<FoldOptions>;
+  /** Fold the stretches a thread was preempted (waiting for a CPU) too. Default false: blocked time only. */
+  preempted?: boolean;
+  /** Stretches shorter than this many microseconds are dropped, counted. Default 0. */
+  minBlockUs?: number;
+}
+
+/** Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's). */
+class FoldSink implements ScriptSink {
+  constructor(private readonly folder: StackFolder) {}
+  header(text: string): void {
+    this.folder.write(Buffer.from(text));
+  }
+  sample(header: string, frames: readonly ScriptFrame[], count: number): void {
+    let text = `${header}\n`;
+    for (let i = 0; i < count; i++) text += `${frames[i]!.line}\n`;
+    this.folder.write(Buffer.from(`${text}\n`));
+  }
+  oneLine(text: string): void {
+    this.folder.write(Buffer.from(text));
+  }
+}
+
+/** Folds `folder`'s perf.data by time off the CPU (see the top of this file). */
+export async function foldOffCpu(
+  folder: OutputFolder,
+  options: OffCpuFoldOptions,
+  context: { signal?: AbortSignal; warn: Warn; resolver?: FrameResolver },
+): Promise<OffCpuFold> {
+  const { warn, signal } = context;
+  const stackFolder = new StackFolder({ ...options.fold, weight: 'period' }, warn, context.resolver);
+  const sink = new FoldSink(stackFolder);
+  const pairing = new SwitchPairing<SampleEvent>();
+  const intervals = { blocked: 0, preempted: 0, open: 0, short: 0 };
+  const minNs = (options.minBlockUs ?? 0) * 1000;
+  const copies = await mapsToPlace(folder, warn);
+  let writer: ScriptTextWriter | undefined;
+  let switchAttr = -1;
+  let last = 0;
+  const write = async (sample: SampleEvent, ns: number, preempted: boolean, open: boolean) => {
+    if (preempted && !options.preempted) return void intervals.preempted++;
+    // Under half a microsecond it would weigh 0, which the fold takes for no period (a weight of 1).
+    if (ns < minNs || ns < 500) return void intervals.short++;
+    sample.period = Math.round(ns / 1000);
+    if (open) intervals.open++;
+    else intervals.blocked++;
+    await writer!.event(sample);
+  };
+  await readPerfDataFile(
+    `${folder.path}/${layout.perfData}`,
+    {
+      async header(header) {
+        switchAttr = header.attrs.findIndex((attr) => attr.name === switchEvent);
+        const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
+        const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
+        writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
+        await writer.header(header);
+      },
+      async event(event) {
+        if (event.time !== undefined) last = Math.max(last, Number(event.time));
+        if (event.kind === 'sample') {
+          if (event.attr === switchAttr && event.time !== undefined)
+            pairing.switchedOut(event.pid, event.tid, Number(event.time), event);
+          return;
+        }
+        if (event.kind === 'switch') {
+          if (event.time === undefined) return;
+          const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
+          if (interval) await write(interval.stack, interval.ns, interval.preempted, false);
+          return;
+        }
+        await writer!.event(event);
+      },
+    },
+    { signal, name: layout.perfData },
+  );
+  for (const interval of pairing.finish(last)) await write(interval.stack, interval.ns, interval.preempted, true);
+  return { fold: stackFolder.end(), intervals, unpaired: pairing.counts };
+}
