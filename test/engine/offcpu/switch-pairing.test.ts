@@ -50,18 +50,9 @@ test('a program sleeping 10 ms and 30 ms at a time, recorded by perf: each stret
   const program = join(dir, 'sleepers');
   await execa('gcc', ['-O1', '-g', '-fno-omit-frame-pointer', '-pthread', '-o', program, source]);
   const output = join(dir, 'perf.data');
-  await execa('perf', [
-    'record',
-    '-e',
-    'sched:sched_switch',
-    '-g',
-    '--switch-events',
-    '-o',
-    output,
-    '--',
-    program,
-    '2',
-  ]);
+  // It runs until the clock's second has turned 3 times: 2 to 3 s.
+  const record = ['record', '-e', 'sched:sched_switch', '-g', '--switch-events', '-o', output];
+  await execa('perf', [...record, '--', program, '3']);
 
   // The SWITCH records as perf reads them, in its order.
   const perfs = (await perfDumpEvents(output)).filter((line) => line.includes(' SWITCH '));
@@ -99,8 +90,9 @@ test('a program sleeping 10 ms and 30 ms at a time, recorded by perf: each stret
     `napper ${napper.length} stretches, median ${median(napper).toFixed(2)} ms; sleeper ${sleeper.length}, ` +
       `median ${median(sleeper).toFixed(2)} ms; counts ${JSON.stringify(pairing.counts)}`,
   );
-  assert.ok(napper.length >= 40 && median(napper) >= 30 && median(napper) < 33, `napper: ${napper.join(' ')}`);
-  assert.ok(sleeper.length >= 120 && median(sleeper) >= 10 && median(sleeper) < 11.5, `sleeper: ${sleeper.join(' ')}`);
+  // At least 2 s of it: some 66 naps and 198 sleeps (fewer on a loaded machine).
+  assert.ok(napper.length >= 50 && median(napper) >= 30 && median(napper) < 33, `napper: ${napper.join(' ')}`);
+  assert.ok(sleeper.length >= 150 && median(sleeper) >= 10 && median(sleeper) < 11.5, `sleeper: ${sleeper.join(' ')}`);
   // nanosleep never wakes early; a stretch of another wait (the thread's start, a page read) is rare.
   const near = (xs: number[], ms: number) => xs.filter((x) => x >= ms - 0.1 && x < ms * 1.2).length / xs.length;
   assert.ok(near(napper, 30) >= 0.9 && near(sleeper, 10) >= 0.9, `${napper.join(' ')}\n${sleeper.join(' ')}`);
