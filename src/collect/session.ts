@@ -303,21 +303,19 @@ async function avoidStallingFiles<R>(
   const mixed = plan.unwind.kind === 'mixed';
   // Recording every CPU (the cgroup scope), perf reads the files of every process it sees.
   const everyProcess = plan.scope.scope.kind === 'cgroup';
-  const check = (mappings: 'executable' | 'all') => reader.stallingMappings(mappings, everyProcess);
-  const stalling = await check(mixed ? 'all' : 'executable');
+  const found = await reader.stallingMappings(everyProcess);
+  const stalling = mixed ? found : found?.filter((m) => m.executable);
   if (stalling?.length === 0) return plan;
   const named = (m: StallingMapping) =>
     `${m.path} (${m.fsType}${m.pid !== undefined && m.pid !== target.pid ? `, process ${m.pid}` : ''})`;
-  if (mixed && session.options.unwind === 'auto' && stalling) {
-    if ((await check('executable'))?.length === 0) {
-      const files = stalling.slice(0, 3).map(named);
-      const reason =
-        `${everyProcess ? 'processes perf records map' : 'the target maps'} data files from a FUSE or network file system ` +
-        `(${files.join(', ')}), whose build-ids perf reads when it records stack copies (a server that stops ` +
-        'answering would hold it for good)';
-      session.info(`unwinding by frame pointer after all: ${reason}`);
-      return { ...plan, unwind: { kind: 'fp', reason } };
-    }
+  if (mixed && session.options.unwind === 'auto' && stalling && !stalling.some((m) => m.executable)) {
+    const files = stalling.slice(0, 3).map(named);
+    const reason =
+      `${everyProcess ? 'processes perf records map' : 'the target maps'} data files from a FUSE or network file system ` +
+      `(${files.join(', ')}), whose build-ids perf reads when it records stack copies (a server that stops ` +
+      'answering would hold it for good)';
+    session.info(`unwinding by frame pointer after all: ${reason}`);
+    return { ...plan, unwind: { kind: 'fp', reason } };
   }
   const shown = stalling?.slice(0, 3).map(named);
   const subject = everyProcess ? 'processes perf records (every CPU, for the cgroup)' : `process ${target.pid}`;

@@ -8,7 +8,7 @@ import { readTargetElf } from '../debug-files/debug-symbols.js';
 import { TargetFiles } from '../target/target-files.js';
 import { targetReaderSteps } from './registry.js';
 import { TargetSnapshotter } from './snapshot.js';
-import { stallingExecutables, stallingMappingsOf, stallingMappingsOfEvery } from '../target/mounts.js';
+import { stallingMappingsOf, stallingMappingsOfEvery } from '../target/mounts.js';
 import type { CollectStep, StepContext } from '../step/step.js';
 import { type ReaderInit, type ReaderMessage, type ReaderRequest } from './target-reader.js';
 
@@ -82,8 +82,7 @@ async function answer(request: Exclude<ReaderRequest, { type: 'sampled' }>): Pro
   if (request.type === 'stalling') {
     const options = { procRoot: session.init.procRoot };
     const pid = session.init.target.pid;
-    if (request.everyProcess) return stallingMappingsOfEvery(request.mappings, options);
-    return request.mappings === 'all' ? stallingMappingsOf(pid, options) : stallingExecutables(pid, options);
+    return request.everyProcess ? stallingMappingsOfEvery(options) : stallingMappingsOf(pid, options);
   }
   if (request.type === 'refresh') {
     const snapshotter = (session.snapshotter ??= await snapshotterOf(session));

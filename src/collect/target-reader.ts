@@ -61,7 +61,7 @@ export type ReaderRequest =
   | { type: 'open'; id: number; init: ReaderInit }
   | { type: 'step'; id: number; step: string; when: 'beforeRecording' | 'afterRecording' }
   | { type: 'refresh'; id: number }
-  | { type: 'stalling'; id: number; mappings: 'executable' | 'all'; everyProcess: boolean }
+  | { type: 'stalling'; id: number; everyProcess: boolean }
   | { type: 'elf'; id: number; path: string }
   | { type: 'sampled'; id: number; value?: SampledFile[]; error?: string };
 
@@ -128,15 +128,12 @@ export class TargetReader {
   }
 
   /**
-   * The files the target maps from a FUSE or network file system (src/target/mounts.ts), executable or all, or those
-   * of every process visible (`everyProcess`: perf -a reads them all), or undefined when the reader could not say
-   * (stopped, or failed: the caller then assumes there are some).
+   * The files the target maps from a FUSE or network file system (src/target/mounts.ts), each saying whether it is
+   * mapped executable, or those of every process visible (`everyProcess`: perf -a reads them all), or undefined when
+   * the reader could not say (stopped, or failed: the caller then assumes there are some).
    */
-  async stallingMappings(
-    mappings: 'executable' | 'all',
-    everyProcess: boolean,
-  ): Promise<StallingMapping[] | undefined> {
-    const request = { type: 'stalling', mappings, everyProcess } as const;
+  async stallingMappings(everyProcess: boolean): Promise<StallingMapping[] | undefined> {
+    const request = { type: 'stalling', everyProcess } as const;
     return (await this.call(request, 'the check of the target’s mounts').catch(() => undefined)) as
       StallingMapping[] | undefined;
   }

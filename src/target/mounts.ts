@@ -144,6 +144,8 @@ export interface StallingMapping {
   /** The mapped file, as /proc/PID/maps prints it. */
   path: string;
   fsType: string;
+  /** Mapped executable somewhere in the process (by path): perf reads the build-ids of those even without stack copies. */
+  executable: boolean;
   /** The process mapping it, when another than the target (stallingMappingsOfEvery). */
   pid?: number;
 }
@@ -163,12 +165,15 @@ export function stallingMappings(mapsText: string, mountInfoText: string): Stall
   const stalling = new Map<string, string>();
   for (const mount of mounts)
     if (stallingTypes.test(mount.fsType) && mount.device !== root?.device) stalling.set(mount.device, mount.fsType);
+  const mappings = parseProcMaps(mapsText).mappings;
+  // By path: a path also mapped executable from elsewhere counts, on the side of -B.
+  const executable = new Set(mappings.filter(isExecutable).map((m) => m.path));
   const found = new Map<string, StallingMapping>();
-  for (const mapping of parseProcMaps(mapsText).mappings) {
+  for (const mapping of mappings) {
     const [major, minor] = mapping.dev.split(':').map((part) => parseInt(part, 16));
     const fsType = stalling.get(`${major}:${minor}`);
     if (fsType && mapping.inode !== 0 && !found.has(mapping.path))
-      found.set(mapping.path, { path: mapping.path, fsType });
+      found.set(mapping.path, { path: mapping.path, fsType, executable: executable.has(mapping.path) });
   }
   return [...found.values()];
 }
@@ -190,31 +195,24 @@ export async function stallingMappingsOf(
 }
 
 /**
- * The files the target maps executable from a FUSE or network file system . perf reads the build-ids of executable mappings
- * only, so a data file there (an mmapped database on NFS, fonts on virtiofs) does not make perf record without
- * build-ids (-B), which would cost every frame its build-id. When the maps cannot be read again, all are kept.
+ * The files the target maps executable from a FUSE or network file system. perf reads the build-ids of executable
+ * mappings only (without stack copies), so a data file there (an mmapped database on NFS, fonts on virtiofs) does not
+ * make perf record without build-ids (-B), which would cost every frame its build-id.
  */
 export async function stallingExecutables(pid: number, options: ProcfsOptions): Promise<StallingMapping[] | undefined> {
-  const stalling: StallingMapping[] | undefined = await stallingMappingsOf(pid, options);
-  if (!stalling?.length) return stalling;
-  const maps = await readProcText(pid, 'maps', options).catch(() => undefined);
-  if (maps === undefined) return stalling;
-  return executableOnly(stalling, maps);
+  return (await stallingMappingsOf(pid, options))?.filter((m) => m.executable);
 }
 
 /** Processes looked at by stallingMappingsOfEvery at most: past them it cannot tell. */
 const maxProcesses = 8192;
 
 /**
- * The stalling mappings (all, or executable only) of every process this procfs shows: perf recording every CPU (-a,
+ * The stalling mappings of every process this procfs shows: perf recording every CPU (-a,
  * the cgroup scope) synthesizes the mappings of every process it sees, and reads their build-ids. A process gone
  * meanwhile, or whose maps are closed to us (and so to perf), is passed over; undefined when one cannot be read whole
  * or there are too many: the caller cannot tell.
  */
-export async function stallingMappingsOfEvery(
-  mappings: 'executable' | 'all',
-  options: ProcfsOptions = {},
-): Promise<StallingMapping[] | undefined> {
+export async function stallingMappingsOfEvery(options: ProcfsOptions = {}): Promise<StallingMapping[] | undefined> {
   const pids = await listPids(options).catch(() => undefined);
   if (!pids || pids.length > maxProcesses) return undefined;
   const found: StallingMapping[] = [];
@@ -233,8 +231,7 @@ export async function stallingMappingsOfEvery(
     if (mountInfo === null || mountInfo.truncated) return undefined;
     const stalling = stallingMappings(maps.text, mountInfo.text);
     if (!stalling) return undefined;
-    const shown = mappings === 'all' ? stalling : executableOnly(stalling, maps.text);
-    for (const mapping of shown) found.push({ ...mapping, pid });
+    for (const mapping of stalling) found.push({ ...mapping, pid });
   }
   return found;
 }
@@ -242,14 +239,4 @@ export async function stallingMappingsOfEvery(
 function closed(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   return code === 'EACCES' || code === 'EPERM';
-}
-
-/** Those of `stalling` mapped executable in `maps`: by path, so a path also mapped executable elsewhere counts. */
-function executableOnly(stalling: StallingMapping[], maps: string): StallingMapping[] {
-  const executable = new Set(
-    parseProcMaps(maps)
-      .mappings.filter(isExecutable)
-      .map((m) => m.path),
-  );
-  return stalling.filter((m) => executable.has(m.path));
 }

@@ -31,6 +31,6 @@ test('data files mapped from a network file system do not count; executable ones
   await proc.add({ pid: 51, nspid: 1, comm: 'app', cmdline: ['app'], maps: maps(...db, lib) });
   await writeFile(join(proc.root, '51', 'mountinfo'), mountinfo);
   assert.deepEqual(await stallingExecutables(51, { procRoot: proc.root }), [
-    { path: '/host/lib/libnative.so', fsType: 'virtiofs' },
+    { path: '/host/lib/libnative.so', fsType: 'virtiofs', executable: true },
   ]);
 });

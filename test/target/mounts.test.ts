@@ -82,15 +82,15 @@ test('the files a process maps from a FUSE or network file system are found by d
     '7f0000006000-7f0000007000 r-xp 00000000 00:00 0 [vdso]',
   ].join('\n');
   assert.deepEqual(stallingMappings(maps, mountinfo), [
-    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
-    { path: '/elsewhere/app.dll', fsType: 'nfs4' },
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', executable: true },
+    { path: '/elsewhere/app.dll', fsType: 'nfs4', executable: true },
   ]);
   // Its root on rootless podman's fuse-overlayfs (0:21): the runtime's, not counted; the others still are.
   const fuseRoot = mountinfo.replace(' - overlay overlay ', ' - fuse.fuse-overlayfs fuse-overlayfs ');
   const onRoot = '7f0000008000-7f0000009000 r-xp 00000000 00:15 16 /usr/lib/libc.so.6';
   assert.deepEqual(stallingMappings(`${maps}\n${onRoot}`, fuseRoot), [
-    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' },
-    { path: '/elsewhere/app.dll', fsType: 'nfs4' },
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', executable: true },
+    { path: '/elsewhere/app.dll', fsType: 'nfs4', executable: true },
   ]);
   assert.equal(stallingMappings(maps, ''), undefined, 'no mountinfo: cannot tell');
   assert.equal(stallingMappings(maps, 'not a mountinfo line\n'), undefined, 'no mount listed: cannot tell');
@@ -104,7 +104,7 @@ test('a process whose maps or mountinfo cannot be read whole may map anything: i
   const mountInfoPath = join(proc.root, '60', 'mountinfo');
   await writeFile(mountInfoPath, mountinfo);
   const of = () => stallingMappingsOf(60, { procRoot: proc.root });
-  assert.deepEqual(await of(), [{ path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs' }]);
+  assert.deepEqual(await of(), [{ path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', executable: true }]);
   // The FUSE mount's line past the cap.
   const filler = `1 1 0:1 / /filler rw - tmpfs t rw\n`;
   await writeFile(mountInfoPath, filler.repeat(Math.ceil(procTextLimits['mountinfo']! / filler.length)) + mountinfo);
@@ -131,26 +131,30 @@ test('the files every process maps from a FUSE or network file system, each with
   await proc.add({ pid: 73, nspid: 4, comm: 'kworker', cmdline: [], maps: '' });
   for (const pid of [70, 71, 72, 73]) await writeFile(join(proc.root, String(pid), 'mountinfo'), mountinfo);
   const options = { procRoot: proc.root };
-  assert.deepEqual(await stallingMappingsOfEvery('all', options), [
-    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 71 },
-    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', pid: 72 },
-    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 72 },
+  assert.deepEqual(await stallingMappingsOfEvery(options), [
+    { path: '/data/app.sqlite', fsType: 'nfs4', executable: false, pid: 71 },
+    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', executable: true, pid: 72 },
+    { path: '/data/app.sqlite', fsType: 'nfs4', executable: false, pid: 72 },
   ]);
-  assert.deepEqual(await stallingMappingsOfEvery('executable', options), [
-    { path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', pid: 72 },
-  ]);
+  assert.deepEqual(
+    (await stallingMappingsOfEvery(options))?.filter((m) => m.executable),
+    [{ path: '/tmp/shared dir/libcoreclr.so', fsType: 'fuse.sshfs', executable: true, pid: 72 }],
+  );
   // Gone meanwhile (no maps, no mountinfo): passed over; there but unreadable: cannot tell.
   await rm(join(proc.root, '72'), { recursive: true });
-  assert.deepEqual(await stallingMappingsOfEvery('executable', options), []);
+  assert.deepEqual(
+    (await stallingMappingsOfEvery(options))?.filter((m) => m.executable),
+    [],
+  );
   // A zombie: nothing mapped, and a mountinfo that cannot be read (EINVAL): passed over.
   await rm(join(proc.root, '70', 'mountinfo'));
   await mkdir(join(proc.root, '70', 'mountinfo'));
-  assert.deepEqual(await stallingMappingsOfEvery('all', options), [
-    { path: '/data/app.sqlite', fsType: 'nfs4', pid: 71 },
+  assert.deepEqual(await stallingMappingsOfEvery(options), [
+    { path: '/data/app.sqlite', fsType: 'nfs4', executable: false, pid: 71 },
   ]);
   await rm(join(proc.root, '71', 'mountinfo'));
   await mkdir(join(proc.root, '71', 'mountinfo'));
-  assert.equal(await stallingMappingsOfEvery('all', options), undefined);
+  assert.equal(await stallingMappingsOfEvery(options), undefined);
 });
 
 // The check that keeps profcpu's own lookups off FUSE and network mounts fails closed: a mount crossed is looked up
