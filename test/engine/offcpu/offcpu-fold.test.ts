@@ -5,24 +5,18 @@ import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { execa } from 'execa';
 import { OutputFolder } from '../../../src/files/output-folder.js';
 import { foldOffCpu } from '../../../src/engine/offcpu/offcpu-fold.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
 import { tempDir } from '../../support/temp.js';
-
-const source = fileURLToPath(new URL('../../fixtures/offcpu/sleepers.c', import.meta.url));
+import { recordSleepers } from '../../fixtures/offcpu/sleepers.js';
 
 test('a program sleeping 10 ms and 30 ms at a time: its time off the CPU under each sleep, in microseconds', async (t) => {
   if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
   const dir = await tempDir(t, 'offcpu-fold');
-  const program = join(dir, 'sleepers');
-  await execa('gcc', ['-O1', '-g', '-fno-omit-frame-pointer', '-pthread', '-o', program, source]);
   const out = join(dir, 'out');
   await mkdir(out);
-  const record = ['record', '-e', 'sched:sched_switch', '-g', '--switch-events', '-o', join(out, 'perf.data')];
-  await execa('perf', [...record, '--', program, '3']);
+  await recordSleepers(dir, join(out, 'perf.data'), 3);
   const folder = await OutputFolder.open(out);
   t.after(() => folder.close());
   const warnings: string[] = [];

@@ -4,15 +4,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { execa } from 'execa';
 import { readPerfDataFile } from '../../../src/engine/perf-data/reader.js';
 import { SwitchPairing, type OffCpuInterval } from '../../../src/engine/offcpu/switch-pairing.js';
 import { describe, perfDumpEvents } from '../perf-data/perf-dump.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
 import { tempDir } from '../../support/temp.js';
-
-const source = fileURLToPath(new URL('../../fixtures/offcpu/sleepers.c', import.meta.url));
+import { recordSleepers } from '../../fixtures/offcpu/sleepers.js';
 
 test('pairs a switch-out sample with the next switch in of its thread; says preempted; counts what has no pair', () => {
   const pairing = new SwitchPairing<string>();
@@ -47,12 +44,9 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
 test('a program sleeping 10 ms and 30 ms at a time, recorded by perf: each stretch off the CPU is its sleep', async (t) => {
   if (!canRecord(t) || !needCommand(t, 'gcc', 'gcc')) return;
   const dir = await tempDir(t, 'offcpu');
-  const program = join(dir, 'sleepers');
-  await execa('gcc', ['-O1', '-g', '-fno-omit-frame-pointer', '-pthread', '-o', program, source]);
   const output = join(dir, 'perf.data');
   // It runs until the clock's second has turned 3 times: 2 to 3 s.
-  const record = ['record', '-e', 'sched:sched_switch', '-g', '--switch-events', '-o', output];
-  await execa('perf', [...record, '--', program, '3']);
+  await recordSleepers(dir, output, 3);
 
   // The SWITCH records as perf reads them, in its order.
   const perfs = (await perfDumpEvents(output)).filter((line) => line.includes(' SWITCH '));
