@@ -1,6 +1,6 @@
 // The CFI unwinder against perf's own DWARF unwinding (libunwind): a program and its library built without frame
 // pointers, recorded with `perf record --call-graph dwarf,8192`, each sample unwound with the CFI profcpu's .eh_frame
-// reader gives (itself checked against readelf in test/formats/elf/eh-frame.test.ts) of every file mapped; the
+// reader gives (itself checked against readelf in test/formats/elf/eh-frame.test.ts) of every file mapped and the vdso; the
 // frames, as file offsets, must be those `perf script -F ip` prints for every sample perf unwound to the end of its
 // stack (_start, or clone3 for the second thread). The others are counted.
 import assert from 'node:assert/strict';
@@ -15,11 +15,12 @@ import { bytesSource } from '../../../src/formats/elf/elf.js';
 import { buildCfiStack, recordDwarf } from '../../fixtures/cfi-stack/build.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
 import { tempDir } from '../../support/temp.js';
+import { ownVdso } from '../../../src/kernel/vdso.js';
 import { readFile } from 'node:fs/promises';
 
 /** A file's CFI, looked up by its file offsets (as a mapping's pgoff counts them). */
-async function cfiOf(file: string): Promise<{ rowAt(offset: bigint): UnwindRow | undefined }> {
-  const { rowAtOffset } = await readCallFrameInfoByOffset(bytesSource(await readFile(file)), file);
+async function cfiOf(name: string, bytes: Buffer): Promise<{ rowAt(offset: bigint): UnwindRow | undefined }> {
+  const { rowAtOffset } = await readCallFrameInfoByOffset(bytesSource(bytes), name);
   return { rowAt: rowAtOffset };
 }
 
@@ -64,7 +65,12 @@ test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints
     ),
   ];
   assert.ok(files.includes(program) && files.includes(library));
-  const cfi = new Map(await Promise.all(files.map(async (file) => [file, await cfiOf(file)] as const)));
+  const cfi = new Map(
+    await Promise.all(files.map(async (file) => [file, await cfiOf(file, await readFile(file))] as const)),
+  );
+  // clock_gettime's time is in the vdso: its CFI is this process's vdso's, the kernel's one image (src/kernel/vdso.ts).
+  const vdso = await ownVdso();
+  if (vdso) cfi.set('[vdso]', await cfiOf('[vdso]', vdso));
 
   const mappingOf = (pid: number, address: bigint) =>
     executable.findLast((m) => m.pid === pid && address >= m.start && address < m.start + m.length);
@@ -72,7 +78,7 @@ test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints
   const perfs = await perfFrames(output);
   assert.equal(perfs.length, samples.length);
   const stops = new Map<UnwindStop, number>();
-  let [complete, agreeing, incomplete, incompleteAgreeing] = [0, 0, 0, 0];
+  let [complete, agreeing, incomplete, incompleteAgreeing, inVdso] = [0, 0, 0, 0, 0];
   const differing: string[] = [];
   samples.forEach((sample, i) => {
     const perf = perfs[i]!;
@@ -83,6 +89,7 @@ test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints
       return file?.rowAt(pc - mapping!.start + mapping!.pgoff);
     };
     const { frames, stop } = unwindUserStack(sample.userRegs!, sample.userStack!, { rowAt });
+    if (frames.some((pc) => mappingOf(sample.pid, pc)?.filename === '[vdso]')) inVdso++;
     stops.set(stop, (stops.get(stop) ?? 0) + 1);
     // perf prints a user frame as its offset in the mapping (map_ip), an unmapped one as it is.
     const ours = frames.map((pc) => {
@@ -102,7 +109,7 @@ test('dwarf recordings unwound with .eh_frame CFI: the frames perf script prints
   });
   t.diagnostic(
     `${samples.length} samples: ${agreeing} of ${complete} complete ones agree; ${incompleteAgreeing} of ` +
-      `${incomplete} incomplete ones; stops ${JSON.stringify(Object.fromEntries(stops))}`,
+      `${incomplete} incomplete ones; ${inVdso} through the vdso; stops ${JSON.stringify(Object.fromEntries(stops))}`,
   );
   assert.deepEqual(differing, [], `${complete - agreeing} of ${complete} complete samples differ`);
   assert.ok(complete > samples.length * 0.9, `${complete} of ${samples.length} samples complete`);
