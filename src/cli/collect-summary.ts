@@ -8,6 +8,8 @@ import { splitAnnotation, type FoldedStacks } from '../stacks/folded.js';
 import type { CollectResult } from '../collect/session.js';
 import type { StepReport } from '../step/step.js';
 import { symbolsFacts, type SymbolsStepFacts } from '../debug-files/symbols-step.js';
+import type { OffCpuReport } from '../postprocess/offcpu-outputs.js';
+import { offCpuSummary } from './offcpu-summary.js';
 
 /** What the summary reads from a postprocess result (src/postprocess/postprocess.ts PostprocessResult). */
 export interface PostprocessFacts {
@@ -25,6 +27,8 @@ export interface PostprocessFacts {
       brokenChainsByFile?: Record<string, number>;
     };
   };
+  /** The off-CPU profile's figures (collect --off-cpu). */
+  offCpu?: OffCpuReport;
 }
 
 export interface TopFrame {
@@ -159,7 +163,10 @@ export function formatSummary(
   const command = terminalText(result.target.cmdline.join(' '), { maxLength: 90 });
   const lines = [
     `target      ${result.target.pid} (ns pid ${result.target.nspid}) ${command}`,
-    `recorded    ${result.recordedSeconds.toFixed(1)} s at ${result.event}, ${result.record.samples ?? '?'} samples` +
+    `recorded    ${result.recordedSeconds.toFixed(1)} s at ${result.event}` +
+      (result.record.command.includes('--switch-events')
+        ? ` and every switch off the CPU, ${result.record.samples ?? '?'} samples and switches`
+        : `, ${result.record.samples ?? '?'} samples`) +
       (result.record.end === 'duration'
         ? ''
         : result.record.end === 'stopped'
@@ -186,7 +193,9 @@ export function formatSummary(
         lines.push(`  ${percent(t.self, fold.keptSamples).padStart(6)}  ${label}`);
       }
     }
-    lines.push(`flame graph ${where(layout.flamegraphSvg)}`, `tarball     ${where(layout.tarball)}`);
+    lines.push(`flame graph ${where(layout.flamegraphSvg)}`);
+    if (pp.offCpu) lines.push(...offCpuSummary(pp.offCpu), `off-CPU     ${where(layout.offCpuSvg)}`);
+    lines.push(`tarball     ${where(layout.tarball)}`);
   } else {
     lines.push(
       `raw data    ${where(layout.perfData)} (not post-processed: run \`profcpu postprocess --dir ${where('.')}\`)`,

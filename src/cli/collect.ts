@@ -18,6 +18,7 @@ import { microsoftSymbolServer, symbolServerList } from '../debug-files/symbol-s
 import { createReporter, type Reporter } from './reporter.js';
 import { exitNow } from './signals.js';
 import { sidecarSettings } from './sidecar-settings.js';
+import { minBlockOption, parseMinBlock } from './min-block.js';
 
 export interface CollectArgs {
   pid?: number;
@@ -26,6 +27,8 @@ export interface CollectArgs {
   frequency: number;
   unwind: UnwindRequest;
   stackSize?: number;
+  offCpu: boolean;
+  minBlock?: string;
   output?: string;
   event?: string;
   perf?: string;
@@ -60,6 +63,14 @@ export function collectOptions<T>(yargs: Argv<T>) {
         `Bytes of stack copied in each sample when unwinding is mixed (default ${collectDefaults.stackBytes}, ` +
         `up to ${stackCopyLimits.max})`,
     })
+    .option('off-cpu', {
+      type: 'boolean',
+      default: collectDefaults.offCpu,
+      describe:
+        'Record where the target’s threads wait too (every switch off the CPU, with its stack): an off-CPU flame ' +
+        'graph in microseconds blocked beside the CPU one',
+    })
+    .option('min-block', minBlockOption)
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
     .option('event', { type: 'string', describe: 'Perf event (default: cycles where available, else cpu-clock)' })
     .option('postprocess', {
@@ -123,6 +134,10 @@ export function collectOptions<T>(yargs: Argv<T>) {
           );
         if (args.unwind === 'fp')
           throw usage('--stack-size sizes the stack copies of mixed unwinding, not --unwind fp');
+      }
+      if (args['min-block'] !== undefined) {
+        parseMinBlock(String(args['min-block']));
+        if (!args['off-cpu']) throw usage('--min-block goes with --off-cpu');
       }
       if (!(Number(args['snapshot-limit']) > 0)) throw usage('--snapshot-limit must be a positive number of MiB');
       if (!(Number(args['target-timeout']) > 0)) throw usage('--target-timeout must be a positive number of seconds');
@@ -256,6 +271,8 @@ const command: CommandModule<object, CollectArgs> = {
         frequency: args.frequency,
         unwind: args.unwind,
         stackBytes: args.stackSize === undefined ? collectDefaults.stackBytes : Math.ceil(args.stackSize / 8) * 8,
+        offCpu: args.offCpu,
+        ...(args.minBlock !== undefined && { minBlockUs: parseMinBlock(args.minBlock) }),
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         targetTimeoutSeconds: args.targetTimeout,
         scope: args.scope,

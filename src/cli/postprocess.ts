@@ -24,6 +24,8 @@ import { foldFlagOptions, withFoldFlags, type FoldFlagArgs } from './fold-flags.
 import { OutputFolder } from '../files/output-folder.js';
 import { sidecarSettings } from './sidecar-settings.js';
 import { createReporter, type Reporter } from './reporter.js';
+import { minBlockOption, parseMinBlock } from './min-block.js';
+import { offCpuSummary } from './offcpu-summary.js';
 
 interface PostprocessArgs extends FoldFlagArgs {
   /** The positional folder or archive. */
@@ -37,6 +39,7 @@ interface PostprocessArgs extends FoldFlagArgs {
   engine?: Engine;
   force: boolean;
   tarball: boolean;
+  minBlock?: string;
   quiet: boolean;
 }
 
@@ -53,6 +56,9 @@ export function toOptions(args: Omit<PostprocessArgs, 'input' | 'dir' | 'out' | 
     ...(args.engine !== undefined && { engine: args.engine }),
     force: args.force,
     tarball: args.tarball,
+    ...(args.minBlock !== undefined && {
+      offCpu: { ...defaultPostprocessOptions.offCpu, minBlockUs: parseMinBlock(args.minBlock) },
+    }),
   };
 }
 
@@ -118,6 +124,7 @@ const command: CommandModule<object, PostprocessArgs> = {
         default: defaultPostprocessOptions.tarball,
         describe: `Write ${layout.tarball} (--no-tarball to skip)`,
       })
+      .option('min-block', minBlockOption)
       .option('quiet', { type: 'boolean', default: false, alias: 'q', describe: 'No progress lines' })
       .example(
         '$0 postprocess -dir profilings/15-02-11_2026-11-22',
@@ -226,6 +233,7 @@ function summary(result: PostprocessResult, filtered: boolean): string {
       .map((name) => `  ${relative(process.cwd(), result.files[name]!)}`),
   ];
   lines.push(...eventLines(result, filtered), ...jitNameLines(result));
+  if (result.offCpu) lines.push(...offCpuSummary(result.offCpu));
   const perfScript = result.files[layout.perfScript];
   if (perfScript) lines.push(`FlameScope: point it at the folder ${relative(process.cwd(), dirname(perfScript))}/`);
   return `${lines.join('\n')}\n`;

@@ -21,6 +21,13 @@ export interface CollectOptions {
   unwind: UnwindRequest;
   /** The stack copied in each sample when unwinding is mixed, in bytes. */
   stackBytes: number;
+  /**
+   * Record the target's time off the CPU as well (every switch of its threads, with the stack it blocked at): the
+   * off-CPU flame graph beside the CPU one (src/engine/offcpu/). Default false.
+   */
+  offCpu: boolean;
+  /** Stretches off the CPU shorter than this many microseconds are left out of the off-CPU profile, counted. */
+  minBlockUs: number;
   /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
   event?: string;
   /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */
@@ -68,6 +75,9 @@ export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   // (16 KiB left 0.6% and 2.6% of their samples cut, in the GC's and the JIT's deepest frames); perf's default is 8192.
   stackBytes: 32768,
   scope: 'auto',
+  offCpu: false,
+  // bcc's offcputime's default: the switches of a lock handed over at once weigh nothing, and are most of them.
+  minBlockUs: 1,
   postprocess: true,
   // Often enough that a target exiting mid-recording leaves a copy at most a second old; a copy happens only when
   // the file changed, so a quiet target costs one stat per file.

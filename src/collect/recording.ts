@@ -35,6 +35,8 @@ export interface RecordTargetParams {
   noBuildIds?: boolean;
   /** How call chains are recorded (unwind-choice.ts). Default: by frame pointer. */
   unwind?: UnwindPlan;
+  /** perf compresses its records (see RecordOptions). Default false. */
+  compress?: boolean;
   snapshotter: Pick<TargetSnapshotter, 'refresh'>;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
@@ -146,7 +148,7 @@ class PerfRun {
 }
 
 function recordOptions(params: RecordTargetParams): RecordOptions {
-  const { options, target, dir, event, scope, buildIdMmap, noBuildIds, unwind } = params;
+  const { options, target, dir, event, scope, buildIdMmap, noBuildIds, unwind, compress } = params;
   return {
     pid: target.pid,
     output: join(dir, layout.perfData),
@@ -156,7 +158,8 @@ function recordOptions(params: RecordTargetParams): RecordOptions {
     buildIdMmap: buildIdMmap ?? false,
     noBuildIds: noBuildIds ?? false,
     callGraph: unwind?.kind === 'mixed' ? { kind: 'dwarf', stackBytes: unwind.stackBytes } : { kind: 'fp' },
-    compress: unwind?.kind === 'mixed' && unwind.compress,
+    compress: compress ?? false,
+    offCpu: options.offCpu,
     stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
 }

@@ -28,7 +28,7 @@ export type { RecordingProgress } from './recording.js';
 /** The postprocess stage as collect calls it (src/postprocess/postprocess.ts), injected to keep this file testable. */
 export type PostprocessRun<R> = (
   dir: string,
-  options: { perfPath: string },
+  options: { perfPath: string; offCpu?: { minBlockUs: number; preempted: boolean } },
   context: {
     signal?: AbortSignal;
     warn?: Warn;
@@ -106,6 +106,8 @@ interface RecordPlan {
   noBuildIds: boolean;
   /** How call chains are recorded, and why. */
   unwind: UnwindPlan;
+  /** perf can compress its records (zstd). */
+  perfCompresses: boolean;
 }
 
 export async function collect<R>(
@@ -282,6 +284,7 @@ async function preflight<R>(session: Session<R>, target: TargetInfo, dir: string
     buildIdMmap: buildIdMmapWorks(facts.perfVersion, facts.kernelRelease),
     noBuildIds: false,
     unwind,
+    perfCompresses: facts.perfCompresses ?? false,
   };
 }
 
@@ -380,8 +383,9 @@ async function record<R>(
   const { unwind } = plan;
   const unwinding =
     unwind.kind === 'mixed' ? `, a ${unwind.stackBytes}-byte stack copy a sample for mixed unwinding` : '';
+  const offCpu = options.offCpu ? ', and every switch off the CPU' : '';
   info(
-    `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding}); ` +
+    `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding})${offCpu}; ` +
       'Ctrl-C stops early',
   );
   const recorded = await recordTarget({
@@ -393,6 +397,7 @@ async function record<R>(
     buildIdMmap: plan.buildIdMmap,
     noBuildIds: plan.noBuildIds,
     unwind,
+    compress: unwind.kind === 'mixed' ? unwind.compress : options.offCpu && plan.perfCompresses,
     snapshotter,
     signal,
     onRetry: warn,
@@ -408,7 +413,10 @@ async function postprocessFolder<R>(session: Session<R>, run: PostprocessRun<R>,
   const { options, signal, warn, info } = session;
   return run(
     result.dir,
-    { perfPath: options.perfPath },
+    {
+      perfPath: options.perfPath,
+      ...(options.offCpu && { offCpu: { minBlockUs: options.minBlockUs, preempted: false } }),
+    },
     { signal, warn, progress: info, manifestExtra: { collect: manifestEntry(result, options) } },
   ).catch((error: unknown) => {
     // A terminal's second Ctrl-C also reaches perf script directly, which then fails on its own: still an abort.
@@ -489,6 +497,7 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
         compressed: result.unwind.compress,
       }),
       ...(options.unwind === 'auto' && { unwindChosenBecause: result.unwind.reason }),
+      ...(options.offCpu && { offCpu: true, minBlockUs: options.minBlockUs }),
     },
     record: {
       command: result.record.command,

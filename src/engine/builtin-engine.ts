@@ -67,6 +67,8 @@ export interface BuiltinEngineOptions {
   /** Only `--pid=N` (or `--pid N,M`) is read here. */
   perfScriptArgs: readonly string[];
   progressIntervalMs: number;
+  /** Events whose samples are left out (an off-CPU recording's switches: see ScriptTextOptions). Default: none. */
+  skipEvents?: ReadonlySet<string>;
 }
 
 export async function runBuiltinAndFold(
@@ -113,7 +115,7 @@ export async function runBuiltinAndFold(
             signal: loadsAhead.signal,
           });
           pltRenamed = symbols.sources.pltRenamed;
-          writer = new ScriptTextWriter(symbols, output, { pids });
+          writer = new ScriptTextWriter(symbols, output, { pids, skipEvents: opts.skipEvents });
           await writer.header(header);
         },
         event(event) {

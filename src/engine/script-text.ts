@@ -121,6 +121,11 @@ export interface ScriptTextOptions {
    * switch-out sample's thread stayed off the CPU, and weighs by it. Default false: perf script's default fields.
    */
   periodAlways: boolean;
+  /**
+   * Events whose samples are left out (perf script would print them): an off-CPU recording's switches, folded apart
+   * (src/engine/offcpu/), out of the CPU profile. Default: none.
+   */
+  skipEvents: ReadonlySet<string> | undefined;
 }
 
 /** The high word of the lowest kernel address (0xffff800000000000). */
@@ -281,6 +286,8 @@ export class ScriptTextWriter {
   private nameWidth = 0;
   private style: ScriptStyle = styleOf(undefined);
   private names: string[] = [];
+  /** By attribute index: its samples are left out (options.skipEvents). */
+  private skipped: boolean[] = [];
   private layouts: SampleLayout[] = [];
   private readonly frames: ScriptFrame[] = [];
   private readonly options: ScriptTextOptions;
@@ -330,6 +337,7 @@ export class ScriptTextWriter {
       maxStack: maxStackDefault,
       maxCachedLines: maxCachedLinesDefault,
       periodAlways: false,
+      skipEvents: undefined,
       ...options,
     };
   }
@@ -338,6 +346,7 @@ export class ScriptTextWriter {
   async header(header: PerfDataHeader): Promise<void> {
     this.style = styleOf(header.features.perfVersion);
     this.names = header.attrs.map((attr) => attr.name ?? '[unknown]');
+    this.skipped = this.names.map((name) => this.options.skipEvents?.has(name) ?? false);
     this.layouts = sampleLayouts(header.attrs, header.mode === 'pipe');
     if (this.options.periodAlways) for (const layout of this.layouts) layout.period = true;
     this.nameWidth = Math.max(0, ...this.names.map((name) => name.length));
@@ -466,6 +475,7 @@ export class ScriptTextWriter {
 
   private sample(sample: SampleEvent): void | Promise<void> {
     if (this.options.pids && !this.options.pids.has(sample.pid)) return;
+    if (this.skipped[sample.attr]) return;
     this.samples++;
     const thread = this.thread(sample.pid, sample.tid);
     const layout = this.layouts[sample.attr] ?? defaultLayout;

@@ -47,6 +47,14 @@ export const layout = Object.freeze({
   flamegraphSvg: 'flamegraph.svg',
   flamegraphHtml: 'flamegraph.html',
   speedscope: 'speedscope.json',
+  /**
+   * The off-CPU profile of a recording made with `collect --off-cpu` (src/postprocess/offcpu-outputs.ts): folded
+   * stacks weighed in microseconds off the CPU, its flame graphs in milliseconds blocked, speedscope in microseconds.
+   */
+  offCpuFolded: 'offcpu_folded_stacks.out',
+  offCpuSvg: 'offcpu.svg',
+  offCpuHtml: 'offcpu.html',
+  offCpuSpeedscope: 'offcpu_speedscope.json',
   manifest: 'manifest.json',
   tarball: 'prof.tar.gz',
 });

@@ -46,7 +46,16 @@ export interface RecordOptions {
    * a file on a FUSE mount that stopped answering blocks it for good. Default 120 s.
    */
   stopTimeoutMs?: number;
+  /**
+   * Record the target's time off the CPU too (`--off-cpu`): every switch of its threads off the CPU
+   * (`sched:sched_switch`, with a frame-pointer call chain) and the kernel's switch records (`--switch-events`), which
+   * say when each thread ran again (src/engine/offcpu/). Default false.
+   */
+  offCpu?: boolean;
 }
+
+/** The scheduler's tracepoint an off-CPU recording samples at every switch. */
+export const switchTracepoint = 'sched:sched_switch';
 
 export type CallGraph = { kind: 'fp' } | { kind: 'dwarf'; stackBytes: number };
 
@@ -67,25 +76,71 @@ export const stackCopyLimits = Object.freeze({ min: 8, max: 65528 });
  * PID namespace ending) leaves a file that holds every sample but the last few (src/perf/recover.ts finishes it).
  */
 export function recordArgs(options: RecordOptions): string[] {
+  const frequency = options.frequency ?? recordDefaults.frequency;
+  const event = options.event ?? recordDefaults.event;
+  const callGraph = options.callGraph ?? { kind: 'fp' };
   return [
     'record',
     '-N',
-    '--no-buffering',
+    // An off-CPU recording writes a record at every switch (tens of thousands a second): perf woken for each would
+    // cost the target more than the switches themselves. Its buffers are written as they fill instead.
+    ...(options.offCpu ? [] : ['--no-buffering']),
     ...(options.noBuildIds ? ['-B'] : options.buildIdMmap ? ['--buildid-mmap'] : []),
     '-D',
     '1',
-    '-F',
-    String(options.frequency ?? recordDefaults.frequency),
-    ...callGraphArgs(options.callGraph ?? { kind: 'fp' }),
-    ...(options.compress ? ['-z'] : []),
-    '-k',
-    '1',
-    '-e',
-    options.event ?? recordDefaults.event,
+    ...(options.offCpu
+      ? [
+          ...(options.compress ? ['-z'] : []),
+          ...offCpuEvents(event, frequency, callGraph, options.scope?.kind === 'cgroup'),
+        ]
+      : [
+          '-F',
+          String(frequency),
+          ...callGraphArgs(callGraph),
+          ...(options.compress ? ['-z'] : []),
+          '-k',
+          '1',
+          '-e',
+          event,
+        ]),
     // -G applies to the events given before it.
     ...(options.scope?.kind === 'cgroup' ? ['-a', '-G', options.scope.cgroup] : ['-p', String(options.pid)]),
     '-o',
     options.output,
+  ];
+}
+
+/**
+ * The stack copied at each switch off the CPU when unwinding is mixed: .NET waits all go through glibc's futex wait,
+ * which keeps no frame pointer, so a frame-pointer chain stops there; from a copy, CFI steps through glibc and frame
+ * pointers through the runtime and .NET's code, as far as the copy reaches. 16 KiB holds the waits of the .NET
+ * fixtures whole; a switch is far more frequent than a CPU sample, so it is half the CPU samples' default.
+ */
+export const switchStackBytes = 16384;
+
+/**
+ * The events of an off-CPU recording. perf's -F and --call-graph would apply to the tracepoint too (sampling switches
+ * at 99 Hz, and with DWARF call graphs dropping the user frames of frame-pointer chains), so the CPU event carries its
+ * frequency and call graph as its own terms, named back to the event's name, and the tracepoint takes every switch
+ * (its period of 1) with its own call graph: a stack copy of switchStackBytes at most when unwinding is mixed, else a
+ * frame-pointer chain (-g). Recording a cgroup, a dummy event first takes the tracking records and `--switch-events`'
+ * records under the same -G: perf's own (added with no cgroup) would write every switch of every process on the
+ * machine.
+ */
+function offCpuEvents(event: string, frequency: number, callGraph: CallGraph, cgroup: boolean): string[] {
+  const dwarf = (bytes: number) => `call-graph=dwarf,stack-size=${bytes}`;
+  const cpuTerms = [`freq=${frequency}`, ...(callGraph.kind === 'dwarf' ? [dwarf(callGraph.stackBytes)] : [])];
+  const switchTerms = callGraph.kind === 'dwarf' ? `/${dwarf(Math.min(callGraph.stackBytes, switchStackBytes))}/` : '';
+  return [
+    '-g',
+    '-k',
+    '1',
+    ...(cgroup ? ['-e', 'dummy'] : []),
+    '-e',
+    `${event}/${cpuTerms.join(',')},name=${event}/`,
+    '-e',
+    `${switchTracepoint}${switchTerms}`,
+    '--switch-events',
   ];
 }
 

@@ -36,13 +36,15 @@ import { placePerfMaps, type PerfMapPlacement } from '../jit/perf-maps.js';
 import { buildIdView, type BuildIdView } from '../binaries/buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
-import { runBuiltinAndFold } from '../engine/builtin-engine.js';
+import { runBuiltinAndFold, type BuiltinEngineOptions } from '../engine/builtin-engine.js';
 import { builtinShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
 import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
 import { ibtPltTables } from '../engine/frame-symbols.js';
 import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
 import type { UnwindTally } from '../engine/unwind/sample-unwind.js';
 import type { PerfMapUse } from '../jit/jit-maps.js';
+import { offCpuRecording, switchEvent } from '../engine/offcpu/offcpu-fold.js';
+import { defaultOffCpuOptions, writeOffCpuOutputs, type OffCpuOptions, type OffCpuReport } from './offcpu-outputs.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
 export type FrameResolverFactory = (
@@ -93,6 +95,12 @@ export interface PostprocessOptions {
    * (test/engine/perf-corpus.test.ts, engines.test.ts), with no perf installed.
    */
   engine: Engine | 'auto';
+  /**
+   * The off-CPU profile of a recording made with `collect --off-cpu` (offcpu-outputs.ts): the shortest stretch off the
+   * CPU kept, and whether time waiting for a CPU counts. Always read by the built-in engine: perf script does not pair
+   * a thread's switches.
+   */
+  offCpu: OffCpuOptions;
 }
 
 export type { Engine } from '../engine/engine-choice.js';
@@ -121,6 +129,7 @@ export const defaultPostprocessOptions: Readonly<PostprocessOptions> = Object.fr
   isolate: true,
   progressIntervalMs: 1000,
   engine: 'auto',
+  offCpu: defaultOffCpuOptions,
 });
 
 export interface PostprocessContext {
@@ -138,6 +147,8 @@ export interface PostprocessResult {
   files: Record<string, string>;
   fold: FoldResult;
   manifest: Manifest;
+  /** The off-CPU profile's figures, when the recording holds the switches (`collect --off-cpu`). */
+  offCpu?: OffCpuReport;
 }
 
 export async function postprocess(
@@ -199,7 +210,8 @@ async function postprocessFolder(
   const { durationsMs, timed } = phaseTimer();
   const recovered = await finishPerfData(folder, warn, signal);
   const chosen = await chooseEngine(run, options, warn, shortfall);
-  const opts = { ...(await withTargetFilter(folder, options)), engine: chosen.engine };
+  const offCpu = chosen.header && offCpuRecording(chosen.header);
+  const opts = withCpuEvent({ ...(await withTargetFilter(folder, options)), engine: chosen.engine }, offCpu);
   const { perfVersionPromise, resolving, outputs, rawHashes } = startAlongside(run, opts, warn, signal);
   let tarball: TarballWriter | undefined;
   try {
@@ -211,9 +223,29 @@ async function postprocessFolder(
     const engineContext = { signal, warn, progress, euid: run.euid, archive, header: chosen.header };
     const script = await timed('perfScript', () => readRecording(folder, opts, outputs, engineContext, resolving));
     const { fold } = script;
-    checkSamples(fold, dir);
+    // A target that waited the whole time took no CPU sample: its off-CPU profile is what was asked for.
+    if (offCpu && fold.keptSamples === 0)
+      warn(`no ${offCpu.cpuEvent} samples of the target: it was off the CPU the whole time (see ${layout.offCpuSvg})`);
+    else checkSamples(fold, dir);
     const naming = reportNaming(script, context.manifestExtra, warn);
     await timed('render', () => writeRenders(outputs, fold, opts, signal, archiveInto(tarball, outputs)));
+    const offCpuReport =
+      offCpu &&
+      (await timed('offCpu', async () =>
+        writeOffCpuOutputs(
+          folder,
+          outputs,
+          {
+            offCpu: opts.offCpu,
+            fold: opts.fold,
+            pids: pidsOf(opts.perfScriptArgs),
+            ...(opts.title !== undefined && { title: opts.title }),
+          },
+          { signal, warn, resolver: script.resolver },
+          archiveInto(tarball, outputs),
+        ),
+      ));
+    if (offCpuReport && fold.keptSamples === 0 && offCpuReport.blockedUs === 0) checkSamples(fold, dir);
     const files = await outputs.commit();
 
     // Phases after this point cannot time themselves into the manifest they write.
@@ -229,12 +261,13 @@ async function postprocessFolder(
         samples: sampleCounts(fold),
         skipped: fold.skipped,
         naming,
+        ...(offCpuReport && { offCpu: offCpuReport }),
       },
       { rawHashes, extra: context.manifestExtra, warn, signal },
     );
     Object.assign(files, await outputs.commit());
     if (tarball) files[layout.tarball] = await finishTarball(tarball, { signal, warn, progress });
-    return { dir, files, fold, manifest };
+    return { dir, files, fold, manifest, ...(offCpuReport && { offCpu: offCpuReport }) };
   } finally {
     await tarball?.abandon();
     await outputs.discard();
@@ -286,7 +319,7 @@ async function perfScriptCommand(opts: PostprocessOptions): Promise<string[] | u
 /** The recording read by the chosen engine: its text written to the FlameScope file and folded. */
 function readRecording(
   folder: OutputFolder,
-  opts: PostprocessOptions,
+  opts: PostprocessOptions & Pick<BuiltinEngineOptions, 'skipEvents'>,
   outputs: PartialOutputs,
   context: ScriptContext,
   resolving: Promise<FrameResolver | undefined>,
@@ -388,7 +421,13 @@ async function chooseEngine(
   warn: Warn,
   found?: Shortfall,
 ): Promise<{ engine: Engine; handOver?: string; header?: PerfDataHeader }> {
-  if (options.engine === 'perf') return { engine: 'perf' };
+  if (options.engine === 'perf') {
+    // The header still says whether the recording holds an off-CPU profile (which the built-in engine reads).
+    const inspected = await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData }).catch(
+      () => undefined,
+    );
+    return { engine: 'perf', ...(inspected && { header: inspected.header }) };
+  }
   // perf.data's header comes along, for perf script's run when it reads the recording (runScriptAndFold).
   const outline = found ? undefined : await inspectPerfData(join(run.dir, layout.perfData), { name: layout.perfData });
   const header = outline?.header;
@@ -413,6 +452,28 @@ class BuiltinShortfall extends Error {
   constructor(override readonly cause: ProfcpuError) {
     super(cause.message);
   }
+}
+
+/**
+ * An off-CPU recording's CPU profile is its CPU event's samples only: the fold keeps that event (perf script prints the
+ * switches too), the built-in engine leaves the switches out of the FlameScope text as well.
+ */
+function withCpuEvent(
+  opts: PostprocessOptions,
+  offCpu: { cpuEvent: string } | undefined,
+): PostprocessOptions & Pick<BuiltinEngineOptions, 'skipEvents'> {
+  if (!offCpu) return opts;
+  return {
+    ...opts,
+    fold: { ...opts.fold, eventFilter: opts.fold.eventFilter || offCpu.cpuEvent },
+    skipEvents: new Set([switchEvent]),
+  };
+}
+
+/** The processes `--pid=N[,M]` among perf script's arguments keeps (the off-CPU fold keeps the same). */
+function pidsOf(args: readonly string[]): ReadonlySet<number> | undefined {
+  const pids = args.flatMap((arg) => /^--pid=(\d+(?:,\d+)*)$/.exec(arg)?.[1]?.split(',').map(Number) ?? []);
+  return pids.length > 0 ? new Set(pids) : undefined;
 }
 
 /** A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples. */

@@ -6,6 +6,8 @@ import type { FrameStyle } from './frames.js';
 export type PaletteName =
   /** .NET: managed green, native red, kernel orange, inlined aqua, unknown grey (default). */
   | 'dotnet'
+  /** Off-CPU time: the kinds of .NET's palette in cool colours, managed aqua, native blue, kernel purple. */
+  | 'cool'
   /** flamegraph.pl's default: every frame red to yellow by name. */
   | 'hot'
   /** flamegraph.pl's java palette: `_[j]` green, `_[i]` aqua, `_[k]` orange, `::` yellow, the rest red. */
@@ -22,6 +24,7 @@ export type PaletteName =
 
 export const paletteNames: readonly PaletteName[] = Object.freeze([
   'dotnet',
+  'cool',
   'hot',
   'java',
   'mem',
@@ -67,6 +70,8 @@ export function frameColor(palette: PaletteName, style: FrameStyle, name: string
       return rgb(80 + 60 * v1, 80 + 60 * v1, 190 + 55 * v2);
     case 'dotnet':
       return hue(dotnetHues[style], v1);
+    case 'cool':
+      return hue(coolHues[style], v1);
     case 'java':
       return hue(
         style === 'native' || style === 'unknown' ? (name.includes('::') ? 'yellow' : 'red') : javaHues[style],
@@ -88,6 +93,13 @@ const dotnetHues: Readonly<Record<Exclude<FrameStyle, 'merged'>, Hue>> = {
   native: 'red',
   kernel: 'orange',
   inline: 'aqua',
+  unknown: 'grey',
+};
+const coolHues: Readonly<Record<Exclude<FrameStyle, 'merged'>, Hue>> = {
+  managed: 'aqua',
+  native: 'blue',
+  kernel: 'purple',
+  inline: 'green',
   unknown: 'grey',
 };
 const javaHues: Readonly<Record<'managed' | 'kernel' | 'inline', Hue>> = {

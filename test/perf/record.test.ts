@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isProfcpuError } from '../../src/error.js';
-import { buildIdMmapWorks, parseRecordSummary, recordArgs, startRecord } from '../../src/perf/record.js';
+import {
+  buildIdMmapWorks,
+  parseRecordSummary,
+  recordArgs,
+  startRecord,
+  type CallGraph,
+} from '../../src/perf/record.js';
+import type { RecordScope } from '../../src/perf/record-scope.js';
 import { startNodeBurn } from '../fixtures/node-burn/node-burn.js';
 import { canRecord, needCommand } from '../support/requirements.js';
 import { nonexistentPid } from '../support/processes.js';
@@ -45,6 +52,30 @@ test('recordArgs: frame-pointer call graphs, CLOCK_MONOTONIC for jitdump, one pr
     'cycles',
     '-p',
   ]);
+});
+
+test('recordArgs --off-cpu: the CPU event keeps its frequency and call graph, the tracepoint takes every switch', () => {
+  const args = (callGraph: CallGraph, scope?: RecordScope) =>
+    recordArgs({ pid: 42, output: 'p', offCpu: true, compress: true, callGraph, ...(scope && { scope }) }).join(' ');
+  assert.equal(
+    args({ kind: 'fp' }),
+    'record -N -D 1 -z -g -k 1 -e cpu-clock/freq=99,name=cpu-clock/ -e sched:sched_switch --switch-events -p 42 -o p',
+  );
+  // Mixed: the switches' stack copies are half the CPU samples' at most.
+  assert.equal(
+    args({ kind: 'dwarf', stackBytes: 32768 }),
+    'record -N -D 1 -z -g -k 1 -e cpu-clock/freq=99,call-graph=dwarf,stack-size=32768,name=cpu-clock/ ' +
+      '-e sched:sched_switch/call-graph=dwarf,stack-size=16384/ --switch-events -p 42 -o p',
+  );
+  assert.match(
+    args({ kind: 'dwarf', stackBytes: 4096 }),
+    / -e sched:sched_switch\/call-graph=dwarf,stack-size=4096\/ /,
+  );
+  // A cgroup: a dummy event first takes the switch records under the same -G.
+  assert.match(
+    args({ kind: 'fp' }, { kind: 'cgroup', cgroup: 'app' }),
+    / -e dummy -e cpu-clock\/freq=99,name=cpu-clock\/ -e sched:sched_switch --switch-events -a -G app -o p$/,
+  );
 });
 
 test('buildIdMmapWorks wants perf and kernel 5.12 or later', () => {

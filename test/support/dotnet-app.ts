@@ -38,7 +38,7 @@ export const dotnetVersions: readonly DotnetVersion[] = [8, 9, 10];
 const nugetSource = process.env['PROFCPU_TEST_NUGET_SOURCE'] ?? 'https://api.nuget.org/v3/index.json';
 
 /** The workloads the app knows (see its README). */
-export type DotnetAppWorkload = 'generic' | 'async' | 'linq' | 'alloc';
+export type DotnetAppWorkload = 'generic' | 'async' | 'linq' | 'alloc' | 'waits';
 
 export interface DotnetAppOptions {
   /** Which .NET the app runs on (default 10, the SDK's shared framework; 8 and 9 are self-contained). */

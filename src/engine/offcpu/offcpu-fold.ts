@@ -14,13 +14,25 @@ import type { FrameResolver } from '../../stacks/frame-name.js';
 import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
 import { builtinEngineSymbols, recordedHere } from '../frame-symbols.js';
-import { readPerfDataFile } from '../perf-data/reader.js';
+import { readPerfDataFile, type PerfDataHeader } from '../perf-data/reader.js';
 import type { SampleEvent } from '../perf-data/records.js';
 import { ScriptTextWriter, type ScriptFrame, type ScriptSink } from '../script-text.js';
 import { SwitchPairing, type PairingCounts } from './switch-pairing.js';
+import type { UnwindTally } from '../unwind/sample-unwind.js';
 
 /** The event whose samples are the switch-outs. */
 export const switchEvent = 'sched:sched_switch';
+
+/**
+ * A recording `collect --off-cpu` made: the switch tracepoint beside a CPU event (the first other one that samples;
+ * perf's dummy events never do). Its CPU profile leaves the switches out; they make the off-CPU profile. A recording
+ * of the switches alone is folded as any other, by count.
+ */
+export function offCpuRecording(header: Pick<PerfDataHeader, 'attrs'>): { cpuEvent: string } | undefined {
+  if (!header.attrs.some((attr) => attr.name === switchEvent)) return undefined;
+  const cpu = header.attrs.find((attr) => attr.name !== switchEvent && !(attr.type === 1 && attr.config === 9n));
+  return cpu?.name === undefined ? undefined : { cpuEvent: cpu.name };
+}
 
 export interface OffCpuFold {
   /** Folded stacks, each weighed in microseconds off the CPU. */
@@ -32,6 +44,8 @@ export interface OffCpuFold {
   intervals: { blocked: number; preempted: number; open: number; short: number };
   /** Switch records with no partner (pairing's counts). */
   unpaired: PairingCounts;
+  /** How the switches' stack copies were unwound (mixed unwinding), when they had some. */
+  unwound?: UnwindTally;
 }
 
 export interface OffCpuFoldOptions {
@@ -40,6 +54,8 @@ export interface OffCpuFoldOptions {
   preempted?: boolean;
   /** Stretches shorter than this many microseconds are dropped, counted. Default 0. */
   minBlockUs?: number;
+  /** Keep only these processes' threads (a cgroup's recording holds its other processes too). Default: all. */
+  pids?: ReadonlySet<number> | undefined;
 }
 
 /** Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's). */
@@ -58,6 +74,19 @@ class FoldSink implements ScriptSink {
   }
 }
 
+/**
+ * A sample to hold until its thread comes back: its arrays copied, as the reader's buffers they view (a decompressed
+ * window, a callchain slab) are reused by the records read meanwhile.
+ */
+function held(sample: SampleEvent): SampleEvent {
+  return {
+    ...sample,
+    callchain: sample.callchain?.slice(),
+    ...(sample.userRegs && { userRegs: { ...sample.userRegs, values: sample.userRegs.values.slice() } }),
+    ...(sample.userStack && { userStack: sample.userStack.slice() }),
+  };
+}
+
 /** Folds `folder`'s perf.data by time off the CPU (see the top of this file). */
 export async function foldOffCpu(
   folder: OutputFolder,
@@ -65,11 +94,13 @@ export async function foldOffCpu(
   context: { signal?: AbortSignal; warn: Warn; resolver?: FrameResolver },
 ): Promise<OffCpuFold> {
   const { warn, signal } = context;
-  const stackFolder = new StackFolder({ ...options.fold, weight: 'period' }, warn, context.resolver);
+  const fold = { ...options.fold, eventFilter: switchEvent, weight: 'period' as const };
+  const stackFolder = new StackFolder(fold, warn, context.resolver);
   const sink = new FoldSink(stackFolder);
   const pairing = new SwitchPairing<SampleEvent>();
   const intervals = { blocked: 0, preempted: 0, open: 0, short: 0 };
   const minNs = (options.minBlockUs ?? 0) * 1000;
+  const pids = options.pids;
   const copies = await mapsToPlace(folder, warn);
   let writer: ScriptTextWriter | undefined;
   let switchAttr = -1;
@@ -96,12 +127,12 @@ export async function foldOffCpu(
       async event(event) {
         if (event.time !== undefined) last = Math.max(last, Number(event.time));
         if (event.kind === 'sample') {
-          if (event.attr === switchAttr && event.time !== undefined)
-            pairing.switchedOut(event.pid, event.tid, Number(event.time), event);
+          if (event.attr === switchAttr && event.time !== undefined && (!pids || pids.has(event.pid)))
+            pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
           return;
         }
         if (event.kind === 'switch') {
-          if (event.time === undefined) return;
+          if (event.time === undefined || (pids && !pids.has(event.pid))) return;
           const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
           if (interval) await write(interval.stack, interval.ns, interval.preempted, false);
           return;
@@ -112,5 +143,6 @@ export async function foldOffCpu(
     { signal, name: layout.perfData },
   );
   for (const interval of pairing.finish(last)) await write(interval.stack, interval.ns, interval.preempted, true);
-  return { fold: stackFolder.end(), intervals, unpaired: pairing.counts };
+  const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
+  return { fold: stackFolder.end(), intervals, unpaired: pairing.counts, ...(unwound && { unwound }) };
 }
