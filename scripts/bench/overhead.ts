@@ -6,7 +6,9 @@
 // CLI (`npm run build`).
 // PROFCPU_BENCH_WINDOWS windows of each kind (default 8), PROFCPU_BENCH_SECONDS their length (default 10),
 // PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup,
-// PROFCPU_BENCH_UNWIND the collect --unwind (default auto, collect's; the data line says which was used).
+// PROFCPU_BENCH_UNWIND the collect --unwind (default auto, collect's; the data line says which was used),
+// PROFCPU_BENCH_OFFCPU=1 records with --off-cpu (every switch off the CPU too; the data line says so, with the offCpu
+// phase of postprocess).
 import { execFileSync, spawn } from 'node:child_process';
 import { cp, mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -20,6 +22,7 @@ const windows = Number(process.env['PROFCPU_BENCH_WINDOWS'] ?? 8);
 const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
 const scope = process.env['PROFCPU_BENCH_SCOPE'] ?? 'auto';
 const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'auto';
+const offCpu = process.env['PROFCPU_BENCH_OFFCPU'] === '1';
 const port = 18_000 + (process.pid % 1000);
 const url = `http://127.0.0.1:${port}/work`;
 const work = join(root, 'bench-out', 'overhead');
@@ -99,6 +102,7 @@ try {
       [cliPath, 'collect', '--pid', String(app.pid), '--duration', String(seconds + 2), '--scope', scope].concat([
         '--unwind',
         unwind,
+        ...(offCpu ? ['--off-cpu'] : []),
         '--symbols',
         'none',
         '--output',
@@ -117,13 +121,13 @@ try {
         record: { seconds: number; scope: { kind: string } };
         cpuMs: { perf?: number; profcpu: number };
       };
-      postprocess: { durationsMs: { perfScript: number } };
+      postprocess: { durationsMs: { perfScript: number; offCpu?: number } };
     };
     const { record, cpuMs, options } = manifest.collect;
     used.add(`${options.unwind}${options.compressed ? ', compressed' : ''}`);
     const bytes = (await stat(join(out, 'perf.data'))).size;
     dataRates.push(bytes / record.seconds);
-    postprocessMs.push(manifest.postprocess.durationsMs.perfScript);
+    postprocessMs.push(manifest.postprocess.durationsMs.perfScript + (manifest.postprocess.durationsMs.offCpu ?? 0));
     perfShare.push((cpuMs.perf ?? NaN) / (record.seconds * 1000));
     profcpuShare.push(cpuMs.profcpu / (record.seconds * 1000));
     console.log(
@@ -140,7 +144,7 @@ try {
       `profcpu median ${(median(profcpuShare) * 100).toFixed(1)} % of a core while recording`,
   );
   console.log(
-    `data        --unwind ${unwind} (${[...used].join('; ')}): perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
+    `data        --unwind ${unwind}${offCpu ? ' --off-cpu' : ''} (${[...used].join('; ')}): perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
       `reading it (perf.data to folded stacks) median ${median(postprocessMs).toFixed(0)} ms`,
   );
 } finally {
