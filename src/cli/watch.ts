@@ -160,7 +160,15 @@ export function rulesFromFlags(args: WatchArgs): WatchRules {
         name: 'rule1',
         ...(Object.keys(filters).length > 0 && { filters }),
         trigger,
-        actions: [{ kind: 'profile', duration: args.duration, frequency: args.frequency }],
+        actions: [
+          {
+            kind: 'profile',
+            duration: args.duration,
+            frequency: args.frequency,
+            unwind: args.unwind,
+            ...(args.offCpu && { offCpu: true }),
+          },
+        ],
         limits,
       },
     ],

@@ -65,6 +65,7 @@ export function profileAction<R extends PostprocessFigures>(
         durationSeconds: request.action.durationSeconds,
         frequency: request.action.frequency,
         ...(request.action.unwind && { unwind: request.action.unwind }),
+        ...(request.action.offCpu && { offCpu: true }),
       },
       {
         stop: context.stop,

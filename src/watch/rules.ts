@@ -41,6 +41,8 @@ export type Action =
       frequency: number;
       /** collect's --unwind, when the rule sets it (collect's default otherwise). */
       unwind?: UnwindRequest;
+      /** collect's --off-cpu: where the threads waited too. Default false. */
+      offCpu?: boolean;
     }
   | { kind: 'dump'; /** full, heap, mini, triage (dotnet-dump's). */ type: string };
 
@@ -242,16 +244,19 @@ function trigger(value: unknown, field: string): Trigger {
 }
 
 function action(value: unknown, field: string, availability: ActionAvailability): Action {
-  const raw = object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'type']);
+  const raw = object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu', 'type']);
   const kind = oneOf(raw['kind'], `${field}.kind`, ['profile', 'dump'] as const);
   if (kind === 'profile') {
-    object(value, field, ['kind', 'duration', 'frequency', 'unwind']);
+    object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu']);
+    if (raw['offCpu'] !== undefined && typeof raw['offCpu'] !== 'boolean')
+      throw rulesError(`${field}.offCpu`, `${JSON.stringify(raw['offCpu'])} is not true or false`);
     const unwind =
       raw['unwind'] === undefined
         ? undefined
         : oneOf(raw['unwind'], `${field}.unwind`, ['auto', 'fp', 'mixed'] as const);
     return {
       ...(unwind && { unwind }),
+      ...(raw['offCpu'] === true && { offCpu: true }),
       kind: 'profile',
       durationSeconds:
         raw['duration'] === undefined

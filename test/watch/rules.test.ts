@@ -82,6 +82,18 @@ test('a profile action may ask for mixed unwinding, and only auto, fp or mixed',
   );
 });
 
+test('a profile action may ask for the off-CPU profile, with true or false', () => {
+  const rules = validateRules({ rules: [{ trigger: cpu, actions: [{ kind: 'profile', offCpu: true }] }] });
+  assert.deepEqual(rules.rules[0]!.actions, [{ kind: 'profile', ...ruleDefaults.profile, offCpu: true }]);
+  const off = validateRules({ rules: [{ trigger: cpu, actions: [{ kind: 'profile', offCpu: false }] }] });
+  assert.deepEqual(off.rules[0]!.actions, [{ kind: 'profile', ...ruleDefaults.profile }]);
+  rejects(
+    { rules: [{ trigger: cpu, actions: [{ kind: 'profile', offCpu: 'yes' }] }] },
+    'rules[0].actions[0].offCpu',
+    /true or false/,
+  );
+});
+
 test('each mistake is an error naming its field', () => {
   rejects({}, 'rules', /list of 1 to 64 rules/);
   rejects({ rules: [{ trigger: cpu }], retentoin: {} }, 'retentoin', /unknown field \(known: rules, retention\)/);
