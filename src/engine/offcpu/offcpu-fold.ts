@@ -25,12 +25,14 @@ export const switchEvent = 'sched:sched_switch';
 
 /**
  * A recording `collect --off-cpu` made: the switch tracepoint beside a CPU event (the first other one that samples;
- * perf's dummy events never do). Its CPU profile leaves the switches out; they make the off-CPU profile. A recording
- * of the switches alone is folded as any other, by count.
+ * perf's dummy events never do), with the kernel's switch records (an event with context_switch: --switch-events).
+ * Its CPU profile leaves the switches out; they make the off-CPU profile. Any other recording of the switches is
+ * folded as perf script prints it, by count.
  */
 export function offCpuRecording(header: Pick<PerfDataHeader, 'attrs'>): { cpuEvent: string } | undefined {
-  if (!header.attrs.some((attr) => attr.name === switchEvent)) return undefined;
-  const cpu = header.attrs.find((attr) => attr.name !== switchEvent && !(attr.type === 1 && attr.config === 9n));
+  const { attrs } = header;
+  if (!attrs.some((attr) => attr.name === switchEvent) || !attrs.some((attr) => attr.contextSwitch)) return undefined;
+  const cpu = attrs.find((attr) => attr.name !== switchEvent && !(attr.type === 1 && attr.config === 9n));
   return cpu?.name === undefined ? undefined : { cpuEvent: cpu.name };
 }
 

@@ -19,6 +19,7 @@ function attr(type: bigint): EventAttr {
     readFormat: 0n,
     sampleIdAll: false,
     inherit: false,
+    contextSwitch: false,
     samplePeriod: 0n,
     branchSampleType: branchHwIndex,
     sampleRegsUser: regsMask,
