@@ -16,6 +16,7 @@ export function offCpuSummary(report: OffCpuReport): string[] {
   const left: string[] = [];
   if (intervals.short > 0) left.push(`${intervals.short} under --min-block ${report.minBlockUs} µs`);
   if (intervals.preempted > 0) left.push(`${intervals.preempted} preempted (waiting for a CPU, not blocked)`);
+  if (intervals.unheld > 0) left.push(`${intervals.unheld} while too many threads were off the CPU at once to hold`);
   const lost = unpaired.unpaired + unpaired.inWithoutOut;
   if (lost > 0) left.push(`${lost} switches with no partner (records lost, or the recording's edges)`);
   const lines = [

@@ -113,17 +113,24 @@ export function recordArgs(options: RecordOptions): string[] {
 /**
  * The stack copied at each switch off the CPU when unwinding is mixed: .NET waits all go through glibc's futex wait,
  * which keeps no frame pointer, so a frame-pointer chain stops there; from a copy, CFI steps through glibc and frame
- * pointers through the runtime and .NET's code, as far as the copy reaches. 16 KiB holds the waits of the .NET
- * fixtures whole; a switch is far more frequent than a CPU sample, so it is half the CPU samples' default.
+ * pointers through the runtime and .NET's code, as far as the copy reaches. A loaded ASP.NET Core service switches
+ * 20 to 35 thousand times a second: copying 16 KiB at each cost perf a fifth of a core (and the service the copies),
+ * 8 KiB half that, and 8 KiB holds the .NET fixtures' waits whole.
  */
-export const switchStackBytes = 16384;
+export const switchStackBytes = 8192;
+
+/**
+ * The switches sampled: those of a thread that blocks (prev_state S or D), not of one preempted while runnable, which
+ * the off-CPU profile leaves out (its SWITCH records still say so, at no stack's cost): a third of a loaded service's.
+ */
+export const blockedSwitchFilter = 'prev_state & 3';
 
 /**
  * The events of an off-CPU recording. perf's -F and --call-graph would apply to the tracepoint too (sampling switches
  * at 99 Hz, and with DWARF call graphs dropping the user frames of frame-pointer chains), so the CPU event carries its
  * frequency and call graph as its own terms, named back to the event's name, and the tracepoint takes every switch
- * (its period of 1) with its own call graph: a stack copy of switchStackBytes at most when unwinding is mixed, else a
- * frame-pointer chain (-g). Recording a cgroup, a dummy event first takes the tracking records and `--switch-events`'
+ * (its period of 1) a thread blocks at (blockedSwitchFilter) with its own call graph: a stack copy of
+ * switchStackBytes at most when unwinding is mixed, else a frame-pointer chain (-g). Recording a cgroup, a dummy event first takes the tracking records and `--switch-events`'
  * records under the same -G: perf's own (added with no cgroup) would write every switch of every process on the
  * machine.
  */
@@ -140,6 +147,8 @@ function offCpuEvents(event: string, frequency: number, callGraph: CallGraph, cg
     `${event}/${cpuTerms.join(',')},name=${event}/`,
     '-e',
     `${switchTracepoint}${switchTerms}`,
+    '--filter',
+    blockedSwitchFilter,
     '--switch-events',
   ];
 }

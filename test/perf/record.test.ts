@@ -59,13 +59,14 @@ test('recordArgs --off-cpu: the CPU event keeps its frequency and call graph, th
     recordArgs({ pid: 42, output: 'p', offCpu: true, compress: true, callGraph, ...(scope && { scope }) }).join(' ');
   assert.equal(
     args({ kind: 'fp' }),
-    'record -N -D 1 -z -g -k 1 -e cpu-clock/freq=99,name=cpu-clock/ -e sched:sched_switch --switch-events -p 42 -o p',
+    'record -N -D 1 -z -g -k 1 -e cpu-clock/freq=99,name=cpu-clock/ -e sched:sched_switch --filter prev_state & 3 ' +
+      '--switch-events -p 42 -o p',
   );
-  // Mixed: the switches' stack copies are half the CPU samples' at most.
+  // Mixed: the switches' stack copies are 8 KiB at most; only a thread that blocks is sampled.
   assert.equal(
     args({ kind: 'dwarf', stackBytes: 32768 }),
     'record -N -D 1 -z -g -k 1 -e cpu-clock/freq=99,call-graph=dwarf,stack-size=32768,name=cpu-clock/ ' +
-      '-e sched:sched_switch/call-graph=dwarf,stack-size=16384/ --switch-events -p 42 -o p',
+      '-e sched:sched_switch/call-graph=dwarf,stack-size=8192/ --filter prev_state & 3 --switch-events -p 42 -o p',
   );
   assert.match(
     args({ kind: 'dwarf', stackBytes: 4096 }),
@@ -74,7 +75,7 @@ test('recordArgs --off-cpu: the CPU event keeps its frequency and call graph, th
   // A cgroup: a dummy event first takes the switch records under the same -G.
   assert.match(
     args({ kind: 'fp' }, { kind: 'cgroup', cgroup: 'app' }),
-    / -e dummy -e cpu-clock\/freq=99,name=cpu-clock\/ -e sched:sched_switch --switch-events -a -G app -o p$/,
+    / -e dummy -e cpu-clock\/freq=99,name=cpu-clock\/ -e sched:sched_switch --filter .* --switch-events -a -G app -o p$/,
   );
 });
 

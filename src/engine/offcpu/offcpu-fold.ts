@@ -41,9 +41,10 @@ export interface OffCpuFold {
   fold: FoldResult;
   /**
    * Stretches off the CPU folded (blocked, and `open`: still off when the recording ended), and those left out:
-   * preempted (still runnable) unless asked for, `short` ones (under minBlockUs, or under half a microsecond).
+   * preempted (still runnable) unless asked for, `short` ones (under minBlockUs, or under half a microsecond),
+   * `unheld` ones (more threads off the CPU at once than maxHeldBytes of their stacks holds).
    */
-  intervals: { blocked: number; preempted: number; open: number; short: number };
+  intervals: { blocked: number; preempted: number; open: number; short: number; unheld: number };
   /** Switch records with no partner (pairing's counts). */
   unpaired: PairingCounts;
   /** How the switches' stack copies were unwound (mixed unwinding), when they had some. */
@@ -77,6 +78,23 @@ class FoldSink implements ScriptSink {
 }
 
 /**
+ * Bytes of switch samples held at once at most (their stack copies, 16 KiB each, mostly): 16 384 threads off the CPU
+ * at once. A target can start far more threads than that and block them all; past it, a switch out is not held, its
+ * stretch counted as `unheld`.
+ */
+const maxHeldBytes = 256 << 20;
+
+/** What a held sample takes: its arrays and the object around them. */
+function heldSize(sample: SampleEvent): number {
+  return (
+    256 +
+    (sample.callchain?.byteLength ?? 0) +
+    (sample.userRegs?.values.byteLength ?? 0) +
+    (sample.userStack?.length ?? 0)
+  );
+}
+
+/**
  * A sample to hold until its thread comes back: its arrays copied, as the reader's buffers they view (a decompressed
  * window, a callchain slab) are reused by the records read meanwhile.
  */
@@ -100,7 +118,13 @@ export async function foldOffCpu(
   const stackFolder = new StackFolder(fold, warn, context.resolver);
   const sink = new FoldSink(stackFolder);
   const pairing = new SwitchPairing<SampleEvent>();
-  const intervals = { blocked: 0, preempted: 0, open: 0, short: 0 };
+  const intervals = { blocked: 0, preempted: 0, open: 0, short: 0, unheld: 0 };
+  const heldBytes = new Map<number, number>();
+  let heldTotal = 0;
+  const release = (tid: number) => {
+    heldTotal -= heldBytes.get(tid) ?? 0;
+    heldBytes.delete(tid);
+  };
   const minNs = (options.minBlockUs ?? 0) * 1000;
   const pids = options.pids;
   const copies = await mapsToPlace(folder, warn);
@@ -129,14 +153,25 @@ export async function foldOffCpu(
       async event(event) {
         if (event.time !== undefined) last = Math.max(last, Number(event.time));
         if (event.kind === 'sample') {
-          if (event.attr === switchAttr && event.time !== undefined && (!pids || pids.has(event.pid)))
-            pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
+          if (event.attr !== switchAttr || event.time === undefined || (pids && !pids.has(event.pid))) return;
+          release(event.tid);
+          const size = heldSize(event);
+          if (heldTotal + size > maxHeldBytes) {
+            intervals.unheld++;
+            pairing.drop(event.tid);
+            return;
+          }
+          heldBytes.set(event.tid, size);
+          heldTotal += size;
+          pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
           return;
         }
         if (event.kind === 'switch') {
           if (event.time === undefined || (pids && !pids.has(event.pid))) return;
           const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
-          if (interval) await write(interval.stack, interval.ns, interval.preempted, false);
+          if (!interval) return;
+          release(event.tid);
+          await write(interval.stack, interval.ns, interval.preempted, false);
           return;
         }
         await writer!.event(event);
@@ -146,5 +181,7 @@ export async function foldOffCpu(
   );
   for (const interval of pairing.finish(last)) await write(interval.stack, interval.ns, interval.preempted, true);
   const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
+  // Preempted stretches the recording took no sample of (it samples blocking switches only) are left out too.
+  intervals.preempted += pairing.counts.preemptedUnsampled;
   return { fold: stackFolder.end(), intervals, unpaired: pairing.counts, ...(unwound && { unwound }) };
 }

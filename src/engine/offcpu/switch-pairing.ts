@@ -29,6 +29,11 @@ export interface PairingCounts {
   unpaired: number;
   /** Switch-ins with no switch-out sample before them (the recording began with the thread off the CPU, or lost). */
   inWithoutOut: number;
+  /**
+   * Stretches of a thread preempted with no switch-out sample, as the recording samples only the switches of threads
+   * that block (its SWITCH OUT record says preempted): not missing, left out.
+   */
+  preemptedUnsampled: number;
 }
 
 interface Pending<S> {
@@ -46,10 +51,13 @@ const maxThreads = 1 << 20;
 
 export class SwitchPairing<S> {
   private readonly pending = new Map<number, Pending<S>>();
-  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0 };
+  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0 };
+  /** Threads preempted with no sample held: their switch in ends a stretch left out. */
+  private readonly preemptedOut = new Set<number>();
 
   /** A sched_switch sample: `tid` leaves the CPU at `time` from `stack`. */
   switchedOut(pid: number, tid: number, time: number, stack: S): void {
+    this.preemptedOut.delete(tid);
     if (this.pending.has(tid)) this.counts.unpaired++;
     else if (this.pending.size >= maxThreads) {
       this.counts.unpaired++;
@@ -58,15 +66,22 @@ export class SwitchPairing<S> {
     this.pending.set(tid, { pid, stack, time, preempted: false });
   }
 
+  /** Forgets `tid`'s switch out, if it is held (counted as unpaired): the caller could not keep its stack. */
+  drop(tid: number): void {
+    if (this.pending.delete(tid)) this.counts.unpaired++;
+  }
+
   /** A SWITCH record of `tid`: out (saying whether preempted), or in, which ends its time off the CPU. */
   switched(tid: number, out: boolean, preempted: boolean, time: number): OffCpuInterval<S> | undefined {
     const pending = this.pending.get(tid);
     if (out) {
       if (pending && pending.time <= time) pending.preempted = preempted;
+      else if (!pending && preempted && this.preemptedOut.size < maxThreads) this.preemptedOut.add(tid);
       return undefined;
     }
     if (!pending) {
-      this.counts.inWithoutOut++;
+      if (this.preemptedOut.delete(tid)) this.counts.preemptedUnsampled++;
+      else this.counts.inWithoutOut++;
       return undefined;
     }
     this.pending.delete(tid);
@@ -77,6 +92,7 @@ export class SwitchPairing<S> {
   finish(endNs: number): OffCpuInterval<S>[] {
     const open = [...this.pending].map(([tid, p]) => interval(tid, p, Math.max(0, endNs - p.time), true));
     this.pending.clear();
+    this.preemptedOut.clear();
     return open;
   }
 }

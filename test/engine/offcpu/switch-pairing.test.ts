@@ -31,7 +31,10 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
   assert.equal(pairing.switched(13, false, false, 3_000), undefined);
   pairing.switchedOut(10, 11, 10_000, 'read');
   pairing.switchedOut(10, 11, 12_000, 'write');
-  assert.deepEqual(pairing.counts, { unpaired: 1, inWithoutOut: 1 });
+  // A thread preempted with no sample (the recording samples blocking switches only): left out, not missing.
+  pairing.switched(14, true, true, 3_100);
+  assert.equal(pairing.switched(14, false, false, 3_200), undefined);
+  assert.deepEqual(pairing.counts, { unpaired: 1, inWithoutOut: 1, preemptedUnsampled: 1 });
   // Still off the CPU at the end: charged up to it.
   const open = pairing.finish(20_000);
   assert.deepEqual(
