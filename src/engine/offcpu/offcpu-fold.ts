@@ -59,6 +59,8 @@ export interface OffCpuFoldOptions {
   minBlockUs?: number;
   /** Keep only these processes' threads (a cgroup's recording holds its other processes too). Default: all. */
   pids?: ReadonlySet<number> | undefined;
+  /** Bytes of switch samples held at once at most (see maxHeldBytes). Default maxHeldBytes. */
+  maxHeldBytes?: number;
 }
 
 /** Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's). */
@@ -156,7 +158,7 @@ export async function foldOffCpu(
           if (event.attr !== switchAttr || event.time === undefined || (pids && !pids.has(event.pid))) return;
           release(event.tid);
           const size = heldSize(event);
-          if (heldTotal + size > maxHeldBytes) {
+          if (heldTotal + size > (options.maxHeldBytes ?? maxHeldBytes)) {
             intervals.unheld++;
             pairing.drop(event.tid);
             return;

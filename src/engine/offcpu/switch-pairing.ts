@@ -54,10 +54,13 @@ export class SwitchPairing<S> {
   readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0 };
   /** Threads preempted with no sample held: their switch in ends a stretch left out. */
   private readonly preemptedOut = new Set<number>();
+  /** Threads whose last switch out was dropped (see drop). */
+  private readonly dropped = new Set<number>();
 
   /** A sched_switch sample: `tid` leaves the CPU at `time` from `stack`. */
   switchedOut(pid: number, tid: number, time: number, stack: S): void {
     this.preemptedOut.delete(tid);
+    this.dropped.delete(tid);
     if (this.pending.has(tid)) this.counts.unpaired++;
     else if (this.pending.size >= maxThreads) {
       this.counts.unpaired++;
@@ -66,13 +69,22 @@ export class SwitchPairing<S> {
     this.pending.set(tid, { pid, stack, time, preempted: false });
   }
 
-  /** Forgets `tid`'s switch out, if it is held (counted as unpaired): the caller could not keep its stack. */
+  /**
+   * A switch out of `tid` the caller could not keep (its stack): one held before is counted unpaired, and the
+   * thread's next SWITCH records, out and in, end this stretch without a count (the caller counted it).
+   */
   drop(tid: number): void {
     if (this.pending.delete(tid)) this.counts.unpaired++;
+    this.preemptedOut.delete(tid);
+    if (this.dropped.size < maxThreads) this.dropped.add(tid);
   }
 
   /** A SWITCH record of `tid`: out (saying whether preempted), or in, which ends its time off the CPU. */
   switched(tid: number, out: boolean, preempted: boolean, time: number): OffCpuInterval<S> | undefined {
+    if (this.dropped.has(tid)) {
+      if (!out) this.dropped.delete(tid);
+      return undefined;
+    }
     const pending = this.pending.get(tid);
     if (out) {
       if (pending && pending.time <= time) pending.preempted = preempted;
@@ -93,6 +105,7 @@ export class SwitchPairing<S> {
     const open = [...this.pending].map(([tid, p]) => interval(tid, p, Math.max(0, endNs - p.time), true));
     this.pending.clear();
     this.preemptedOut.clear();
+    this.dropped.clear();
     return open;
   }
 }

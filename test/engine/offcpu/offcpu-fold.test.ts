@@ -50,4 +50,11 @@ test('a program sleeping 10 ms and 30 ms at a time: its time off the CPU under e
   assert.ok(long.intervals.short >= intervals.blocked * 0.6, JSON.stringify(long.intervals));
   assert.equal(long.intervals.blocked + long.intervals.short, intervals.blocked + intervals.short);
   assert.ok(Math.abs(long.fold.weight - main) <= main * 0.1, `${long.fold.weight} against ${main}`);
+
+  // Held samples are bounded: with no room for one, every stretch is counted unheld, none folded nor lost.
+  const none = await foldOffCpu(folder, { fold: {}, maxHeldBytes: 64 }, { warn: () => {} });
+  const all = (i: typeof intervals) => i.blocked + i.open + i.short + i.preempted + i.unheld;
+  assert.equal(none.intervals.unheld, all(intervals), JSON.stringify(none.intervals));
+  assert.equal(none.fold.weight, 0);
+  assert.deepEqual(none.unpaired, { unpaired: 0, inWithoutOut: unpaired.inWithoutOut, preemptedUnsampled: 0 });
 });
