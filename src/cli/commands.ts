@@ -92,4 +92,6 @@ export const singleDashOptions: ReadonlySet<string> = new Set([
   'max-size',
   'unwind',
   'stack-size',
+  'off-cpu',
+  'min-block',
 ]);

@@ -1,7 +1,6 @@
 // `--min-block`, shared by collect and postprocess: the shortest stretch off the CPU the off-CPU profile keeps.
 import { ProfcpuError } from '../error.js';
-
-const microsecondsPer: Record<string, number> = { us: 1, µs: 1, ms: 1000, s: 1_000_000 };
+import { minBlockMicroseconds } from '../postprocess/offcpu-outputs.js';
 
 /** `--min-block`'s yargs definition. */
 export const minBlockOption = {
@@ -11,11 +10,10 @@ export const minBlockOption = {
     '(500us, 1ms; a bare number is microseconds; default 1us)',
 } as const;
 
-/** `500us`, `2ms`, `0.5s` or a bare number of microseconds, to microseconds; a usage error otherwise. */
+/** minBlockMicroseconds, or a usage error. */
 export function parseMinBlock(text: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$/.exec(text);
-  const us = match ? Number(match[1]) * microsecondsPer[match[2] ?? 'us']! : Number.NaN;
-  if (!Number.isFinite(us) || us > 3_600_000_000)
+  const us = minBlockMicroseconds(text);
+  if (us === undefined)
     throw new ProfcpuError('USAGE', `--min-block ${JSON.stringify(text)} is not a time (500us, 1ms, 0.5s)`, {
       remedy: 'Give --min-block a time: a number with us, ms or s (a bare number is microseconds).',
     });

@@ -167,6 +167,7 @@ export function rulesFromFlags(args: WatchArgs): WatchRules {
             frequency: args.frequency,
             unwind: args.unwind,
             ...(args.offCpu && { offCpu: true }),
+            ...(args.minBlock !== undefined && { minBlock: args.minBlock }),
           },
         ],
         limits,

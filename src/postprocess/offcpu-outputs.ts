@@ -20,6 +20,18 @@ export interface OffCpuOptions {
   preempted: boolean;
 }
 
+const microsecondsPer: Record<string, number> = { us: 1, µs: 1, ms: 1000, s: 1_000_000 };
+
+/**
+ * A minimum block time as users write it (`--min-block`, a watch rule's minBlock): `500us`, `2ms`, `0.5s` or a bare
+ * number of microseconds, to microseconds; undefined when it is not a time (or over an hour).
+ */
+export function minBlockMicroseconds(text: string): number | undefined {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$/.exec(text);
+  const us = match ? Number(match[1]) * microsecondsPer[match[2] ?? 'us']! : Number.NaN;
+  return Number.isFinite(us) && us <= 3_600_000_000 ? us : undefined;
+}
+
 export const defaultOffCpuOptions: Readonly<OffCpuOptions> = Object.freeze({ minBlockUs: 1, preempted: false });
 
 /** The manifest's `offCpu`. */

@@ -66,6 +66,7 @@ export function profileAction<R extends PostprocessFigures>(
         frequency: request.action.frequency,
         ...(request.action.unwind && { unwind: request.action.unwind }),
         ...(request.action.offCpu && { offCpu: true }),
+        ...(request.action.minBlockUs !== undefined && { minBlockUs: request.action.minBlockUs }),
       },
       {
         stop: context.stop,

@@ -6,6 +6,7 @@
 import { parse as parseYaml } from 'yaml';
 import { ProfcpuError } from '../error.js';
 import type { UnwindRequest } from '../collect/unwind-choice.js';
+import { minBlockMicroseconds } from '../postprocess/offcpu-outputs.js';
 
 export interface Filters {
   /** A process name as `profcpu ps` and --name know it: comm, executable base name, a .NET app's dll name. */
@@ -43,6 +44,8 @@ export type Action =
       unwind?: UnwindRequest;
       /** collect's --off-cpu: where the threads waited too. Default false. */
       offCpu?: boolean;
+      /** collect's --min-block, in microseconds, with offCpu. Default collect's. */
+      minBlockUs?: number;
     }
   | { kind: 'dump'; /** full, heap, mini, triage (dotnet-dump's). */ type: string };
 
@@ -244,12 +247,20 @@ function trigger(value: unknown, field: string): Trigger {
 }
 
 function action(value: unknown, field: string, availability: ActionAvailability): Action {
-  const raw = object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu', 'type']);
+  const raw = object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu', 'minBlock', 'type']);
   const kind = oneOf(raw['kind'], `${field}.kind`, ['profile', 'dump'] as const);
   if (kind === 'profile') {
-    object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu']);
+    object(value, field, ['kind', 'duration', 'frequency', 'unwind', 'offCpu', 'minBlock']);
     if (raw['offCpu'] !== undefined && typeof raw['offCpu'] !== 'boolean')
       throw rulesError(`${field}.offCpu`, `${JSON.stringify(raw['offCpu'])} is not true or false`);
+    const minBlockUs = raw['minBlock'] === undefined ? undefined : minBlockMicroseconds(String(raw['minBlock']));
+    if (raw['minBlock'] !== undefined && (minBlockUs === undefined || raw['offCpu'] !== true))
+      throw rulesError(
+        `${field}.minBlock`,
+        minBlockUs === undefined
+          ? `${JSON.stringify(raw['minBlock'])} is not a time (500us, 1ms; a number is microseconds)`
+          : 'goes with offCpu: true',
+      );
     const unwind =
       raw['unwind'] === undefined
         ? undefined
@@ -257,6 +268,7 @@ function action(value: unknown, field: string, availability: ActionAvailability)
     return {
       ...(unwind && { unwind }),
       ...(raw['offCpu'] === true && { offCpu: true }),
+      ...(minBlockUs !== undefined && { minBlockUs }),
       kind: 'profile',
       durationSeconds:
         raw['duration'] === undefined

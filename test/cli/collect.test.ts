@@ -165,6 +165,15 @@ test('--stack-size with --unwind fp, or out of range, is a usage error (exit 2) 
   assert.match(String(big.stderr), /--stack-size must be a whole number of bytes from 8 to 65528/);
 });
 
+test('--min-block without --off-cpu, or not a time, is a usage error (exit 2) saying what to give', async () => {
+  const alone = await runCli(['collect', '--pid', '1', '--min-block', '1ms']);
+  assert.equal(alone.exitCode, 2, String(alone.all));
+  assert.match(String(alone.stderr), /--min-block goes with --off-cpu/);
+  const bad = await runCli(['collect', '--pid', '1', '-off-cpu', '-min-block', 'soon']);
+  assert.equal(bad.exitCode, 2, String(bad.all));
+  assert.match(String(bad.stderr), /--min-block "soon" is not a time \(500us, 1ms, 0\.5s\)/);
+});
+
 test('a PID that does not exist fails with a remedy', async () => {
   const gone = nonexistentPid();
   const run = await runCli(['collect', '--pid', String(gone), '--duration', '1', '--output', '/var/tmp/profcpu-never']);

@@ -92,6 +92,22 @@ test('a profile action may ask for the off-CPU profile, with true or false', () 
     'rules[0].actions[0].offCpu',
     /true or false/,
   );
+  const long = validateRules({
+    rules: [{ trigger: cpu, actions: [{ kind: 'profile', offCpu: true, minBlock: '2ms' }] }],
+  });
+  assert.deepEqual(long.rules[0]!.actions, [
+    { kind: 'profile', ...ruleDefaults.profile, offCpu: true, minBlockUs: 2000 },
+  ]);
+  rejects(
+    { rules: [{ trigger: cpu, actions: [{ kind: 'profile', minBlock: '2ms' }] }] },
+    'rules[0].actions[0].minBlock',
+    /goes with offCpu/,
+  );
+  rejects(
+    { rules: [{ trigger: cpu, actions: [{ kind: 'profile', offCpu: true, minBlock: 'soon' }] }] },
+    'rules[0].actions[0].minBlock',
+    /not a time/,
+  );
 });
 
 test('each mistake is an error naming its field', () => {
