@@ -5,6 +5,8 @@ import { terminalText } from './terminal-text.js';
 
 /** Blocking stacks the summary names. */
 const summaryStacks = 5;
+/** Thread kinds it names. */
+const summaryKinds = 6;
 
 /**
  * The summary's lines: time blocked and what was left out, then the heaviest blocking stacks, each by its thread's
@@ -26,6 +28,13 @@ export function offCpuSummary(report: OffCpuReport): string[] {
   for (const { stack, us } of report.top.slice(0, summaryStacks)) {
     const share = report.blockedUs > 0 ? ((100 * us) / report.blockedUs).toFixed(1) : '0';
     lines.push(`  ${share.padStart(5)}%  ${formatMs(us).padStart(10)}  ${describeStack(stack)}`);
+  }
+  if (report.threads?.length) {
+    lines.push('threads: running / blocked / waiting for a CPU (wallclock.svg)');
+    for (const kind of report.threads.slice(0, summaryKinds)) {
+      const times = [kind.runningUs, kind.blockedUs, kind.runnableUs].map((us) => formatMs(us).padStart(10));
+      lines.push(`  ${times.join(' /')}  ${terminalText(kind.kind, { maxLength: 60 })}`);
+    }
   }
   return lines;
 }

@@ -55,6 +55,15 @@ export const layout = Object.freeze({
   offCpuSvg: 'offcpu.svg',
   offCpuHtml: 'offcpu.html',
   offCpuSpeedscope: 'offcpu_speedscope.json',
+  /**
+   * The wall-clock view of the same recording: per thread, its CPU samples (as the CPU time they stand for), its time
+   * blocked and its time waiting for a CPU, in microseconds (milliseconds in the flame graphs): a thread's whole
+   * recording adds up.
+   */
+  wallClockFolded: 'wallclock_folded_stacks.out',
+  wallClockSvg: 'wallclock.svg',
+  wallClockHtml: 'wallclock.html',
+  wallClockSpeedscope: 'wallclock_speedscope.json',
   manifest: 'manifest.json',
   tarball: 'prof.tar.gz',
 });

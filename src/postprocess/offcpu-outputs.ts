@@ -10,7 +10,7 @@ import type { PartialOutputs } from '../output/partial-outputs.js';
 import { renderHtml } from '../render/html.js';
 import { renderSpeedscope } from '../render/speedscope.js';
 import { renderSvg } from '../render/svg.js';
-import { formatFolded, inSortedOrder } from '../stacks/folded.js';
+import { formatFolded, inSortedOrder, type FoldedStacks } from '../stacks/folded.js';
 import type { FoldOptions, FrameResolver } from '../stacks/fold.js';
 
 export interface OffCpuOptions {
@@ -47,7 +47,26 @@ export interface OffCpuReport {
   unwound?: OffCpuFold['unwound'];
   /** The heaviest stacks, root first, with their microseconds. */
   top: { stack: string; us: number }[];
+  /**
+   * Where each kind of thread's time went, µs: running (its CPU samples, as the time they stand for), blocked, and
+   * runnable (waiting for a CPU); kinds by thread name, numbers dropped (`.NET_TP_Worker`, `wait-sleep`), heaviest
+   * first. Absent when the CPU event's samples stand for no known time.
+   */
+  threads?: ThreadKind[];
 }
+
+export interface ThreadKind {
+  kind: string;
+  runningUs: number;
+  blockedUs: number;
+  runnableUs: number;
+}
+
+/** Thread kinds the manifest gives. */
+const threadKinds = 16;
+
+/** The frame that stands for a thread's time runnable, waiting for a CPU, in the wall-clock view. */
+export const runnableFrame = '[runnable: waiting for a CPU]';
 
 /** Stacks given in the manifest's `top`. */
 const topStacks = 10;
@@ -55,7 +74,14 @@ const topStacks = 10;
 export async function writeOffCpuOutputs(
   folder: OutputFolder,
   outputs: PartialOutputs,
-  options: { offCpu: OffCpuOptions; fold: Partial<FoldOptions>; pids: ReadonlySet<number> | undefined; title?: string },
+  options: {
+    offCpu: OffCpuOptions;
+    fold: Partial<FoldOptions>;
+    pids: ReadonlySet<number> | undefined;
+    title?: string;
+    /** The CPU profile's folded stacks (samples), for the wall-clock view: none, no view. */
+    cpuStacks?: FoldedStacks;
+  },
   context: { signal: AbortSignal | undefined; warn: Warn; resolver: FrameResolver | undefined },
   written: (name: string) => Promise<void>,
 ): Promise<OffCpuReport> {
@@ -91,6 +117,23 @@ export async function writeOffCpuOutputs(
     layout.offCpuSpeedscope,
     renderSpeedscope(stacks, { name: options.title ?? 'profcpu off-CPU', unit: 'microseconds' }),
   );
+  const wall =
+    folded.cpuUsPerSample === undefined || !options.cpuStacks ? undefined : wallClock(options.cpuStacks, folded);
+  if (wall) {
+    await write(layout.wallClockFolded, [...formatFolded(wall.stacks)].join(''));
+    const ms = new Map([...wall.stacks].map(([stack, us]) => [stack, us / 1000]));
+    const view = {
+      title: 'Wall-Clock Flame Graph',
+      subtitle: 'each thread’s time running, blocked and waiting for a CPU',
+      countName: 'ms',
+    } as const;
+    await write(layout.wallClockSvg, renderSvg(ms, view));
+    await write(layout.wallClockHtml, renderHtml(ms, view));
+    await write(
+      layout.wallClockSpeedscope,
+      renderSpeedscope(wall.stacks, { name: 'profcpu wall-clock', unit: 'microseconds' }),
+    );
+  }
   const top = [...stacks]
     .sort((a, b) => b[1] - a[1])
     .slice(0, topStacks)
@@ -104,5 +147,41 @@ export async function writeOffCpuOutputs(
     distinctStacks: stacks.size,
     ...(folded.unwound && { unwound: folded.unwound }),
     top,
+    ...(wall && { threads: wall.kinds.slice(0, threadKinds) }),
   };
+}
+
+/**
+ * The wall-clock view: the CPU profile's stacks weighed by the CPU time a sample stands for, the off-CPU stacks, and
+ * each thread's time runnable under its name; and the time of each kind of thread, split three ways.
+ */
+function wallClock(cpuStacks: FoldedStacks, off: OffCpuFold): { stacks: FoldedStacks; kinds: ThreadKind[] } {
+  const usPerSample = off.cpuUsPerSample!;
+  const stacks = new Map<string, number>();
+  const kinds = new Map<string, ThreadKind>();
+  const kindOf = (stack: string) => {
+    const thread = stack.slice(0, stack.includes(';') ? stack.indexOf(';') : undefined);
+    const kind = thread.replace(/[_#-]?\d+$/, '') || thread;
+    let entry = kinds.get(kind);
+    if (!entry) kinds.set(kind, (entry = { kind, runningUs: 0, blockedUs: 0, runnableUs: 0 }));
+    return entry;
+  };
+  const add = (stack: string, us: number) => stacks.set(stack, (stacks.get(stack) ?? 0) + us);
+  for (const [stack, samples] of cpuStacks) {
+    const us = Math.round(samples * usPerSample);
+    add(stack, us);
+    kindOf(stack).runningUs += us;
+  }
+  for (const [stack, us] of off.fold.stacks) {
+    add(stack, us);
+    kindOf(stack).blockedUs += us;
+  }
+  for (const [thread, us] of off.runnableUs) {
+    const rounded = Math.round(us);
+    if (rounded <= 0) continue;
+    add(`${thread};${runnableFrame}`, rounded);
+    kindOf(thread).runnableUs += rounded;
+  }
+  const total = (k: ThreadKind) => k.runningUs + k.blockedUs + k.runnableUs;
+  return { stacks: inSortedOrder(stacks), kinds: [...kinds.values()].sort((a, b) => total(b) - total(a)) };
 }

@@ -239,6 +239,8 @@ async function postprocessFolder(
             offCpu: opts.offCpu,
             fold: opts.fold,
             pids: pidsOf(opts.perfScriptArgs),
+            // Weighed by period, the CPU stacks count events (cycles, ns) whose time the view cannot tell.
+            ...(opts.fold.weight !== 'period' && { cpuStacks: fold.stacks }),
             ...(opts.title !== undefined && { title: opts.title }),
           },
           { signal, warn, resolver: script.resolver },

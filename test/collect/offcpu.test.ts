@@ -108,3 +108,39 @@ test('collect --off-cpu of a cgroup: the switch records are the cgroup’s, the 
   const expectedUs = manifest.collect.record.seconds * 1e6;
   assert.ok(Math.abs(sleepUs - expectedUs) <= 0.1 * expectedUs, `${sleepUs} µs asleep, ${expectedUs} expected`);
 });
+
+test('collect --off-cpu, the wall-clock view: each thread’s time running, blocked and runnable adds up to the recording', async (t) => {
+  if (!canRecord(t) || !needDotnet(t)) return;
+  const app = await startDotnetApp({ version: 10, seconds: 120, workloads: ['waits', 'generic'] });
+  t.after(() => app.kill());
+  const dir = join(await tempDir(t, 'offcpu-wall'), 'out');
+  const run = await runCli(
+    ['collect', '--pid', String(app.pid), '--off-cpu', '--duration', '4', '--symbols', 'none', '--output', dir],
+    { timeout: 120_000 },
+  );
+  assert.equal(run.exitCode, 0, run.all);
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    collect: { record: { seconds: number } };
+    offCpu: { threads: { kind: string; runningUs: number; blockedUs: number; runnableUs: number }[] };
+  };
+  const wallUs = manifest.collect.record.seconds * 1e6;
+  const kind = (name: string) => {
+    const found = manifest.offCpu.threads.find((k) => k.kind === name);
+    assert.ok(found, `${name} among ${JSON.stringify(manifest.offCpu.threads)}`);
+    return { ...found, totalUs: found.runningUs + found.blockedUs + found.runnableUs };
+  };
+  t.diagnostic(JSON.stringify(manifest.offCpu.threads.slice(0, 8)));
+  // The thread that burns CPU runs most of the time (2 cores, other tests beside it); the sleeper blocks.
+  const burner = kind('fixture-generic');
+  assert.ok(Math.abs(burner.totalUs - wallUs) <= 0.1 * wallUs, `${JSON.stringify(burner)} against ${wallUs} µs`);
+  assert.ok(burner.runningUs >= 0.5 * wallUs, JSON.stringify(burner));
+  const sleeper = kind('wait-sleep');
+  assert.ok(Math.abs(sleeper.totalUs - wallUs) <= 0.1 * wallUs, `${JSON.stringify(sleeper)} against ${wallUs} µs`);
+  assert.ok(sleeper.blockedUs >= 0.9 * wallUs, JSON.stringify(sleeper));
+  // The view itself: the burner's CPU stacks and the sleeper's wait, in milliseconds.
+  const folded = await readFile(join(dir, layout.wallClockFolded), 'utf8');
+  assert.match(folded, /^fixture-generic;.*Hot\+Outer`1\+Inner`1\[.*\]::Churn_\[j\]/m);
+  assert.match(folded, /^wait-sleep;.*ProfcpuFixture\.Waits::SleepPath_\[j\];/m);
+  assert.match(await readFile(join(dir, layout.wallClockSvg), 'utf8'), / ms, [\d.]+%\)<\/title>/);
+  assert.match(run.stdout, /threads: running \/ blocked \/ waiting for a CPU/);
+});

@@ -15,6 +15,7 @@ import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
 import { builtinEngineSymbols, recordedHere } from '../frame-symbols.js';
 import { readPerfDataFile, type PerfDataHeader } from '../perf-data/reader.js';
+import type { EventAttr } from '../perf-data/format.js';
 import type { SampleEvent } from '../perf-data/records.js';
 import { ScriptTextWriter, type ScriptFrame, type ScriptSink } from '../script-text.js';
 import { SwitchPairing, type PairingCounts } from './switch-pairing.js';
@@ -49,6 +50,28 @@ export interface OffCpuFold {
   unpaired: PairingCounts;
   /** How the switches' stack copies were unwound (mixed unwinding), when they had some. */
   unwound?: UnwindTally;
+  /**
+   * Microseconds threads spent runnable but waiting for a CPU (preempted), by thread name as the folds' root frames
+   * spell it: the wall-clock view's third part, beside CPU samples and time blocked.
+   */
+  runnableUs: Map<string, number>;
+  /** The CPU time one sample of the CPU event stands for, µs (1/frequency), when it says. */
+  cpuUsPerSample?: number;
+}
+
+/** A thread's name as the fold's root frame spells it (fold.ts: spaces become underscores). */
+export function rootName(comm: string): string {
+  return comm.replaceAll(' ', '_');
+}
+
+/**
+ * The CPU time a sample of `attr` stands for, µs: 1/frequency when the kernel kept a frequency (collect records so),
+ * the fixed period of a time-counting event (cpu-clock, task-clock: ns), else nothing (a count of cycles is no time).
+ */
+export function microsecondsPerSample(attr: EventAttr): number | undefined {
+  if (attr.samplePeriod <= 0n) return undefined;
+  if (attr.freq) return 1e6 / Number(attr.samplePeriod);
+  return attr.type === 1 && attr.config <= 1n ? Number(attr.samplePeriod) / 1000 : undefined;
 }
 
 export interface OffCpuFoldOptions {
@@ -123,6 +146,10 @@ export async function foldOffCpu(
   const intervals = { blocked: 0, preempted: 0, open: 0, short: 0, unheld: 0 };
   const heldBytes = new Map<number, number>();
   let heldTotal = 0;
+  // Thread names, for the time spent runnable (bounded as the pairing's threads).
+  const comms = new Map<number, string>();
+  const runnableNs = new Map<number, number>();
+  let cpuUsPerSample: number | undefined;
   const release = (tid: number) => {
     heldTotal -= heldBytes.get(tid) ?? 0;
     heldBytes.delete(tid);
@@ -134,7 +161,10 @@ export async function foldOffCpu(
   let switchAttr = -1;
   let last = 0;
   const write = async (sample: SampleEvent, ns: number, preempted: boolean, open: boolean) => {
-    if (preempted && !options.preempted) return void intervals.preempted++;
+    if (preempted && !options.preempted) {
+      runnableNs.set(sample.tid, (runnableNs.get(sample.tid) ?? 0) + ns);
+      return void intervals.preempted++;
+    }
     // Under half a microsecond it would weigh 0, which the fold takes for no period (a weight of 1).
     if (ns < minNs || ns < 500) return void intervals.short++;
     sample.period = Math.round(ns / 1000);
@@ -147,6 +177,9 @@ export async function foldOffCpu(
     {
       async header(header) {
         switchAttr = header.attrs.findIndex((attr) => attr.name === switchEvent);
+        const cpu = offCpuRecording(header);
+        const cpuAttr = cpu && header.attrs.find((attr) => attr.name === cpu.cpuEvent);
+        cpuUsPerSample = cpuAttr && microsecondsPerSample(cpuAttr);
         const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
         const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
         writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
@@ -168,6 +201,7 @@ export async function foldOffCpu(
           pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
           return;
         }
+        if (event.kind === 'comm' && (comms.size < 1 << 20 || comms.has(event.tid))) comms.set(event.tid, event.comm);
         if (event.kind === 'switch') {
           if (event.time === undefined || (pids && !pids.has(event.pid))) return;
           const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
@@ -185,5 +219,18 @@ export async function foldOffCpu(
   const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
   // Preempted stretches the recording took no sample of (it samples blocking switches only) are left out too.
   intervals.preempted += pairing.counts.preemptedUnsampled;
-  return { fold: stackFolder.end(), intervals, unpaired: pairing.counts, ...(unwound && { unwound }) };
+  const runnableUs = new Map<string, number>();
+  for (const byTid of [runnableNs, pairing.runnableNs])
+    for (const [tid, ns] of byTid) {
+      const name = rootName(comms.get(tid) ?? `[thread ${tid}]`);
+      runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
+    }
+  return {
+    fold: stackFolder.end(),
+    intervals,
+    unpaired: pairing.counts,
+    ...(unwound && { unwound }),
+    runnableUs,
+    ...(cpuUsPerSample !== undefined && { cpuUsPerSample }),
+  };
 }

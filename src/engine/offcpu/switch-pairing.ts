@@ -52,8 +52,10 @@ const maxThreads = 1 << 20;
 export class SwitchPairing<S> {
   private readonly pending = new Map<number, Pending<S>>();
   readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0 };
-  /** Threads preempted with no sample held: their switch in ends a stretch left out. */
-  private readonly preemptedOut = new Set<number>();
+  /** Threads preempted with no sample held, and when: their switch in ends a stretch left out. */
+  private readonly preemptedOut = new Map<number, number>();
+  /** Time threads spent preempted (runnable, waiting for a CPU) with no sample, by tid, ns. */
+  readonly runnableNs = new Map<number, number>();
   /** Threads whose last switch out was dropped (see drop). */
   private readonly dropped = new Set<number>();
 
@@ -88,12 +90,18 @@ export class SwitchPairing<S> {
     const pending = this.pending.get(tid);
     if (out) {
       if (pending && pending.time <= time) pending.preempted = preempted;
-      else if (!pending && preempted && this.preemptedOut.size < maxThreads) this.preemptedOut.add(tid);
+      else if (!pending && preempted && this.preemptedOut.size < maxThreads) this.preemptedOut.set(tid, time);
       return undefined;
     }
     if (!pending) {
-      if (this.preemptedOut.delete(tid)) this.counts.preemptedUnsampled++;
-      else this.counts.inWithoutOut++;
+      const since = this.preemptedOut.get(tid);
+      if (since === undefined) this.counts.inWithoutOut++;
+      else {
+        this.preemptedOut.delete(tid);
+        this.counts.preemptedUnsampled++;
+        if (this.runnableNs.size < maxThreads || this.runnableNs.has(tid))
+          this.runnableNs.set(tid, (this.runnableNs.get(tid) ?? 0) + Math.max(0, time - since));
+      }
       return undefined;
     }
     this.pending.delete(tid);

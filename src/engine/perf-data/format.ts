@@ -199,6 +199,8 @@ export interface EventAttr {
   inherit: boolean;
   /** perf_event_attr.context_switch: the event writes SWITCH records (`perf record --switch-events`). */
   contextSwitch: boolean;
+  /** perf_event_attr.freq: samplePeriod is a frequency (samples a second), the kernel sets each period to keep it. */
+  freq: boolean;
   /**
    * perf_event_attr.sample_period (or sample_freq: the same field): the period perf gives a sample that does not
    * carry its own (PERF_SAMPLE_PERIOD not recorded: `perf record -c N`).
@@ -246,6 +248,7 @@ export function decodeAttr(bytes: Buffer, at: number, size = attrMinBytes): Omit
     sampleIdAll: ((flags >> 18n) & 1n) === 1n,
     inherit: ((flags >> 1n) & 1n) === 1n,
     contextSwitch: ((flags >> 26n) & 1n) === 1n,
+    freq: ((flags >> 10n) & 1n) === 1n,
     samplePeriod: bytes.readBigUInt64LE(at + 16),
     branchSampleType: size >= 80 && at + 80 <= bytes.length ? bytes.readBigUInt64LE(at + 72) : 0n,
     sampleRegsUser: size >= 88 && at + 88 <= bytes.length ? bytes.readBigUInt64LE(at + 80) : 0n,

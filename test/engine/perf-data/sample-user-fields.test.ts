@@ -20,6 +20,7 @@ function attr(type: bigint): EventAttr {
     sampleIdAll: false,
     inherit: false,
     contextSwitch: false,
+    freq: false,
     samplePeriod: 0n,
     branchSampleType: branchHwIndex,
     sampleRegsUser: regsMask,
