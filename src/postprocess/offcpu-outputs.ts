@@ -36,6 +36,11 @@ export const defaultOffCpuOptions: Readonly<OffCpuOptions> = Object.freeze({ min
 
 /** The manifest's `offCpu`. */
 export interface OffCpuReport {
+  /**
+   * What the stretches were measured from: the switch tracepoint's samples paired with the kernel's switch records
+   * (perf's own --off-cpu, BPF, is not used: Debian's perf is built without it).
+   */
+  source: 'sched_switch';
   /** Microseconds off the CPU folded, all threads together. */
   blockedUs: number;
   minBlockUs: number;
@@ -139,6 +144,7 @@ export async function writeOffCpuOutputs(
     .slice(0, topStacks)
     .map(([stack, us]) => ({ stack, us }));
   return {
+    source: 'sched_switch',
     blockedUs: folded.fold.weight,
     minBlockUs: options.offCpu.minBlockUs,
     preempted: options.offCpu.preempted,

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { execa } from 'execa';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { dotnetVersions, startDotnetApp } from '../support/dotnet-app.js';
@@ -69,6 +70,13 @@ for (const version of dotnetVersions) {
     };
     assert.equal(speedscope.profiles[0]!.unit, 'microseconds');
     assert.match(run.stdout, /off-CPU: [\d.]+ s blocked/);
+    // All in the tarball, beside the raw recording.
+    const { stdout: entries } = await execa('tar', ['tzf', join(dir, layout.tarball)]);
+    for (const name of [layout.perfData, layout.offCpuSvg, layout.offCpuFolded, layout.wallClockSvg])
+      assert.ok(
+        entries.split('\n').some((entry) => entry.endsWith(`/${name}`) || entry === name),
+        `${name} in:\n${entries}`,
+      );
     assert.match(run.stdout, /: ProfcpuFixture\.Waits::StarvedWorkItem → System\.Threading\.Thread::Sleep → /);
   });
 }
