@@ -103,7 +103,7 @@ class FoldSink implements ScriptSink {
 }
 
 /**
- * Bytes of switch samples held at once at most (their stack copies, 16 KiB each, mostly): 16 384 threads off the CPU
+ * Bytes of switch samples held at once at most (their stack copies, 8 KiB each, mostly): 32 768 threads off the CPU
  * at once. A target can start far more threads than that and block them all; past it, a switch out is not held, its
  * stretch counted as `unheld`.
  */
