@@ -1,11 +1,12 @@
 // The off-CPU outputs of a recording made with `collect --off-cpu` (src/engine/offcpu/): the folded stacks weighed in
 // microseconds off the CPU, the flame graphs in milliseconds blocked with the cool palette (managed, native and kernel
-// frames still told apart), speedscope in microseconds; and the figures the manifest and the summary give: time
-// blocked, stretches kept and left out, switch records with no partner, the heaviest blocking stacks.
+// frames still told apart), speedscope in microseconds; the wall-clock view beside them (each thread's time running,
+// blocked and waiting for a CPU); and the figures the manifest and the summary give: time blocked, stretches kept and
+// left out, switch records with no partner, the heaviest blocking stacks, each kind of thread's three times.
 import type { Warn } from '../diagnostics.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import { foldOffCpu, type OffCpuFold } from '../engine/offcpu/offcpu-fold.js';
-import { layout } from './../output/layout.js';
+import { layout } from '../output/layout.js';
 import type { PartialOutputs } from '../output/partial-outputs.js';
 import { renderHtml } from '../render/html.js';
 import { renderSpeedscope } from '../render/speedscope.js';
