@@ -397,7 +397,7 @@ async function record<R>(
     buildIdMmap: plan.buildIdMmap,
     noBuildIds: plan.noBuildIds,
     unwind,
-    compress: unwind.kind === 'mixed' ? unwind.compress : options.offCpu && plan.perfCompresses,
+    compress: plan.perfCompresses && (unwind.kind === 'mixed' || options.offCpu),
     snapshotter,
     signal,
     onRetry: warn,

@@ -22,23 +22,23 @@ import type { FoldOptions } from '../stacks/fold.js';
 import { BuiltinScriptOutput } from './script-output.js';
 import type { UnwindTally } from './unwind/sample-unwind.js';
 
+/** The processes `--pid=N[,M]` among perf script's arguments keeps, its other arguments left aside. */
+export function pidArguments(args: readonly string[]): Set<number> | undefined {
+  const pids = args.flatMap((arg) => /^--pid=(\d+(?:,\d+)*)$/.exec(arg)?.[1]?.split(',').map(Number) ?? []);
+  return pids.length > 0 ? new Set(pids) : undefined;
+}
+
 /**
  * The processes to keep, from the perf script arguments the built-in engine understands: `--pid=N[,M]`, and
  * `--no-demangle` (C++ names as they are, read in runBuiltinAndFold).
  */
 export function builtinPidFilter(args: readonly string[]): Set<number> | undefined {
-  let pids: Set<number> | undefined;
-  for (const arg of args) {
-    if (arg === '--no-demangle') continue;
-    const m = /^--pid=(\d+(?:,\d+)*)$/.exec(arg);
-    if (!m)
+  for (const arg of args)
+    if (arg !== '--no-demangle' && !/^--pid=\d+(?:,\d+)*$/.test(arg))
       throw new ProfcpuError('USAGE', `the native engine does not take the perf script argument ${arg}`, {
         remedy: 'Use `--engine perf` to pass arguments to perf script.',
       });
-    pids ??= new Set();
-    for (const pid of m[1]!.split(',')) pids.add(Number(pid));
-  }
-  return pids;
+  return pidArguments(args);
 }
 
 /**

@@ -108,38 +108,53 @@ export async function writeOffCpuOutputs(
     await outputs.write(name, content);
     await written(name);
   };
-  await write(layout.offCpuFolded, [...formatFolded(stacks)].join(''));
   // The flame graphs count milliseconds: 12.5 ms reads better than 12,500 µs.
-  const milliseconds = new Map([...stacks].map(([stack, us]) => [stack, us / 1000]));
-  const graph = {
-    title: options.title ?? 'Off-CPU Flame Graph',
-    subtitle: 'time blocked, by the stack each thread left the CPU from',
-    colors: 'cool',
-    countName: 'ms blocked',
-  } as const;
-  await write(layout.offCpuSvg, renderSvg(milliseconds, graph));
-  await write(layout.offCpuHtml, renderHtml(milliseconds, graph));
-  await write(
-    layout.offCpuSpeedscope,
-    renderSpeedscope(stacks, { name: options.title ?? 'profcpu off-CPU', unit: 'microseconds' }),
+  const writeView = async (
+    names: { folded: string; svg: string; html: string; speedscope: string },
+    us: FoldedStacks,
+    graph: { title: string; subtitle: string; countName: string; colors?: 'cool' },
+    speedscopeName: string,
+  ) => {
+    await write(names.folded, [...formatFolded(us)].join(''));
+    const ms = new Map([...us].map(([stack, weight]) => [stack, weight / 1000]));
+    await write(names.svg, renderSvg(ms, graph));
+    await write(names.html, renderHtml(ms, graph));
+    await write(names.speedscope, renderSpeedscope(us, { name: speedscopeName, unit: 'microseconds' }));
+  };
+  await writeView(
+    {
+      folded: layout.offCpuFolded,
+      svg: layout.offCpuSvg,
+      html: layout.offCpuHtml,
+      speedscope: layout.offCpuSpeedscope,
+    },
+    stacks,
+    {
+      title: options.title ?? 'Off-CPU Flame Graph',
+      subtitle: 'time blocked, by the stack each thread left the CPU from',
+      colors: 'cool',
+      countName: 'ms blocked',
+    },
+    options.title ?? 'profcpu off-CPU',
   );
   const wall =
     folded.cpuUsPerSample === undefined || !options.cpuStacks ? undefined : wallClock(options.cpuStacks, folded);
-  if (wall) {
-    await write(layout.wallClockFolded, [...formatFolded(wall.stacks)].join(''));
-    const ms = new Map([...wall.stacks].map(([stack, us]) => [stack, us / 1000]));
-    const view = {
-      title: 'Wall-Clock Flame Graph',
-      subtitle: 'each thread’s time running, blocked and waiting for a CPU',
-      countName: 'ms',
-    } as const;
-    await write(layout.wallClockSvg, renderSvg(ms, view));
-    await write(layout.wallClockHtml, renderHtml(ms, view));
-    await write(
-      layout.wallClockSpeedscope,
-      renderSpeedscope(wall.stacks, { name: 'profcpu wall-clock', unit: 'microseconds' }),
+  if (wall)
+    await writeView(
+      {
+        folded: layout.wallClockFolded,
+        svg: layout.wallClockSvg,
+        html: layout.wallClockHtml,
+        speedscope: layout.wallClockSpeedscope,
+      },
+      wall.stacks,
+      {
+        title: 'Wall-Clock Flame Graph',
+        subtitle: 'each thread’s time running, blocked and waiting for a CPU',
+        countName: 'ms',
+      },
+      'profcpu wall-clock',
     );
-  }
   const top = [...stacks]
     .sort((a, b) => b[1] - a[1])
     .slice(0, topStacks)

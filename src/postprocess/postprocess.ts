@@ -36,7 +36,7 @@ import { placePerfMaps, type PerfMapPlacement } from '../jit/perf-maps.js';
 import { buildIdView, type BuildIdView } from '../binaries/buildid-view.js';
 import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
-import { runBuiltinAndFold, type BuiltinEngineOptions } from '../engine/builtin-engine.js';
+import { pidArguments, runBuiltinAndFold, type BuiltinEngineOptions } from '../engine/builtin-engine.js';
 import { builtinShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
 import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
 import { ibtPltTables } from '../engine/frame-symbols.js';
@@ -238,7 +238,7 @@ async function postprocessFolder(
           {
             offCpu: opts.offCpu,
             fold: opts.fold,
-            pids: pidsOf(opts.perfScriptArgs),
+            pids: pidArguments(opts.perfScriptArgs),
             // Weighed by period, the CPU stacks count events (cycles, ns) whose time the view cannot tell.
             ...(opts.fold.weight !== 'period' && { cpuStacks: fold.stacks }),
             ...(opts.title !== undefined && { title: opts.title }),
@@ -470,12 +470,6 @@ function withCpuEvent(
     fold: { ...opts.fold, eventFilter: opts.fold.eventFilter || offCpu.cpuEvent },
     skipEvents: new Set([switchEvent]),
   };
-}
-
-/** The processes `--pid=N[,M]` among perf script's arguments keeps (the off-CPU fold keeps the same). */
-function pidsOf(args: readonly string[]): ReadonlySet<number> | undefined {
-  const pids = args.flatMap((arg) => /^--pid=(\d+(?:,\d+)*)$/.exec(arg)?.[1]?.split(',').map(Number) ?? []);
-  return pids.length > 0 ? new Set(pids) : undefined;
 }
 
 /** A recording of the target's cgroup holds its other processes too: perf script keeps the target's samples. */

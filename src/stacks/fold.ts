@@ -64,6 +64,11 @@ export interface FoldOptions {
   keepTier: boolean;
 }
 
+/** A root frame's name as the fold writes it (a thread's comm, or comm-pid/tid): spaces become underscores. */
+export function rootFrameName(name: string): string {
+  return name.replaceAll(' ', '_');
+}
+
 export const defaultFoldOptions: Readonly<FoldOptions> = Object.freeze({
   compat: false,
   includePid: false,
@@ -435,7 +440,7 @@ export class StackFolder {
     let name = comm;
     if (this.options.includeTid) name = `${comm}-${pid}/${tid}`;
     else if (this.options.includePid) name = `${comm}-${pid}`;
-    name = name.replaceAll(' ', '_');
+    name = rootFrameName(name);
     root = {
       id: this.frames.intern(name, undefined, false),
       pid: pid === '?' ? undefined : Number(pid),

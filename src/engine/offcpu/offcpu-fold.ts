@@ -9,7 +9,7 @@
 import type { Warn } from '../../diagnostics.js';
 import type { OutputFolder } from '../../files/output-folder.js';
 import { layout } from '../../output/layout.js';
-import { StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
+import { rootFrameName, StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
 import type { FrameResolver } from '../../stacks/frame-name.js';
 import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
@@ -57,11 +57,6 @@ export interface OffCpuFold {
   runnableUs: Map<string, number>;
   /** The CPU time one sample of the CPU event stands for, µs (1/frequency), when it says. */
   cpuUsPerSample?: number;
-}
-
-/** A thread's name as the fold's root frame spells it (fold.ts: spaces become underscores). */
-export function rootName(comm: string): string {
-  return comm.replaceAll(' ', '_');
 }
 
 /**
@@ -222,7 +217,7 @@ export async function foldOffCpu(
   const runnableUs = new Map<string, number>();
   for (const byTid of [runnableNs, pairing.runnableNs])
     for (const [tid, ns] of byTid) {
-      const name = rootName(comms.get(tid) ?? `[thread ${tid}]`);
+      const name = rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
       runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
     }
   return {
