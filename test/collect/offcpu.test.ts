@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
-import { dotnetVersions, startDotnetApp } from '../support/dotnet-app.js';
+import { dotnetVersions, startDotnetApp, type DotnetAppWorkload, type DotnetVersion } from '../support/dotnet-app.js';
 import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { ownCgroup } from '../support/cgroup.js';
 import { tempDir } from '../support/temp.js';
@@ -25,33 +25,56 @@ const waits = [
   { frame: 'ProfcpuFixture.Waits::StarvedWorkItem_[j]', threads: 4 },
 ];
 
+/**
+ * Starts the fixture with `workloads` and runs `profcpu collect --off-cpu` on it (exit 0 asserted): its folder, what it
+ * printed, its manifest and the off-CPU folded stacks; undefined when a cgroup was asked for and cannot be had.
+ */
+async function collectOffCpu<M extends { collect: { record: { seconds: number } } }>(
+  t: TestContext,
+  app: { version: DotnetVersion; workloads: DotnetAppWorkload[] },
+  options: { seconds: number; cgroup?: boolean },
+): Promise<{ dir: string; stdout: string; manifest: M; folded: string } | undefined> {
+  const started = await startDotnetApp({ ...app, seconds: 120 });
+  t.after(() => started.kill());
+  if (options.cgroup && !need(t, (await ownCgroup(t, started.pid)) !== undefined, 'cgroup v2 to put the target in'))
+    return undefined;
+  const dir = join(await tempDir(t, 'offcpu'), 'out');
+  const scope = options.cgroup ? ['--scope', 'cgroup'] : [];
+  const run = await runCli(
+    ['collect', '--pid', String(started.pid), '--off-cpu', ...scope, '--duration', String(options.seconds)].concat([
+      '--symbols',
+      'none',
+      '--output',
+      dir,
+    ]),
+    { timeout: 120_000 },
+  );
+  assert.equal(run.exitCode, 0, run.all);
+  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as M;
+  return { dir, stdout: run.stdout, manifest, folded: await readFile(join(dir, layout.offCpuFolded), 'utf8') };
+}
+
+/** Microseconds off the CPU of the folded stacks through `frame`. */
+function blockedUnder(folded: string, frame: string): number {
+  return folded
+    .split('\n')
+    .filter((line) => line.split(';').includes(frame) || line.includes(`;${frame};`))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
 for (const version of dotnetVersions) {
   test(`collect --off-cpu, .NET ${version}: each known wait's time blocked within 10%, under the method that waits`, async (t) => {
     if (!canRecord(t) || !needDotnet(t)) return;
-    const app = await startDotnetApp({ version, seconds: 120, workloads: ['waits'] });
-    t.after(() => app.kill());
-    const dir = join(await tempDir(t, 'offcpu'), 'out');
-    const run = await runCli(
-      ['collect', '--pid', String(app.pid), '--off-cpu', '--duration', '4', '--symbols', 'none', '--output', dir],
-      { timeout: 120_000 },
-    );
-    assert.equal(run.exitCode, 0, run.all);
-
-    const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+    const collected = await collectOffCpu<{
       collect: { record: { seconds: number; command: string[] }; options: { offCpu?: boolean; minBlockUs?: number } };
       offCpu: { blockedUs: number; intervals: { blocked: number }; unwound?: { samples: number } };
-    };
+    }>(t, { version, workloads: ['waits'] }, { seconds: 4 });
+    const { dir, stdout, manifest, folded } = collected!;
     assert.deepEqual(manifest.collect.options.offCpu, true);
     assert.ok(manifest.collect.record.command.includes('--switch-events'), manifest.collect.record.command.join(' '));
     const seconds = manifest.collect.record.seconds;
-    const folded = await readFile(join(dir, layout.offCpuFolded), 'utf8');
-    const under = (frame: string) =>
-      folded
-        .split('\n')
-        .filter((line) => line.split(';').includes(frame) || line.includes(`;${frame};`))
-        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
     const measured = waits.map(({ frame, threads }) => {
-      const us = under(frame);
+      const us = blockedUnder(folded, frame);
       return { frame, expectedMs: threads * seconds * 1000, ms: Math.round(us / 1000) };
     });
     t.diagnostic(`${seconds} s recorded: ${JSON.stringify(measured)}`);
@@ -69,7 +92,7 @@ for (const version of dotnetVersions) {
       profiles: { unit: string }[];
     };
     assert.equal(speedscope.profiles[0]!.unit, 'microseconds');
-    assert.match(run.stdout, /off-CPU: [\d.]+ s blocked/);
+    assert.match(stdout, /off-CPU: [\d.]+ s blocked/);
     // All in the tarball, beside the raw recording.
     const { stdout: entries } = await execa('tar', ['tzf', join(dir, layout.tarball)]);
     for (const name of [layout.perfData, layout.offCpuSvg, layout.offCpuFolded, layout.wallClockSvg])
@@ -77,60 +100,31 @@ for (const version of dotnetVersions) {
         entries.split('\n').some((entry) => entry.endsWith(`/${name}`) || entry === name),
         `${name} in:\n${entries}`,
       );
-    assert.match(run.stdout, /: ProfcpuFixture\.Waits::StarvedWorkItem → System\.Threading\.Thread::Sleep → /);
+    assert.match(stdout, /: ProfcpuFixture\.Waits::StarvedWorkItem → System\.Threading\.Thread::Sleep → /);
   });
 }
 
 test('collect --off-cpu of a cgroup: the switch records are the cgroup’s, the waits the target’s, as with -p', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
-  const app = await startDotnetApp({ version: 10, seconds: 120, workloads: ['waits'] });
-  t.after(() => app.kill());
-  if (!need(t, (await ownCgroup(t, app.pid)) !== undefined, 'cgroup v2 to put the target in')) return;
-  const dir = join(await tempDir(t, 'offcpu-cgroup'), 'out');
-  const run = await runCli(
-    [
-      'collect',
-      '--pid',
-      String(app.pid),
-      '--off-cpu',
-      '--scope',
-      'cgroup',
-      '--duration',
-      '3',
-      '--symbols',
-      'none',
-    ].concat(['--output', dir]),
-    { timeout: 120_000 },
-  );
-  assert.equal(run.exitCode, 0, run.all);
-  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+  const collected = await collectOffCpu<{
     collect: { record: { seconds: number; command: string[]; scope: { kind: string } } };
-  };
+  }>(t, { version: 10, workloads: ['waits'] }, { seconds: 3, cgroup: true });
+  if (!collected) return;
+  const { manifest, folded } = collected;
   assert.equal(manifest.collect.record.scope.kind, 'cgroup');
   assert.match(manifest.collect.record.command.join(' '), / -e dummy -e .* --switch-events -a -G /);
-  const folded = await readFile(join(dir, layout.offCpuFolded), 'utf8');
-  const sleepUs = folded
-    .split('\n')
-    .filter((line) => line.includes(';ProfcpuFixture.Waits::SleepPath_[j];'))
-    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+  const sleepUs = blockedUnder(folded, 'ProfcpuFixture.Waits::SleepPath_[j]');
   const expectedUs = manifest.collect.record.seconds * 1e6;
   assert.ok(Math.abs(sleepUs - expectedUs) <= 0.1 * expectedUs, `${sleepUs} µs asleep, ${expectedUs} expected`);
 });
 
 test('collect --off-cpu, the wall-clock view: each thread’s time running, blocked and runnable adds up to the recording', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
-  const app = await startDotnetApp({ version: 10, seconds: 120, workloads: ['waits', 'generic'] });
-  t.after(() => app.kill());
-  const dir = join(await tempDir(t, 'offcpu-wall'), 'out');
-  const run = await runCli(
-    ['collect', '--pid', String(app.pid), '--off-cpu', '--duration', '4', '--symbols', 'none', '--output', dir],
-    { timeout: 120_000 },
-  );
-  assert.equal(run.exitCode, 0, run.all);
-  const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as {
+  const collected = await collectOffCpu<{
     collect: { record: { seconds: number } };
     offCpu: { threads: { kind: string; runningUs: number; blockedUs: number; runnableUs: number }[] };
-  };
+  }>(t, { version: 10, workloads: ['waits', 'generic'] }, { seconds: 4 });
+  const { dir, stdout, manifest } = collected!;
   const wallUs = manifest.collect.record.seconds * 1e6;
   const kind = (name: string) => {
     const found = manifest.offCpu.threads.find((k) => k.kind === name);
@@ -146,9 +140,9 @@ test('collect --off-cpu, the wall-clock view: each thread’s time running, bloc
   assert.ok(Math.abs(sleeper.totalUs - wallUs) <= 0.1 * wallUs, `${JSON.stringify(sleeper)} against ${wallUs} µs`);
   assert.ok(sleeper.blockedUs >= 0.9 * wallUs, JSON.stringify(sleeper));
   // The view itself: the burner's CPU stacks and the sleeper's wait, in milliseconds.
-  const folded = await readFile(join(dir, layout.wallClockFolded), 'utf8');
-  assert.match(folded, /^fixture-generic;.*Hot\+Outer`1\+Inner`1\[.*\]::Churn_\[j\]/m);
-  assert.match(folded, /^wait-sleep;.*ProfcpuFixture\.Waits::SleepPath_\[j\];/m);
+  const wall = await readFile(join(dir, layout.wallClockFolded), 'utf8');
+  assert.match(wall, /^fixture-generic;.*Hot\+Outer`1\+Inner`1\[.*\]::Churn_\[j\]/m);
+  assert.match(wall, /^wait-sleep;.*ProfcpuFixture\.Waits::SleepPath_\[j\];/m);
   assert.match(await readFile(join(dir, layout.wallClockSvg), 'utf8'), / ms, [\d.]+%\)<\/title>/);
-  assert.match(run.stdout, /threads: running \/ blocked \/ waiting for a CPU/);
+  assert.match(stdout, /threads: running \/ blocked \/ waiting for a CPU/);
 });

@@ -5,20 +5,17 @@
 // Compared: each known wait's share of the time the six wait methods spent waiting, EventPipe's waiting samples
 // against profcpu's microseconds off the CPU; the same waits, shares within 10 points.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { installDotnetTrace } from '../support/dotnet-trace.js';
+import { installDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
 import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { tempDir } from '../support/temp.js';
 import { dotnetTraceMethod, profcpuMethod } from './leading-methods.js';
 
-const execFileAsync = promisify(execFile);
 const seconds = 8;
 /** The waits of test/fixtures/dotnet-app/Program.cs (class Waits), as `Type::Method`. */
 const waits = ['SleepPath', 'LockHolder', 'LockContender', 'SyncOverAsync', 'SocketRead', 'StarvedWorkItem'].map(
@@ -80,15 +77,8 @@ test('dotnet-trace’s thread-time profile and profcpu’s off-CPU profile give 
   const app = await startDotnetApp({ workloads: ['waits'], seconds: 120 });
   t.after(() => app.kill());
   const trace = join(work, 'trace.nettrace');
-  const env = { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' };
-  const runTrace = async (args: string[]) => {
-    try {
-      await execFileAsync(dotnetTrace, args, { env, maxBuffer: 16 << 20, timeout: 120_000 });
-    } catch (error) {
-      const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
-      throw new Error(`dotnet-trace ${args.join(' ')} failed:\n${stdout}${stderr}`, { cause: error });
-    }
-  };
+  const runTrace = (args: string[]) => runDotnetTrace(dotnetTrace, args);
+
   const [collected] = await Promise.all([
     runCli(
       ['collect', '--pid', String(app.pid), '--off-cpu', '--duration', String(seconds), '--symbols', 'none'].concat([

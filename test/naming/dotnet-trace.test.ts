@@ -17,20 +17,17 @@
 // EventPipe put OrderedIterator.ToList and GroupByIterator.MoveNext at 14-16% where perf saw under 0.2%: their time
 // is in allocation and GC (native leaves, which EventPipe cannot sample and this comparison leaves out of perf's).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { installDotnetTrace } from '../support/dotnet-trace.js';
+import { installDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
 import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { foldedShares, leading, speedscopeShares, type MethodShares } from './leading-methods.js';
 import { tempDir } from '../support/temp.js';
 
-const execFileAsync = promisify(execFile);
 const entry = 'ProfcpuFixture.LinqMill::Grind';
 const seconds = 10;
 /** Methods compared, below the entry. */
@@ -61,15 +58,8 @@ test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound worklo
   t.after(() => app.kill());
 
   const trace = join(work, 'trace.nettrace');
-  const env = { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' };
-  const runTrace = async (args: string[]) => {
-    try {
-      await execFileAsync(dotnetTrace, args, { env, maxBuffer: 16 << 20, timeout: 120_000 });
-    } catch (error) {
-      const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
-      throw new Error(`dotnet-trace ${args.join(' ')} failed:\n${stdout}${stderr}`, { cause: error });
-    }
-  };
+  const runTrace = (args: string[]) => runDotnetTrace(dotnetTrace, args);
+
   const duration = String(seconds);
   const [collected] = await Promise.all([
     runCli([

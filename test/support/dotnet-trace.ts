@@ -47,3 +47,17 @@ async function install(workDir: string): Promise<void> {
     );
   }
 }
+
+/** Runs dotnet-trace with `args`; rejects with its output when it fails (2 minutes at most). */
+export async function runDotnetTrace(dotnetTrace: string, args: readonly string[]): Promise<void> {
+  try {
+    await execFileAsync(dotnetTrace, args, {
+      env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
+      maxBuffer: 16 << 20,
+      timeout: 120_000,
+    });
+  } catch (error) {
+    const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
+    throw new Error(`dotnet-trace ${args.join(' ')} failed:\n${stdout}${stderr}`, { cause: error });
+  }
+}
