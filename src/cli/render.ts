@@ -1,18 +1,23 @@
-// `profcpu render [FILE|-] --format svg|html|speedscope`: folded stacks from a file or stdin to a flame graph or
-// a speedscope file on stdout or --output. The flags map onto the render stage's options in renderOptionsFromArgs.
+// `profcpu render [FILE|-] --format svg|html|speedscope|pprof`: folded stacks from a file or stdin to a flame graph,
+// a speedscope file or a pprof profile on stdout or --output. The flags map onto the render stage's options in
+// renderOptionsFromArgs.
 import { open, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import type { Argv, CommandModule } from 'yargs';
 import { ProfcpuError } from '../error.js';
 import { paletteNames, render, renderFormats, type RenderFormat, type RenderOptions } from '../render/index.js';
+import { renderPprof, type PprofSampleType } from '../render/pprof.js';
 import { defaultSvgOptions } from '../render/svg.js';
 import { parseFolded } from '../stacks/folded.js';
 import { createReporter } from './reporter.js';
 
+/** The formats `render` writes: the render stage's text formats, and pprof (binary, gzipped). */
+type CliFormat = RenderFormat | 'pprof';
+
 export interface RenderArgs {
   file?: string;
-  format: RenderFormat;
+  format: CliFormat;
   output?: string;
   title?: string;
   subtitle?: string;
@@ -24,7 +29,16 @@ export interface RenderArgs {
   reverse?: boolean;
   inverted?: boolean;
   countname?: string;
+  sampleType?: string;
   quiet?: boolean;
+}
+
+/** `--sample-type cpu/nanoseconds`: what a pprof sample's value measures (default samples/count). */
+export function pprofSampleType(text: string | undefined): PprofSampleType {
+  if (text === undefined) return { type: 'samples', unit: 'count', perWeight: 1 };
+  const match = /^([A-Za-z_][\w.-]{0,63})\/([A-Za-z_][\w.-]{0,63})$/.exec(text);
+  if (!match) throw usage(`--sample-type must be TYPE/UNIT, such as cpu/nanoseconds or samples/count, not "${text}"`);
+  return { type: match[1]!, unit: match[2]!, perWeight: 1 };
 }
 
 /** The render stage's options for these flags; throws USAGE for values no renderer can use. */
@@ -93,9 +107,9 @@ const command: CommandModule<object, RenderArgs> = {
       .positional('file', { type: 'string', describe: 'Folded stacks (`a;b;c 12` lines); - or nothing reads stdin' })
       .option('format', {
         alias: 'f',
-        choices: renderFormats,
-        default: 'svg' as RenderFormat,
-        describe: 'Output format',
+        choices: [...renderFormats, 'pprof'],
+        default: 'svg' as CliFormat,
+        describe: 'Output format (pprof: gzipped profile.proto, binary)',
       })
       .option('output', { alias: 'o', type: 'string', describe: 'Write to this file instead of stdout' })
       .option('title', { type: 'string', describe: 'Title (speedscope: profile name)' })
@@ -108,6 +122,10 @@ const command: CommandModule<object, RenderArgs> = {
       .option('reverse', { type: 'boolean', describe: 'Reverse stacks: leaf functions at the root' })
       .option('inverted', { type: 'boolean', describe: 'Icicle graph: root at the top' })
       .option('countname', { type: 'string', describe: 'What counts measure, for tooltips (samples)' })
+      .option('sample-type', {
+        type: 'string',
+        describe: 'pprof: what the counts measure, TYPE/UNIT (samples/count; cpu/nanoseconds...)',
+      })
       .option('quiet', {
         alias: 'q',
         type: 'boolean',
@@ -116,6 +134,10 @@ const command: CommandModule<object, RenderArgs> = {
   handler: async (args) => {
     const reporter = createReporter({ quiet: args.quiet });
     const options = renderOptionsFromArgs(args);
+    const sampleType = pprofSampleType(args.sampleType);
+    if (args.sampleType !== undefined && args.format !== 'pprof') throw usage('--sample-type is for --format pprof');
+    if (args.format === 'pprof' && args.output === undefined && process.stdout.isTTY)
+      throw usage('a pprof profile is binary: pass --output FILE, or redirect standard output to a file');
     // yargs hands a lone `-` over as ''.
     const file = args.file === undefined || args.file === '-' || args.file === '' ? undefined : args.file;
     const input = await readInput(file);
@@ -127,7 +149,10 @@ const command: CommandModule<object, RenderArgs> = {
       throw new ProfcpuError('NO_SAMPLES', `no stack with a positive count in ${source}`, {
         remedy: 'Pass folded stacks, one `frame;frame;frame count` line per stack, as `profcpu fold` writes them.',
       });
-    const text = render(args.format, input.stacks, options);
+    const text =
+      args.format === 'pprof'
+        ? renderPprof(input.stacks, { sampleTypes: [sampleType] })
+        : render(args.format, input.stacks, options);
     if (args.output === undefined) {
       process.stdout.write(text);
       return;

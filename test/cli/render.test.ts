@@ -7,7 +7,9 @@ import { renderOptionsFromArgs } from '../../src/cli/render.js';
 import { isProfcpuError } from '../../src/error.js';
 import { renderSvg } from '../../src/render/svg.js';
 import { parseFoldedText } from '../../src/stacks/folded.js';
-import { runCli } from '../support/cli.js';
+import { execa } from 'execa';
+import { cliPath, runCli } from '../support/cli.js';
+import { decodePprof, pprofToFolded, stringAt } from '../support/pprof.js';
 
 const fixture = new URL('../render/fixtures/dotnet.folded', import.meta.url).pathname;
 const folded = readFileSync(fixture, 'utf8');
@@ -38,6 +40,39 @@ test('stdin (`-` or nothing) to --output, each format; one-dash spelling of the 
   assert.equal(quiet.exitCode, 0);
   assert.equal(JSON.parse(quiet.stdout as string).name, 'profcpu');
   assert.equal(quiet.stderr, '');
+});
+
+test('--format pprof writes a gzipped profile a decoder we did not write reads back into the same stacks', async () => {
+  const output = join(dir, 'out.pb.gz');
+  const result = await runCli([
+    'render',
+    fixture,
+    '--format',
+    'pprof',
+    '--sample-type',
+    'cpu/nanoseconds',
+    '-o',
+    output,
+  ]);
+  assert.equal(result.exitCode, 0, result.stderr as string);
+  const profile = decodePprof(readFileSync(output));
+  assert.deepEqual(pprofToFolded(profile), parseFoldedText(folded).stacks);
+  assert.deepEqual(
+    [stringAt(profile, profile.sampleType[0]!.type), stringAt(profile, profile.sampleType[0]!.unit)],
+    ['cpu', 'nanoseconds'],
+  );
+  // To standard output when it is not a terminal.
+  const piped = await execa(process.execPath, [cliPath, 'render', fixture, '--format', 'pprof'], {
+    encoding: 'buffer',
+  });
+  assert.deepEqual(pprofToFolded(decodePprof(piped.stdout)), parseFoldedText(folded).stacks);
+
+  const badType = await runCli(['render', fixture, '--format', 'pprof', '--sample-type', 'cpu']);
+  assert.equal(badType.exitCode, 2);
+  assert.match(badType.stderr as string, /--sample-type must be TYPE\/UNIT/);
+  const notPprof = await runCli(['render', fixture, '--sample-type', 'cpu/nanoseconds']);
+  assert.equal(notPprof.exitCode, 2);
+  assert.match(notPprof.stderr as string, /--sample-type is for --format pprof/);
 });
 
 test('flags reach the renderer', async () => {
