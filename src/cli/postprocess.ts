@@ -136,11 +136,12 @@ const command: CommandModule<object, PostprocessArgs> = {
       )
       .epilogue(
         `Writes into the folder: ${layout.flamegraphSvg} (open in a browser), ${layout.flamegraphHtml} (offline ` +
-          `d3-flame-graph), ${layout.speedscope} (speedscope.app), ${layout.foldedStacks} (flamegraph.pl/inferno ` +
+          `d3-flame-graph), ${layout.speedscope} (speedscope.app), ${layout.pprof} (pprof: Pyroscope, Parca, go tool ` +
+          `pprof), ${layout.foldedStacks} (flamegraph.pl/inferno ` +
           `input), ${layout.perfScript} (perf script text with times: FlameScope lists every file of the folder it ` +
           `is given, so point it at ${dirname(layout.perfScript)}/ alone), for a recording made with collect ` +
           `--off-cpu ${layout.offCpuSvg} and ${layout.wallClockSvg} (where the threads waited; each thread's time ` +
-          `running, blocked and waiting for a CPU) with their HTML, folded and speedscope files, ${layout.manifest} (versions, commands, ` +
+          `running, blocked and waiting for a CPU) with their HTML, folded, speedscope and pprof files, ${layout.manifest} (versions, commands, ` +
           `counts, SHA-256 of each file) and ${layout.tarball} (the whole folder, raw data included). perf.data ` +
           'and target/ are never changed; run it again at any time, anywhere. A prof.tar.gz is untrusted: only its ' +
           'files and folders named as in an output folder are unpacked (no links, devices, absolute paths or ..; ' +

@@ -48,6 +48,11 @@ export const layout = Object.freeze({
   flamegraphHtml: 'flamegraph.html',
   speedscope: 'speedscope.json',
   /**
+   * The CPU profile in pprof's format, gzipped (src/render/pprof.ts): what Pyroscope, Parca, Google's pprof and
+   * Datadog read. The off-CPU and wall-clock views have theirs (offcpu.pb.gz, wallclock.pb.gz).
+   */
+  pprof: 'profile.pb.gz',
+  /**
    * The off-CPU profile of a recording made with `collect --off-cpu` (src/postprocess/offcpu-outputs.ts): folded
    * stacks weighed in microseconds off the CPU, its flame graphs in milliseconds blocked, speedscope in microseconds.
    */
@@ -55,6 +60,7 @@ export const layout = Object.freeze({
   offCpuSvg: 'offcpu.svg',
   offCpuHtml: 'offcpu.html',
   offCpuSpeedscope: 'offcpu_speedscope.json',
+  offCpuPprof: 'offcpu.pb.gz',
   /**
    * The wall-clock view of the same recording: per thread, its CPU samples (as the CPU time they stand for), its time
    * blocked and its time waiting for a CPU, in microseconds (milliseconds in the flame graphs): a thread's whole
@@ -64,6 +70,7 @@ export const layout = Object.freeze({
   wallClockSvg: 'wallclock.svg',
   wallClockHtml: 'wallclock.html',
   wallClockSpeedscope: 'wallclock_speedscope.json',
+  wallClockPprof: 'wallclock.pb.gz',
   manifest: 'manifest.json',
   tarball: 'prof.tar.gz',
 });

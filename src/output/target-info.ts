@@ -15,6 +15,10 @@ export interface TargetIds {
   runtime?: string;
   /** perf recorded the target's cgroup (other processes too): its samples are the ones with `pid`. */
   recordedCgroup?: boolean;
+  /** The target's command name (/proc/PID/comm), when the file says. */
+  comm?: string;
+  /** The container's id, when the recorded cgroup's name holds one (`docker-<64 hex>.scope`, `cri-containerd-...`). */
+  containerId?: string;
 }
 
 /** Largest target.json read: collect writes a few hundred bytes. */
@@ -39,18 +43,31 @@ export async function readTargetIds(folder: OutputFolder, warn: Warn = ignoreWar
     warn(`${layout.targetInfo} is not valid JSON: ignored`);
     return undefined;
   }
-  const { pid, nspid, runtime, recordScope } = (info ?? {}) as Record<string, unknown>;
+  const { pid, nspid, runtime, recordScope, comm } = (info ?? {}) as Record<string, unknown>;
   if (!isPid(pid)) {
     warn(`${layout.targetInfo} has no usable "pid": ignored`);
     return undefined;
   }
-  const cgroup = (recordScope as { kind?: unknown } | null | undefined)?.kind === 'cgroup';
+  const scope = recordScope as { kind?: unknown; cgroup?: unknown } | null | undefined;
+  const cgroup = scope?.kind === 'cgroup';
+  const containerId = typeof scope?.cgroup === 'string' ? containerIdOf(scope.cgroup) : undefined;
   return {
     pid,
     nspid: isPid(nspid) ? nspid : pid,
     ...(typeof runtime === 'string' && { runtime }),
+    ...(typeof comm === 'string' && comm.length <= 64 && { comm }),
     ...(cgroup && { recordedCgroup: true }),
+    ...(containerId && { containerId }),
   };
+}
+
+/**
+ * The container id a cgroup's name holds, as Docker, containerd, CRI-O and Podman name theirs: 64 hex digits ending
+ * the last component (`docker-<id>.scope`, `cri-containerd-<id>.scope`, `/docker/<id>`, `/kubepods/.../<id>`).
+ */
+export function containerIdOf(cgroup: string): string | undefined {
+  const last = cgroup.slice(cgroup.lastIndexOf('/') + 1);
+  return /(?:^|[-:])([0-9a-f]{64})(?:\.scope)?$/.exec(last)?.[1];
 }
 
 function isPid(value: unknown): value is number {

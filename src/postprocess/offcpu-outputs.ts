@@ -1,6 +1,6 @@
 // The off-CPU outputs of a recording made with `collect --off-cpu` (src/engine/offcpu/): the folded stacks weighed in
 // microseconds off the CPU, the flame graphs in milliseconds blocked with the cool palette (managed, native and kernel
-// frames still told apart), speedscope in microseconds; the wall-clock view beside them (each thread's time running,
+// frames still told apart), speedscope in microseconds, pprof in nanoseconds; the wall-clock view beside them (each thread's time running,
 // blocked and waiting for a CPU); and the figures the manifest and the summary give: time blocked, stretches kept and
 // left out, switch records with no partner, the heaviest blocking stacks, each kind of thread's three times.
 import type { Warn } from '../diagnostics.js';
@@ -10,7 +10,9 @@ import { layout } from '../output/layout.js';
 import type { PartialOutputs } from '../output/partial-outputs.js';
 import { renderHtml } from '../render/html.js';
 import { renderSpeedscope } from '../render/speedscope.js';
+import { renderPprof, type PprofOptions } from '../render/pprof.js';
 import { renderSvg } from '../render/svg.js';
+import { timePprofOptions, type PprofFolderFacts } from './pprof-options.js';
 import { formatFolded, inSortedOrder, type FoldedStacks } from '../stacks/folded.js';
 import type { FoldOptions, FrameResolver } from '../stacks/fold.js';
 
@@ -87,6 +89,9 @@ export async function writeOffCpuOutputs(
     title?: string;
     /** The CPU profile's folded stacks (samples), for the wall-clock view: none, no view. */
     cpuStacks?: FoldedStacks;
+    /** What the folder's pprof profiles share (labels, build-ids); the CPU profile's native files by frame. */
+    pprof: PprofFolderFacts;
+    cpuFrameFiles?: ReadonlyMap<string, string>;
   },
   context: { signal: AbortSignal | undefined; warn: Warn; resolver: FrameResolver | undefined },
   written: (name: string) => Promise<void>,
@@ -103,23 +108,25 @@ export async function writeOffCpuOutputs(
     context,
   );
   const stacks = inSortedOrder(folded.fold.stacks);
-  const write = async (name: string, content: string) => {
+  const write = async (name: string, content: string | Uint8Array) => {
     signal?.throwIfAborted();
     await outputs.write(name, content);
     await written(name);
   };
   // The flame graphs count milliseconds: 12.5 ms reads better than 12,500 µs.
   const writeView = async (
-    names: { folded: string; svg: string; html: string; speedscope: string },
+    names: { folded: string; svg: string; html: string; speedscope: string; pprof: string },
     us: FoldedStacks,
     graph: { title: string; subtitle: string; countName: string; colors?: 'cool' },
     speedscopeName: string,
+    pprof: Partial<PprofOptions>,
   ) => {
     await write(names.folded, [...formatFolded(us)].join(''));
     const ms = new Map([...us].map(([stack, weight]) => [stack, weight / 1000]));
     await write(names.svg, renderSvg(ms, graph));
     await write(names.html, renderHtml(ms, graph));
     await write(names.speedscope, renderSpeedscope(us, { name: speedscopeName, unit: 'microseconds' }));
+    await write(names.pprof, renderPprof(us, pprof));
   };
   await writeView(
     {
@@ -127,6 +134,7 @@ export async function writeOffCpuOutputs(
       svg: layout.offCpuSvg,
       html: layout.offCpuHtml,
       speedscope: layout.offCpuSpeedscope,
+      pprof: layout.offCpuPprof,
     },
     stacks,
     {
@@ -136,6 +144,7 @@ export async function writeOffCpuOutputs(
       countName: 'ms blocked',
     },
     options.title ?? 'profcpu off-CPU',
+    timePprofOptions('blocked', folded.fold.frameFiles, options.pprof),
   );
   const wall =
     folded.cpuUsPerSample === undefined || !options.cpuStacks ? undefined : wallClock(options.cpuStacks, folded);
@@ -146,6 +155,7 @@ export async function writeOffCpuOutputs(
         svg: layout.wallClockSvg,
         html: layout.wallClockHtml,
         speedscope: layout.wallClockSpeedscope,
+        pprof: layout.wallClockPprof,
       },
       wall.stacks,
       {
@@ -154,6 +164,7 @@ export async function writeOffCpuOutputs(
         countName: 'ms',
       },
       'profcpu wall-clock',
+      timePprofOptions('wall', new Map([...folded.fold.frameFiles, ...(options.cpuFrameFiles ?? [])]), options.pprof),
     );
   const top = [...stacks]
     .sort((a, b) => b[1] - a[1])

@@ -1,6 +1,6 @@
 // The postprocess pipeline: an output folder holding perf.data (and the target/ snapshots collect took) in, every
 // output out: flamescope/perf_script.out, folded_stacks.out, flamegraph.svg, flamegraph.html, speedscope.json,
-// manifest.json and prof.tar.gz (names from src/output/layout.ts).
+// profile.pb.gz (pprof), manifest.json and prof.tar.gz (names from src/output/layout.ts).
 //
 // perf script runs once; its text is teed as it streams, to the FlameScope file and into the fold, so the text is
 // never held whole nor read twice. Rendering needs the finished stacks, so it starts the moment the stream ends. Every
@@ -24,6 +24,8 @@ import { OutputFolder } from '../files/output-folder.js';
 import { defaultPerfPath } from '../perf/perf-path.js';
 import { parseRecordingHeader, perfVersion, type RecordingHeader } from '../perf/version.js';
 import { renderHtml, renderSpeedscope, renderSvg } from '../render/index.js';
+import { renderPprof, type PprofOptions } from '../render/pprof.js';
+import { cpuPprofOptions, pprofFolderFacts } from './pprof-options.js';
 import type { HtmlOptions, SpeedscopeOptions, SvgOptions } from '../render/index.js';
 import { formatFolded, inSortedOrder } from '../stacks/folded.js';
 import { StackFolder, type FoldOptions, type FoldResult, type FrameResolver } from '../stacks/fold.js';
@@ -228,7 +230,10 @@ async function postprocessFolder(
       warn(`no ${offCpu.cpuEvent} samples of the target: it was off the CPU the whole time (see ${layout.offCpuSvg})`);
     else checkSamples(fold, dir);
     const naming = reportNaming(script, context.manifestExtra, warn);
-    await timed('render', () => writeRenders(outputs, fold, opts, signal, archiveInto(tarball, outputs)));
+    const recording = withSampleTimes(script.header, fold);
+    const pprof = await pprofFolderFacts(folder, run.perfDataMtimeMs, recording.sampleDurationMs);
+    const cpuPprof = cpuPprofOptions(fold, chosen.header, opts.fold.weight, pprof);
+    await timed('render', () => writeRenders(outputs, fold, opts, cpuPprof, signal, archiveInto(tarball, outputs)));
     const offCpuReport =
       offCpu &&
       (await timed('offCpu', async () =>
@@ -239,6 +244,8 @@ async function postprocessFolder(
             offCpu: opts.offCpu,
             fold: opts.fold,
             pids: pidArguments(opts.perfScriptArgs),
+            pprof,
+            cpuFrameFiles: fold.frameFiles,
             // Weighed by period, the CPU stacks count events (cycles, ns) whose time the view cannot tell.
             ...(opts.fold.weight !== 'period' && { cpuStacks: fold.stacks }),
             ...(opts.title !== undefined && { title: opts.title }),
@@ -258,7 +265,7 @@ async function postprocessFolder(
       {
         createdAt: new Date().toISOString(),
         host: await hostFacts(perfVersionPromise),
-        recording: withSampleTimes(script.header, fold),
+        recording,
         postprocess: postprocessFacts(script, chosen, commands, durationsMs, recovered),
         samples: sampleCounts(fold),
         skipped: fold.skipped,
@@ -705,13 +712,14 @@ async function writeRenders(
   outputs: PartialOutputs,
   fold: FoldResult,
   opts: PostprocessOptions,
+  pprof: Partial<PprofOptions>,
   signal: AbortSignal | undefined,
   written: (name: string) => Promise<void>,
 ): Promise<void> {
   const title = opts.title === undefined ? {} : { title: opts.title };
   // Sorted once here rather than by each of the four outputs (same bytes: each still sorts).
   const stacks = inSortedOrder(fold.stacks);
-  const write = async (name: string, content: string) => {
+  const write = async (name: string, content: string | Uint8Array) => {
     await outputs.write(name, content);
     await written(name);
   };
@@ -723,6 +731,8 @@ async function writeRenders(
   signal?.throwIfAborted();
   const name = opts.title === undefined ? {} : { name: opts.title };
   await write(layout.speedscope, renderSpeedscope(stacks, { ...opts.speedscope, ...name }));
+  signal?.throwIfAborted();
+  await write(layout.pprof, renderPprof(stacks, pprof));
 }
 
 function formatMegabytes(bytes: number): string {

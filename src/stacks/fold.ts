@@ -102,6 +102,8 @@ export interface FoldResult {
   /** What was skipped, by kind. */
   skipped: Record<string, number>;
   quality: NamingQuality;
+  /** The native file (its name) of each native frame, by folded frame name, as the first sample naming it said. */
+  frameFiles: ReadonlyMap<string, string>;
 }
 
 /** Lines longer than this are dropped rather than buffered (binary garbage must not grow memory). */
@@ -282,6 +284,7 @@ export class StackFolder {
       times: this.firstTime === undefined ? undefined : { first: this.firstTime, last: this.lastTime },
       skipped: sumCounts([this.skips.counts, this.expectedSkips.counts]),
       quality: this.stacks.quality(this.frames),
+      frameFiles: this.frames.files(),
     };
   }
 
@@ -671,8 +674,10 @@ export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
   const events: string[] = [];
   const eventSamples: Record<string, number> = {};
   const quality = emptyNamingQuality();
+  const frameFiles = new Map<string, string>();
   let [samples, keptSamples, weight] = [0, 0, 0];
   for (const r of results) {
+    for (const [frame, file] of r.frameFiles) if (!frameFiles.has(frame)) frameFiles.set(frame, file);
     for (const [stack, w] of r.stacks) addStack(stacks, stack, w);
     samples += r.samples;
     keptSamples += r.keptSamples;
@@ -685,7 +690,19 @@ export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
   const foldedEvent = results.find((r) => r.foldedEvent !== undefined)?.foldedEvent;
   const timed = results.filter((r) => r.times !== undefined).map((r) => r.times!);
   const times = timed.length > 0 ? { first: timed[0]!.first, last: timed[timed.length - 1]!.last } : undefined;
-  return { stacks, samples, keptSamples, weight, events, eventSamples, foldedEvent, times, skipped, quality };
+  return {
+    stacks,
+    samples,
+    keptSamples,
+    weight,
+    events,
+    eventSamples,
+    foldedEvent,
+    times,
+    skipped,
+    quality,
+    frameFiles,
+  };
 }
 
 /** `seconds.fraction` in seconds (microseconds as perf prints them are exact to the µs here). */

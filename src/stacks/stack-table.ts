@@ -130,6 +130,16 @@ export class FrameTable {
     }
     return id;
   }
+
+  /** The native file of each frame that has one, by name (the first file a name was interned with). */
+  files(): Map<string, string> {
+    const files = new Map<string, string>();
+    for (let id = 0; id < this.names.length; id++) {
+      const file = this.file[id];
+      if (file !== undefined && !files.has(this.names[id]!)) files.set(this.names[id]!, file);
+    }
+    return files;
+  }
 }
 
 export interface StackEntry {

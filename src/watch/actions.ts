@@ -91,6 +91,7 @@ export function profileAction<R extends PostprocessFigures>(
         ['flame graph', layout.flamegraphSvg],
         ['html', layout.flamegraphHtml],
         ['speedscope', layout.speedscope],
+        ['pprof', layout.pprof],
         ['tarball', layout.tarball],
       ] as const)
         if (result.postprocess.files[file] !== undefined) links[label] = join(request.id, file);

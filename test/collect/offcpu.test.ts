@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { execa } from 'execa';
 import { layout } from '../../src/output/layout.js';
+import { parseFoldedText } from '../../src/stacks/folded.js';
 import { runCli } from '../support/cli.js';
+import { decodePprof, pprofToFolded, stringAt } from '../support/pprof.js';
 import { dotnetVersions, startDotnetApp, type DotnetAppWorkload, type DotnetVersion } from '../support/dotnet-app.js';
 import { canRecord, need, needDotnet } from '../support/requirements.js';
 import { ownCgroup } from '../support/cgroup.js';
@@ -145,4 +147,31 @@ test('collect --off-cpu, the wall-clock view: each thread’s time running, bloc
   assert.match(wall, /^wait-sleep;.*ProfcpuFixture\.Waits::SleepPath_\[j\];/m);
   assert.match(await readFile(join(dir, layout.wallClockSvg), 'utf8'), / ms, [\d.]+%\)<\/title>/);
   assert.match(stdout, /threads: running \/ blocked \/ waiting for a CPU/);
+
+  // The pprof profiles, read by a decoder we did not write: the same stacks as each folded file, time in nanoseconds,
+  // the target's pid on every sample, libc's frames in a mapping with libc's build-id.
+  const pid = JSON.parse(await readFile(join(dir, layout.targetInfo), 'utf8')).pid as number;
+  const kept = JSON.parse(await readFile(join(dir, layout.binariesIndex), 'utf8')) as {
+    binaries: { path: string; buildId: string }[];
+  };
+  for (const [pprof, folded, type, scale] of [
+    [layout.pprof, layout.foldedStacks, 'samples/count', 1],
+    [layout.offCpuPprof, layout.offCpuFolded, 'blocked/nanoseconds', 1000],
+    [layout.wallClockPprof, layout.wallClockFolded, 'wall/nanoseconds', 1000],
+  ] as const) {
+    const profile = decodePprof(await readFile(join(dir, pprof)));
+    const expected = parseFoldedText(await readFile(join(dir, folded), 'utf8')).stacks;
+    assert.deepEqual(pprofToFolded(profile), new Map([...expected].map(([stack, n]) => [stack, n * scale])), pprof);
+    const first = profile.sampleType[0]!;
+    assert.equal(`${stringAt(profile, first.type)}/${stringAt(profile, first.unit)}`, type, pprof);
+    const pidKey = profile.stringTable.strings.indexOf('pid');
+    for (const sample of profile.sample)
+      assert.equal(Number(sample.label.find((l) => Number(l.key) === pidKey)?.num), pid, pprof);
+    const libc = kept.binaries.find((b) => /\/libc\.so\.6$/.test(b.path));
+    const mapping = profile.mapping.find((m) => stringAt(profile, m.filename) === libc?.path);
+    assert.ok(libc && mapping, `libc among ${JSON.stringify(kept.binaries.map((b) => b.path))}`);
+    assert.equal(stringAt(profile, mapping.buildId), libc.buildId);
+    const inLibc = profile.location.filter((l) => Number(l.mappingId) === Number(mapping.id));
+    assert.ok(inLibc.length > 0, `${pprof}: no location in libc`);
+  }
 });

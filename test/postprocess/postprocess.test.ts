@@ -10,6 +10,8 @@ import { startTarball } from '../../src/output/tarball.js';
 import { isProfcpuError } from '../../src/error.js';
 import { OutputFolder } from '../../src/files/output-folder.js';
 import { postprocess } from '../../src/postprocess/postprocess.js';
+import { parseFoldedText } from '../../src/stacks/folded.js';
+import { decodePprof, pprofToFolded, stringAt } from '../support/pprof.js';
 import { canRecord, have, isRoot, need, needCommand } from '../support/requirements.js';
 import {
   burnFunctions,
@@ -71,6 +73,7 @@ test('a real recording becomes every output, named, hashed and bundled', async (
     layout.flamegraphSvg,
     layout.flamegraphHtml,
     layout.speedscope,
+    layout.pprof,
     layout.manifest,
     layout.tarball,
   ];
@@ -87,6 +90,15 @@ test('a real recording becomes every output, named, hashed and bundled', async (
   }
   assert.ok(svg.includes('burn test'));
   assert.ok(result.fold.keptSamples > 50, `${result.fold.keptSamples} samples`);
+
+  // pprof, read by a decoder we did not write: the same stacks as the folded file, CPU time by the sampling frequency.
+  const profile = decodePprof(await readFile(join(dir, layout.pprof)));
+  assert.deepEqual(pprofToFolded(profile), parseFoldedText(folded).stacks);
+  assert.deepEqual(
+    profile.sampleType.map((type) => `${stringAt(profile, type.type)}/${stringAt(profile, type.unit)}`),
+    ['samples/count', 'cpu/nanoseconds'],
+  );
+  assert.equal(Number(profile.period), Math.round(1e9 / 199)); // recordNode's -F 199
 
   // FlameScope recognises the text, and it lives alone in its folder.
   assert.deepEqual(await readdir(join(dir, 'flamescope')), ['perf_script.out']);
@@ -120,6 +132,7 @@ test('a real recording becomes every output, named, hashed and bundled', async (
       layout.perfScript,
       layout.foldedStacks,
       layout.perfData,
+      layout.pprof,
       layout.speedscope,
       layout.procMaps,
       `target/perf-${recording!.pid}.map`,

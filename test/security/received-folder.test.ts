@@ -122,6 +122,7 @@ test('partial and final output names linked to files outside: those files are ne
     layout.flamegraphSvg,
     layout.flamegraphHtml,
     layout.speedscope,
+    layout.pprof,
     layout.foldedStacks,
     layout.manifest,
     layout.tarball,

@@ -59,6 +59,7 @@ const collectFiles = [
   layout.flamegraphSvg,
   layout.flamegraphHtml,
   layout.speedscope,
+  layout.pprof,
   layout.perfScript,
   layout.manifest,
   layout.tarball,
