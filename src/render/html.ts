@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
 import { escapeXml, jsonForScript, sanitizeText } from './frames.js';
-import { buildFlameColumns } from './flame-layout.js';
+import { buildFlameColumns, type FlameColumns } from './flame-layout.js';
 import { isPaletteName, paletteNames, type PaletteName } from './palette.js';
 import { TextSink } from './text-sink.js';
 import { writeViewerTree } from './viewer-tree.js';
@@ -80,8 +80,21 @@ h1{font-size:20px;font-weight:normal;margin:12px 0 4px}.subtitle{color:#777;marg
 .controls{display:flex;gap:8px;align-items:center;margin:8px 0}#term{width:24em}#matched{margin-left:auto}
 #details{min-height:1.5em;margin:4px 0;white-space:pre;overflow:hidden;text-overflow:ellipsis}`;
 
-/** Renders `stacks` as a self-contained HTML page. */
-export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> = {}): string {
+/** What a differential page adds: its viewer options, and each row's extra JSON members (see writeViewerTree). */
+export interface HtmlRows {
+  options: Record<string, unknown>;
+  extra: (row: number) => string;
+}
+
+/**
+ * Renders `stacks` as a self-contained HTML page. `diffRows`, given the laid-out rows, makes it a differential page:
+ * its options go to the viewer as `diff`, its members into each node.
+ */
+export function renderHtml(
+  stacks: FoldedStacks,
+  options: Partial<HtmlOptions> = {},
+  diffRows?: (columns: FlameColumns) => HtmlRows,
+): string {
   const o: HtmlOptions = { ...defaultHtmlOptions, ...options };
   if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
   if (!isPaletteName(o.colors) || !(o.frameHeight > 0) || !(o.minFrameSize >= 0) || !(o.minFraction >= 0))
@@ -96,7 +109,9 @@ export function renderHtml(stacks: FoldedStacks, options: Partial<HtmlOptions> =
   let total = 0;
   for (const weight of stacks.values()) if (weight > 0) total += weight;
   const tree = buildFlameColumns(stacks, { reverse: o.reverse, minWeight: total * o.minFraction });
+  const diff = diffRows?.(tree);
   const viewerOptions = {
+    ...(diff && { diff: diff.options }),
     width: o.width,
     frameHeight: o.frameHeight,
     minFrameSize: o.minFrameSize,
@@ -124,7 +139,7 @@ ${subtitle}<div class="controls"><input id="term" type="search" placeholder="Sea
 <p id="details"></p>
 <script id="profcpu-data" type="application/json">{"options":${jsonForScript(viewerOptions)},"tree":`);
   // The tree, the bulk of the page, is written as JSON directly rather than built as objects and stringified.
-  writeViewerTree(out, tree);
+  writeViewerTree(out, tree, diff?.extra);
   out.append(`}</script>
 <script>${viewer.script}</script>
 </body>

@@ -108,6 +108,16 @@ const javaHues: Readonly<Record<'managed' | 'kernel' | 'inline', Hue>> = {
   inline: 'aqua',
 };
 
+/**
+ * A differential flame graph's fill: red for a frame that grew, blue for one that shrank, the deeper the larger the
+ * change against the largest (`maxAbs`), near white for none (flamegraph.pl's differential colours).
+ */
+export function diffColor(delta: number, maxAbs: number): string {
+  if (!(maxAbs > 0) || delta === 0) return 'rgb(250,250,250)';
+  const pale = 210 * (1 - Math.min(1, Math.abs(delta) / maxAbs));
+  return delta > 0 ? rgb(255, pale, pale) : rgb(pale, pale, 255);
+}
+
 function hue(name: Hue, v: number): string {
   switch (name) {
     case 'red':

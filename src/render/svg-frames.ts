@@ -28,6 +28,14 @@ export interface FrameLayout {
   minWidth: number;
   /** What the weights count, with its spaces and comma: ` samples, `; sanitized and escaped. */
   countName: string;
+  /** Per-row fill and tooltip figures, replacing the palette's and the weight's (a differential graph's). */
+  rowStyle?: RowStyle;
+}
+
+/** A row's own fill, and the text in its tooltip's parentheses (not escaped); undefined keeps the default. */
+export interface RowStyle {
+  fill(row: number): string | undefined;
+  figures(row: number): string | undefined;
 }
 
 /** Longest name kept in a tooltip, in UTF-16 units; longer names are cut (labels are cut to fit anyway). */
@@ -57,6 +65,7 @@ export function writeFrames(out: TextSink, tree: FlameColumns, layout: FrameLayo
       weight = weightText(frameWeight, layout);
       weights.set(frameWeight, weight);
     }
+    if (layout.rowStyle && kind === frameRow) [look, weight] = restyled(row, look, weight, layout.rowStyle);
     const depth = depths[tree.depth[row]!]!;
     const x = layout.xpad + start * layout.perSample;
     out.reserve(look.bytes + weight.bytes + depth.bytes + 4 * maxNumberBytes + groupOpen.length + groupClose.length);
@@ -77,6 +86,21 @@ export function writeFrames(out: TextSink, tree: FlameColumns, layout: FrameLayo
     writeLabel(out, look, weight.maxChars);
     out.piece(groupClose);
   }
+}
+
+/** The look and weight texts of a row with a style of its own. */
+function restyled(row: number, look: Look, weight: WeightText, style: RowStyle): [Look, WeightText] {
+  const fill = style.fill(row);
+  const figures = style.figures(row);
+  if (fill !== undefined) {
+    const text = encodeText(`${fill}" rx="2" ry="2"/><text x="`);
+    look = { ...look, fill: text, bytes: look.bytes - look.fill.length + text.length };
+  }
+  if (figures !== undefined) {
+    const text = encodeText(` (${escapeXml(sanitizeText(figures))})</title><rect x="`);
+    weight = { ...weight, tooltip: text, bytes: weight.bytes - weight.tooltip.length + text.length };
+  }
+  return [look, weight];
 }
 
 const groupOpen = encodeText('<g fg:x="');

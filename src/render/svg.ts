@@ -4,10 +4,10 @@
 // reach the script.
 import { ProfcpuError } from '../error.js';
 import type { FoldedStacks } from '../stacks/folded.js';
-import { buildFlameColumns } from './flame-layout.js';
+import { buildFlameColumns, type FlameColumns } from './flame-layout.js';
 import { escapeXml, sanitizeText } from './frames.js';
 import { backgroundGradient, isPaletteName, paletteNames, searchColor, type PaletteName } from './palette.js';
-import { writeFrames } from './svg-frames.js';
+import { writeFrames, type RowStyle } from './svg-frames.js';
 import { svgScript, svgStyle } from './svg-script.js';
 import { TextSink } from './text-sink.js';
 
@@ -62,8 +62,15 @@ export const defaultSvgOptions: Readonly<SvgOptions> = Object.freeze({
 const xpad = 10;
 const framePad = 1;
 
-/** Renders `stacks` as an SVG document. An empty profile gives a small SVG saying so. */
-export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {}): string {
+/**
+ * Renders `stacks` as an SVG document. An empty profile gives a small SVG saying so. `styleRows`, given the laid-out
+ * rows, may colour and describe each row itself (a differential flame graph).
+ */
+export function renderSvg(
+  stacks: FoldedStacks,
+  options: Partial<SvgOptions> = {},
+  styleRows?: (columns: FlameColumns) => RowStyle,
+): string {
   const o: SvgOptions = { ...defaultSvgOptions, ...options };
   if (options.title === undefined && o.inverted) o.title = 'Icicle Graph';
   check(o.width > 2 * xpad, `width must be more than ${2 * xpad} px, not ${o.width}`);
@@ -107,6 +114,7 @@ export function renderSvg(stacks: FoldedStacks, options: Partial<SvgOptions> = {
     seed: o.seed,
     minWidth: o.minWidth,
     countName: ` ${escapeXml(sanitizeText(o.countName))}, `,
+    ...(styleRows && { rowStyle: styleRows(layout) }),
   });
   out.append(`</g>\n`);
   out.append(

@@ -27,8 +27,11 @@ const comma = encodeText(',');
 const closeChildren = encodeText(']}');
 const close = encodeText('}');
 
-/** Writes the tree of `tree`'s rows (the root named `all`; merged blocks are `[N frames]`). */
-export function writeViewerTree(out: TextSink, tree: FlameColumns): void {
+/**
+ * Writes the tree of `tree`'s rows (the root named `all`; merged blocks are `[N frames]`). `extra` gives more members
+ * for a row's node, JSON text starting with a comma (a differential graph's before and after weights).
+ */
+export function writeViewerTree(out: TextSink, tree: FlameColumns, extra?: (row: number) => string): void {
   const texts: (NodeText | undefined)[] = [];
   const { count, depth, kind, name, weight } = tree;
   for (let row = 0; row < count; row++) {
@@ -47,6 +50,7 @@ export function writeViewerTree(out: TextSink, tree: FlameColumns): void {
     if (Number.isFinite(value)) out.number(value);
     else out.append('null');
     out.piece(text.style);
+    if (extra) out.append(extra(row));
     // Rows are in walk order: the next row one level deeper is the first child; otherwise this node is a leaf and
     // the next row is a sibling of it or of an ancestor, whose open child lists end here.
     const here = depth[row]!;
