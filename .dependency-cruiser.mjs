@@ -10,7 +10,7 @@ const layers = [
   ['step'],
   ['binaries', 'kernel', 'debug-files', 'jit', 'dotnet'],
   ['engine'],
-  ['postprocess'],
+  ['postprocess', 'diff'],
   ['collect', 'dump'],
   ['watch'],
   ['cli'],

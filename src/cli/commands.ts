@@ -63,6 +63,11 @@ export const commands: readonly CommandEntry[] = [
     load: () => import('./fold.js'),
   },
   {
+    command: 'diff <before> <after>',
+    describe: 'Compare two profiles: a differential flame graph and the frames whose shares moved most',
+    load: () => import('./diff.js'),
+  },
+  {
     command: 'render [file]',
     describe: 'Draw folded stacks as an SVG flame graph, an offline HTML page or a speedscope file',
     load: () => import('./render.js'),
