@@ -14,6 +14,8 @@ if [ "${1-}" = "--test" ]; then
   packages="$packages gcc libc6-dev libc6-dbg binutils elfutils debuginfod libxml2-utils perl util-linux iproute2 time"
   packages="$packages git jq"
   packages="$packages wrk docker.io debootstrap podman catatonit"
+  # The pages' browser tests (test/render/browser.test.ts) open them in Debian's Chromium.
+  packages="$packages chromium"
 fi
 
 missing=""
