@@ -7,10 +7,13 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, test, type TestContext } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { renderDiffHtml, renderDiffSvg } from '../../src/render/diff.js';
 import { renderHtml } from '../../src/render/html.js';
+import { renderPprof } from '../../src/render/pprof.js';
+import { renderSpeedscope } from '../../src/render/speedscope.js';
 import { renderSvg } from '../../src/render/svg.js';
 import { diffStacks } from '../../src/stacks/diff.js';
 import { parseFoldedText, type FoldedStacks } from '../../src/stacks/folded.js';
@@ -203,6 +206,52 @@ test('watch’s index.html: loads offline, its links are the runs’ own files, 
   const links = await opened.page.$$eval('a', (found) => found.map((a) => a.getAttribute('href')));
   assert.deepEqual(links, ['10-02-11_2026-11-28/flamegraph.svg']);
   assert.match((await opened.page.textContent('body')) ?? '', /7 <script>alert\(1\)<\/script>/);
+});
+
+/** speedscope's own page (npm's speedscope, a devDependency), offline, with `file` loaded through its Browse input. */
+async function speedscopeWith(t: TestContext, file: string) {
+  if (!browser) {
+    browser = await startBrowser(t);
+    if (!browser) return undefined;
+  }
+  const index = fileURLToPath(new URL('../../node_modules/speedscope/dist/release/index.html', import.meta.url));
+  const opened = await openPage(browser, index, undefined, { siblings: true });
+  t.after(() => opened.close());
+  await opened.page.setInputFiles('input[type=file]', file);
+  await opened.page.waitForTimeout(2000);
+  return { opened, text: String(await opened.page.evaluate('document.body.innerText')) };
+}
+
+test('speedscope, a viewer we did not write, opens profile.pb.gz and speedscope.json', async (t) => {
+  const dir = await tempDir(t, 'speedscope');
+  const files = {
+    'profile.pb.gz': renderPprof(stacks(), {
+      sampleTypes: [
+        { type: 'samples', unit: 'count', perWeight: 1 },
+        { type: 'cpu', unit: 'nanoseconds', perWeight: 1e7 },
+      ],
+    }),
+    'speedscope.json': renderSpeedscope(stacks()),
+    'garbage.pb.gz': Buffer.from('not a profile at all'),
+  };
+  for (const [name, content] of Object.entries(files)) await writeFile(join(dir, name), content);
+  // speedscope titles a pprof profile by its file name, a speedscope file by the name inside it.
+  for (const [name, title] of [
+    ['profile.pb.gz', 'profile.pb.gz'],
+    ['speedscope.json', 'profcpu'],
+  ] as const) {
+    const loaded = await speedscopeWith(t, join(dir, name));
+    if (!loaded) return;
+    assert.ok(
+      loaded.text.includes(title) && loaded.text.includes('Left Heavy'),
+      `${name}: ${loaded.text.slice(0, 300)}`,
+    );
+    assert.ok(!loaded.text.includes('Drag and drop'), `${name} was not opened`);
+    assertClean(loaded.opened, `speedscope with ${name}`);
+  }
+  // What a file it cannot read does: the landing page stays.
+  const garbage = await speedscopeWith(t, join(dir, 'garbage.pb.gz'));
+  assert.ok(garbage && !garbage.text.includes('Left Heavy'), garbage?.text.slice(0, 300));
 });
 
 test('a 40 000-stack graph opens, in both pages (time printed)', async (t) => {

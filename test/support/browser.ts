@@ -47,9 +47,14 @@ export interface OpenedPage {
 
 /**
  * Opens `path` offline. `answer` replies to prompt() dialogs (the SVG's search asks for its term with one); other
- * dialogs are dismissed, and all are recorded.
+ * dialogs are dismissed, and all are recorded. With `siblings`, files in the page's folder may load too.
  */
-export async function openPage(browser: Browser, path: string, answer?: () => string | undefined): Promise<OpenedPage> {
+export async function openPage(
+  browser: Browser,
+  path: string,
+  answer?: () => string | undefined,
+  options: { siblings?: boolean } = {},
+): Promise<OpenedPage> {
   const context = await browser.newContext({ offline: true, viewport: { width: 1400, height: 900 } });
   const page = await context.newPage();
   const url = pathToFileURL(path).href;
@@ -67,7 +72,9 @@ export async function openPage(browser: Browser, path: string, answer?: () => st
   });
   await context.route('**/*', (route) => {
     const requested = route.request().url();
-    if (requested === url) return route.continue();
+    // A page of ours is one file; a page of another tool's (speedscope) may load the files beside it.
+    const sibling = options.siblings === true && requested.startsWith(url.slice(0, url.lastIndexOf('/') + 1));
+    if (requested === url || sibling) return route.continue();
     requests.push(requested);
     return route.abort();
   });
