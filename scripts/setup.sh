@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages="linux-perf procps"
 if [ "${1-}" = "--test" ]; then
   packages="$packages gcc libc6-dev libc6-dbg binutils elfutils debuginfod libxml2-utils perl util-linux iproute2 time"
-  packages="$packages git jq"
+  packages="$packages git jq curl"
   packages="$packages wrk docker.io debootstrap podman catatonit"
   # The pages' browser tests (test/render/browser.test.ts) open them in Debian's Chromium.
   packages="$packages chromium"
