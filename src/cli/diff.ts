@@ -21,6 +21,7 @@ export interface DiffArgs {
   keepNumbers: boolean;
   top: number;
   failAbove?: number;
+  failOnly?: string;
   title?: string;
   quiet: boolean;
 }
@@ -72,9 +73,20 @@ function row(c: FrameChange): string {
   );
 }
 
-/** The frames whose inclusive share grew by more than `points`, the largest first. */
-export function grownPast(changes: readonly FrameChange[], points: number): FrameChange[] {
-  return changes.filter((c) => c.inclusivePoints > points).sort((a, b) => b.inclusivePoints - a.inclusivePoints);
+/** The frames (those `only` matches, when given) whose inclusive share grew by more than `points`, largest first. */
+export function grownPast(changes: readonly FrameChange[], points: number, only?: RegExp): FrameChange[] {
+  return changes
+    .filter((c) => c.inclusivePoints > points && (only === undefined || only.test(c.frame)))
+    .sort((a, b) => b.inclusivePoints - a.inclusivePoints);
+}
+
+function failOnlyPattern(text: string | undefined): RegExp | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return new RegExp(text);
+  } catch (cause) {
+    throw usage(`--fail-only must be a regular expression: ${(cause as Error).message}`);
+  }
 }
 
 function group(n: number): string {
@@ -120,12 +132,16 @@ const command: CommandModule<object, DiffArgs> = {
         type: 'number',
         describe: `Exit ${grewExitCode} when a frame's inclusive share grew by more than this many points`,
       })
+      .option('fail-only', {
+        type: 'string',
+        describe: 'With --fail-above: only frames matching this regular expression count (your own code: ^MyApp\\.)',
+      })
       .option('title', { type: 'string', describe: 'Title of the flame graphs' })
       .option('quiet', { alias: 'q', type: 'boolean', default: false, describe: 'Print only a --fail-above failure' })
       .example('$0 diff profilings/slow profilings/fast', 'What changed between two recordings')
       .example(
-        '$0 diff before.tar.gz after.tar.gz --fail-above 5',
-        `In CI: exit ${grewExitCode} when a frame grew by more than 5 points`,
+        "$0 diff before.tar.gz after.tar.gz --fail-above 5 --fail-only '^MyApp\\.'",
+        `In CI: exit ${grewExitCode} when one of the app's frames grew by more than 5 points`,
       )
       .epilogue(
         'Names are merged where they differ only in noise (JIT tier, argument lists, generic arguments, numbers ' +
@@ -136,6 +152,8 @@ const command: CommandModule<object, DiffArgs> = {
     if (!Number.isInteger(args.top) || args.top < 0) throw usage(`--top must be a whole number, not ${args.top}`);
     if (args.failAbove !== undefined && !(Number.isFinite(args.failAbove) && args.failAbove >= 0))
       throw usage(`--fail-above must be a number of points, 0 or more, not ${args.failAbove}`);
+    const only = failOnlyPattern(args.failOnly);
+    if (only && args.failAbove === undefined) throw usage('--fail-only goes with --fail-above');
     const reporter = createReporter({ quiet: args.quiet });
     const result = await runDiff(args.before, args.after, {
       output: args.output,
@@ -152,7 +170,7 @@ const command: CommandModule<object, DiffArgs> = {
       reporter.info(`wrote ${[diffFiles.svg, diffFiles.html, diffFiles.json].map((f) => result.files[f]).join(', ')}`);
     }
     if (args.failAbove === undefined) return;
-    const grown = grownPast(result.changes, args.failAbove);
+    const grown = grownPast(result.changes, args.failAbove, only);
     if (grown.length === 0) return;
     for (const change of grown.slice(0, 5))
       reporter.warn(
