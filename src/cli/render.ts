@@ -116,7 +116,7 @@ const command: CommandModule<object, RenderArgs> = {
       .option('subtitle', { type: 'string', describe: 'Second line under the title' })
       .option('width', { type: 'number', describe: 'Image width in pixels (svg 1200; html: window width)' })
       .option('height', { type: 'number', describe: 'Frame height in pixels (svg 16, html 18)' })
-      .option('minwidth', { type: 'string', describe: 'Narrowest frame drawn, pixels or percent (0.1)' })
+      .option('minwidth', { type: 'string', describe: 'Narrowest frame drawn, pixels or percent (svg 0.1, html 0.5)' })
       .option('colors', { choices: paletteNames, describe: 'Palette (dotnet: managed/native/kernel/unknown)' })
       .option('seed', { type: 'number', describe: 'Seed of the colour hash (0)' })
       .option('reverse', { type: 'boolean', describe: 'Reverse stacks: leaf functions at the root' })

@@ -19,7 +19,11 @@ export interface HtmlOptions {
   width: number;
   /** Height of one frame in pixels; default 18 (d3-flame-graph's). */
   frameHeight: number;
-  /** Frames narrower than this many pixels are not drawn (zoom in to see them); default 0.1. */
+  /**
+   * Frames narrower than this many pixels are not drawn until a zoom widens them; default 0.5. Sub-pixel slivers are
+   * most of a big profile's frames: 40 000 stacks drew 77 000 frames at 0.1 px (4.9 s to open in Chromium), 10 900 at
+   * 0.5 px (1.2 s); searches still count them all.
+   */
   minFrameSize: number;
   /**
    * Frames lighter than this fraction of the total are merged with light neighbours or left out of the page, which
@@ -50,7 +54,7 @@ export const defaultHtmlOptions: Readonly<HtmlOptions> = Object.freeze({
   subtitle: '',
   width: 0,
   frameHeight: 18,
-  minFrameSize: 0.1,
+  minFrameSize: 0.5,
   minFraction: 5e-5,
   colors: 'dotnet',
   seed: 0,

@@ -40,7 +40,7 @@ test('the tree round-trips out of the page: names without annotations, weights, 
   assert.deepEqual(data.options, {
     width: 0,
     frameHeight: 18,
-    minFrameSize: 0.1,
+    minFrameSize: 0.5,
     colors: 'dotnet',
     seed: 0,
     inverted: false,
