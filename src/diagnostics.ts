@@ -33,3 +33,8 @@ export function sumCounts(sources: Iterable<Iterable<readonly [string, number]>>
   for (const source of sources) for (const [kind, n] of source) sum.set(kind, (sum.get(kind) ?? 0) + n);
   return Object.fromEntries([...sum].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
+
+/** 12345 → `12 345`: counts as messages print them, in groups of three digits. */
+export function groupDigits(n: number): string {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
+}

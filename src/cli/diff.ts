@@ -4,6 +4,7 @@
 // Frame names come from the profiled program: printed as terminal-safe text.
 import type { Argv, CommandModule } from 'yargs';
 import { diffFiles, runDiff, type DiffResult, type DiffView } from '../diff/diff.js';
+import { groupDigits } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import type { FrameChange, MergeRule } from '../stacks/diff.js';
 import { createReporter } from './reporter.js';
@@ -40,8 +41,8 @@ const ruleWords: Record<MergeRule, string> = {
 export function diffReport(result: DiffResult, top: number): string[] {
   const { diff, changes, sources } = result;
   const lines = [
-    `before: ${terminalText(sources.before)}, ${group(diff.totals.before)}`,
-    `after:  ${terminalText(sources.after)}, ${group(diff.totals.after)}`,
+    `before: ${terminalText(sources.before)}, ${groupDigits(Math.round(diff.totals.before))} in all`,
+    `after:  ${terminalText(sources.after)}, ${groupDigits(Math.round(diff.totals.after))} in all`,
     !diff.normalized
       ? 'weights compared as they are (--raw)'
       : `shares compared: BEFORE's weights ×${diff.scale.toPrecision(3)} to AFTER's total (--raw compares counts)`,
@@ -87,11 +88,6 @@ function failOnlyPattern(text: string | undefined): RegExp | undefined {
   } catch (cause) {
     throw usage(`--fail-only must be a regular expression: ${(cause as Error).message}`);
   }
-}
-
-function group(n: number): string {
-  const rounded = Math.round(n);
-  return `${String(rounded).replace(/\B(?=(\d{3})+(?!\d))/g, ' ')} in all`;
 }
 
 function usage(message: string): ProfcpuError {

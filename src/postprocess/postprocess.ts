@@ -17,7 +17,7 @@ import type { Manifest } from '../output/manifest.js';
 import { readTargetIds } from '../output/target-info.js';
 import { startTarball, type StreamedFile, type TarballWriter } from '../output/tarball.js';
 import type { StepReport } from '../step/step.js';
-import { ignoreWarnings, type Warn } from '../diagnostics.js';
+import { groupDigits, ignoreWarnings, type Warn } from '../diagnostics.js';
 import { runtimeStubsSkipReason } from '../dotnet/runtime-stubs/runtime-stubs-step.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder } from '../files/output-folder.js';
@@ -627,7 +627,7 @@ async function runScriptAndFold(
 function scriptProgress(tee: PerfScriptTee, progress: (message: string) => void, intervalMs: number) {
   let lastProgress = performance.now();
   const report = () =>
-    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${group(tee.counts.samples)} samples`);
+    progress(`perf script: ${formatMegabytes(tee.counts.bytes)} read, ${groupDigits(tee.counts.samples)} samples`);
   const reportEach = () => {
     if (performance.now() - lastProgress >= intervalMs) {
       lastProgress = performance.now();
@@ -702,7 +702,7 @@ function checkSamples(fold: FoldResult, dir: string): void {
   if (fold.keptSamples === 0) {
     throw new ProfcpuError(
       'ALL_FILTERED',
-      `all samples filtered out: ${group(fold.samples)} samples were read but the fold options kept none`,
+      `all samples filtered out: ${groupDigits(fold.samples)} samples were read but the fold options kept none`,
       { remedy: 'Loosen the filters (event, pid, tid...) or drop them to keep every sample.' },
     );
   }
@@ -737,10 +737,5 @@ async function writeRenders(
 
 function formatMegabytes(bytes: number): string {
   const mb = bytes / 1e6;
-  return mb < 10 ? `${mb.toFixed(1)} MB` : `${group(Math.round(mb))} MB`;
-}
-
-/** 12345 → `12 345`: groups of three digits, as the progress lines print them. */
-function group(n: number): string {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
+  return mb < 10 ? `${mb.toFixed(1)} MB` : `${groupDigits(Math.round(mb))} MB`;
 }
