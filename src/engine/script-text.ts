@@ -11,7 +11,7 @@
 // from kallsyms, file mappings by their offset in the file (the address printed is that offset), anonymous executable
 // memory as `/tmp/perf-<pid>.map` with the address as is. Frames past perf script's default --max-stack (127) are
 // dropped, as perf drops them.
-import { context, contextMax, misc, sampleBit, type EventAttr } from './perf-data/format.js';
+import { context, contextMax, isDummyEvent, misc, sampleBit, type EventAttr } from './perf-data/format.js';
 import type { PerfDataHeader, PerfEvent } from './perf-data/reader.js';
 import type { MmapEvent, PerfTime, SampleEvent } from './perf-data/records.js';
 import { scriptHeader } from './script-header.js';
@@ -197,14 +197,13 @@ const otherType = 6;
  */
 function sampleLayouts(attrs: readonly EventAttr[], pipe: boolean): SampleLayout[] {
   const typeOf = (attr: EventAttr) => (attr.type < 6 ? attr.type : otherType);
-  const isDummy = (attr: EventAttr) => attr.type === 1 && attr.config === 9n;
   const has = (attr: EventAttr, bit: bigint) => (attr.sampleType & bit) !== 0n;
   const byType = new Map<number, SampleLayout>();
   let combined = 0n;
   for (const attr of attrs) {
     combined |= attr.sampleType;
     const type = typeOf(attr);
-    if (byType.has(type) || isDummy(attr)) continue;
+    if (byType.has(type) || isDummyEvent(attr)) continue;
     const tracepoint = type === tracepointType;
     // In pipe mode a tracepoint's frames show when the attributes so far have call graphs.
     const callchains =

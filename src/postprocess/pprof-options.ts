@@ -6,7 +6,7 @@ import { basename } from 'node:path';
 import { readKeptIndex } from '../binaries/kept-binaries.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../engine/perf-data/record-walk.js';
-import { microsecondsPerSample } from '../engine/offcpu/offcpu-fold.js';
+import { isClockEvent, microsecondsPerSample } from '../engine/offcpu/offcpu-fold.js';
 import { readTargetIds } from '../output/target-info.js';
 import type { PprofLabel, PprofOptions } from '../render/pprof.js';
 import type { FoldResult } from '../stacks/fold.js';
@@ -61,7 +61,7 @@ export function cpuPprofOptions(
   const eventName = fold.foldedEvent ?? fold.events[0];
   const attr =
     header?.attrs.find((a) => a.name === eventName) ?? (header?.attrs.length === 1 ? header.attrs[0] : undefined);
-  const clock = attr !== undefined && attr.type === 1 && attr.config <= 1n;
+  const clock = attr !== undefined && isClockEvent(attr);
   const common = { ...facts, frameFiles: fold.frameFiles, comments: [`profcpu: ${eventName ?? 'samples'}`] };
   if (weight === 'period')
     return {

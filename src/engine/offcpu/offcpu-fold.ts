@@ -15,7 +15,7 @@ import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
 import { builtinEngineSymbols, recordedHere } from '../frame-symbols.js';
 import { readPerfDataFile, type PerfDataHeader } from '../perf-data/reader.js';
-import type { EventAttr } from '../perf-data/format.js';
+import { isDummyEvent, type EventAttr } from '../perf-data/format.js';
 import type { SampleEvent } from '../perf-data/records.js';
 import { ScriptTextWriter, type ScriptFrame, type ScriptSink } from '../script-text.js';
 import { SwitchPairing, type PairingCounts } from './switch-pairing.js';
@@ -33,7 +33,7 @@ export const switchEvent = 'sched:sched_switch';
 export function offCpuRecording(header: Pick<PerfDataHeader, 'attrs'>): { cpuEvent: string } | undefined {
   const { attrs } = header;
   if (!attrs.some((attr) => attr.name === switchEvent) || !attrs.some((attr) => attr.contextSwitch)) return undefined;
-  const cpu = attrs.find((attr) => attr.name !== switchEvent && !(attr.type === 1 && attr.config === 9n));
+  const cpu = attrs.find((attr) => attr.name !== switchEvent && !isDummyEvent(attr));
   return cpu?.name === undefined ? undefined : { cpuEvent: cpu.name };
 }
 
@@ -66,7 +66,12 @@ export interface OffCpuFold {
 export function microsecondsPerSample(attr: EventAttr): number | undefined {
   if (attr.samplePeriod <= 0n) return undefined;
   if (attr.freq) return 1e6 / Number(attr.samplePeriod);
-  return attr.type === 1 && attr.config <= 1n ? Number(attr.samplePeriod) / 1000 : undefined;
+  return isClockEvent(attr) ? Number(attr.samplePeriod) / 1000 : undefined;
+}
+
+/** cpu-clock or task-clock (software events 0 and 1): their periods are nanoseconds. */
+export function isClockEvent(attr: Pick<EventAttr, 'type' | 'config'>): boolean {
+  return attr.type === 1 && attr.config <= 1n;
 }
 
 export interface OffCpuFoldOptions {

@@ -256,6 +256,11 @@ export function decodeAttr(bytes: Buffer, at: number, size = attrMinBytes): Omit
   };
 }
 
+/** perf's `dummy` software event (config 9): it takes side-band records (mappings, switches), never samples. */
+export function isDummyEvent(attr: Pick<EventAttr, 'type' | 'config'>): boolean {
+  return attr.type === 1 && attr.config === 9n;
+}
+
 /** perf's own name for the software and hardware events profcpu records, when EVENT_DESC is absent. */
 export function defaultEventName(attr: Pick<EventAttr, 'type' | 'config'>): string {
   const software = ['cpu-clock', 'task-clock', 'page-faults', 'context-switches', 'cpu-migrations'];
