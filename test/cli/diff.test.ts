@@ -50,43 +50,24 @@ test('a folder against a tarball and against a file: the same comparison, table 
 test('--fail-above: exit 4 naming the frame that grew past it, 0 under it', async (t) => {
   const dir = await tempDir(t, 'diff-gate');
   const { folder, file } = await inputs(dir);
-  const failing = await runCli(['diff', folder, file, '-o', join(dir, 'o'), '--fail-above', '20', '-q']);
+  const gate = (...flags: string[]) => runCli(['diff', folder, file, '-o', join(dir, 'o'), ...flags]);
+  const failing = await gate('--fail-above', '20', '-q');
   assert.equal(failing.exitCode, 4, failing.all);
   assert.equal(failing.stdout, '');
   assert.match(failing.stderr as string, /grow grew by 30\.00 points \(10\.00% → 40\.00%\), more than --fail-above 20/);
-  const passing = await runCli(['diff', folder, file, '-o', join(dir, 'o'), '--fail-above', '30']);
+  const passing = await gate('--fail-above', '30');
   assert.equal(passing.exitCode, 0, passing.all);
   // Only the frames --fail-only matches count: `grow` grew 30 points, `main` and `app` none.
-  const onlyMain = await runCli([
-    'diff',
-    folder,
-    file,
-    '-o',
-    join(dir, 'o'),
-    '--fail-above',
-    '5',
-    '--fail-only',
-    '^(main|app)$',
-  ]);
+  const onlyMain = await gate('--fail-above', '5', '--fail-only', '^(main|app)$');
   assert.equal(onlyMain.exitCode, 0, onlyMain.all);
-  const onlyGrow = await runCli([
-    'diff',
-    folder,
-    file,
-    '-o',
-    join(dir, 'o'),
-    '--fail-above',
-    '5',
-    '--fail-only',
-    'gro',
-  ]);
+  const onlyGrow = await gate('--fail-above', '5', '--fail-only', 'gro');
   assert.equal(onlyGrow.exitCode, 4, onlyGrow.all);
   const badPattern = await runCli(['diff', folder, file, '--fail-above', '5', '--fail-only', '(']);
   assert.equal(badPattern.exitCode, 2);
   const alone = await runCli(['diff', folder, file, '--fail-only', 'x']);
   assert.equal(alone.exitCode, 2);
   assert.match(alone.stderr as string, /--fail-only goes with --fail-above/);
-  const raw = await runCli(['diff', folder, file, '-o', join(dir, 'o'), '--raw']);
+  const raw = await gate('--raw');
   assert.match(raw.stdout as string, /weights compared as they are/);
 });
 

@@ -11,8 +11,8 @@ import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { installDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
-import { canRecord, need, needDotnet } from '../support/requirements.js';
+import { needDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
+import { canRecord, needDotnet } from '../support/requirements.js';
 import { tempDir } from '../support/temp.js';
 import { dotnetTraceMethod, profcpuMethod } from './leading-methods.js';
 
@@ -66,13 +66,8 @@ function* profcpuWaiting(folded: string): Generator<[(string | undefined)[], num
 
 test('dotnet-trace’s thread-time profile and profcpu’s off-CPU profile give each known wait the same share', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
-  let dotnetTrace: string;
-  try {
-    dotnetTrace = await installDotnetTrace();
-  } catch (error) {
-    need(t, false, `dotnet-trace, which \`dotnet tool install\` could not get: ${(error as Error).message}`);
-    return;
-  }
+  const dotnetTrace = await needDotnetTrace(t);
+  if (!dotnetTrace) return;
   const work = await tempDir(t, 'dotnet-trace-offcpu', '/var/tmp');
   const app = await startDotnetApp({ workloads: ['waits'], seconds: 120 });
   t.after(() => app.kill());

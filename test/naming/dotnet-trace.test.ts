@@ -23,8 +23,8 @@ import { test } from 'node:test';
 import { layout } from '../../src/output/layout.js';
 import { runCli } from '../support/cli.js';
 import { startDotnetApp } from '../support/dotnet-app.js';
-import { installDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
-import { canRecord, need, needDotnet } from '../support/requirements.js';
+import { needDotnetTrace, runDotnetTrace } from '../support/dotnet-trace.js';
+import { canRecord, needDotnet } from '../support/requirements.js';
 import { foldedShares, leading, speedscopeShares, type MethodShares } from './leading-methods.js';
 import { tempDir } from '../support/temp.js';
 
@@ -46,13 +46,8 @@ const describe = (shares: MethodShares) =>
 
 test('dotnet-trace and profcpu agree on the methods that lead a CPU-bound workload', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
-  let dotnetTrace: string;
-  try {
-    dotnetTrace = await installDotnetTrace();
-  } catch (error) {
-    need(t, false, `dotnet-trace, which \`dotnet tool install\` could not get: ${(error as Error).message}`);
-    return;
-  }
+  const dotnetTrace = await needDotnetTrace(t);
+  if (!dotnetTrace) return;
   const work = await tempDir(t, 'dotnet-trace', '/var/tmp');
   const app = await startDotnetApp({ workloads: ['linq'], seconds: 120 });
   t.after(() => app.kill());
