@@ -26,12 +26,13 @@ import {
   emptyNamingQuality,
   FrameTable,
   StackTable,
+  type AddressedStack,
   type NamingQuality,
   type StackEntry,
 } from './stack-table.js';
 
 export type { FrameResolver } from './frame-name.js';
-export type { NamingQuality } from './stack-table.js';
+export type { AddressedStack, NamingQuality } from './stack-table.js';
 
 export interface FoldOptions {
   /**
@@ -62,6 +63,11 @@ export interface FoldOptions {
   keepArguments: boolean;
   /** Managed frames: keep the tier suffix, `[OptimizedTier1]`. Default false. */
   keepTier: boolean;
+  /**
+   * Keep each unnamed frame in a native file apart by its address (`addressed` in the result), for a profile that
+   * carries addresses to whoever names them later (pprof); the folded stacks are the same. Default false.
+   */
+  keepAddresses: boolean;
 }
 
 /** A root frame's name as the fold writes it (a thread's comm, or comm-pid/tid): spaces become underscores. */
@@ -81,6 +87,7 @@ export const defaultFoldOptions: Readonly<FoldOptions> = Object.freeze({
   keepModule: false,
   keepArguments: false,
   keepTier: false,
+  keepAddresses: false,
 });
 
 export interface FoldResult {
@@ -104,6 +111,11 @@ export interface FoldResult {
   quality: NamingQuality;
   /** The native file (its name) of each native frame, by folded frame name, as the first sample naming it said. */
   frameFiles: ReadonlyMap<string, string>;
+  /**
+   * With keepAddresses: the weight of the stacks through unnamed native frames, by those frames' addresses (part of
+   * `stacks` already, told apart). Empty otherwise.
+   */
+  addressed: readonly AddressedStack[];
 }
 
 /** Lines longer than this are dropped rather than buffered (binary garbage must not grow memory). */
@@ -273,8 +285,9 @@ export class StackFolder {
       }
       this.state = State.Between;
     }
+    const { stacks, addressed } = this.stacks.folded(this.frames);
     return {
-      stacks: this.stacks.folded(this.frames),
+      stacks,
       samples: this.parsed,
       keptSamples: this.kept,
       weight: this.totalWeight,
@@ -285,6 +298,7 @@ export class StackFolder {
       skipped: sumCounts([this.skips.counts, this.expectedSkips.counts]),
       quality: this.stacks.quality(this.frames),
       frameFiles: this.frames.files(),
+      addressed,
     };
   }
 
@@ -619,7 +633,8 @@ export class StackFolder {
     const ids = new Int32Array(named.length);
     for (let i = 0; i < named.length; i++) {
       const frame = named[named.length - 1 - i]!;
-      ids[i] = this.frames.intern(frame.name, frame.kind, frame.coreclr, frame.library, frame.file);
+      const address = this.options.keepAddresses ? frame.ip : undefined;
+      ids[i] = this.frames.intern(frame.name, frame.kind, frame.coreclr, frame.library, frame.file, address);
     }
     return ids;
   }
@@ -675,10 +690,12 @@ export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
   const eventSamples: Record<string, number> = {};
   const quality = emptyNamingQuality();
   const frameFiles = new Map<string, string>();
+  const addressed: AddressedStack[] = [];
   let [samples, keptSamples, weight] = [0, 0, 0];
   for (const r of results) {
     for (const [frame, file] of r.frameFiles) if (!frameFiles.has(frame)) frameFiles.set(frame, file);
     for (const [stack, w] of r.stacks) addStack(stacks, stack, w);
+    for (const part of r.addressed) addressed.push(part);
     samples += r.samples;
     keptSamples += r.keptSamples;
     weight += r.weight;
@@ -702,6 +719,7 @@ export function mergeFoldResults(results: readonly FoldResult[]): FoldResult {
     skipped,
     quality,
     frameFiles,
+    addressed,
   };
 }
 

@@ -72,6 +72,11 @@ export interface NamedFrame {
   library?: string;
   /** The file of a native frame, named or not (a library's or executable's name): where a call chain may break. */
   file?: string;
+  /**
+   * For unnamed code inside a native file: the address as perf printed it (hex, an offset into the file for perf 6.1,
+   * the absolute address for newer perf), so that a profile can carry it to whoever names it later (pprof).
+   */
+  ip?: string;
 }
 
 const offsetSuffix = /\+0x[\da-f]+$/;
@@ -155,7 +160,12 @@ function readableFrame(
     if (!options.keepNativeArguments) name = withoutTrailingArguments(name);
   }
   const coreclr = kind !== 'kernel' && isCoreclr(piece, line);
-  return { name: name.replaceAll(';', ':'), kind, coreclr, ...libraryOf(kind, line), ...fileOf(kind, line) };
+  const file = fileOf(kind, line);
+  const ip =
+    kind === 'native-unnamed' && file.file !== undefined && line.ip.length <= 16 && hexAddress.test(line.ip)
+      ? { ip: line.ip }
+      : {};
+  return { name: name.replaceAll(';', ':'), kind, coreclr, ...libraryOf(kind, line), ...file, ...ip };
 }
 
 function isZeroAddress(ip: string): boolean {

@@ -106,6 +106,13 @@ export function addNamingQuality(into: NamingQuality, q: NamingQuality): void {
   into.brokenChainsByFile = sumCounts([Object.entries(into.brokenChainsByFile), Object.entries(q.brokenChainsByFile)]);
 }
 
+/**
+ * Distinct unnamed native frames kept apart by address at most (frames past it are kept by name alone, as folded):
+ * each address is one frame and splits the stacks through it, so a target with millions of distinct unnamed addresses
+ * must not grow the fold with them.
+ */
+export const maxAddressedFrames = 1 << 16;
+
 /** Frames by id: their folded name, and kind (undefined for root frames, the process names). */
 export class FrameTable {
   readonly names: string[] = [];
@@ -114,20 +121,38 @@ export class FrameTable {
   readonly library: (string | undefined)[] = [];
   /** The native file of each frame, as the first line interned as it named it (a name is rarely in two files). */
   readonly file: (string | undefined)[] = [];
+  /** The address of an unnamed native frame kept apart by it (see intern), as perf printed it. */
+  readonly address: (string | undefined)[] = [];
   private readonly ids = new Map<string, number>();
+  private addressed = 0;
 
-  intern(name: string, kind: FrameKind | undefined, coreclr: boolean, library?: string, file?: string): number {
-    const key = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${library ?? ''}\0${name}`;
+  /**
+   * The id of a frame. `address`: an unnamed native frame's address, which keeps it apart from the frames of the same
+   * name at other addresses (up to maxAddressedFrames of them); its name folds as theirs.
+   */
+  intern(
+    name: string,
+    kind: FrameKind | undefined,
+    coreclr: boolean,
+    library?: string,
+    file?: string,
+    address?: string,
+  ): number {
+    const base = `${kind ?? 'root'}\0${coreclr ? 1 : 0}\0${library ?? ''}\0${name}`;
+    const key = address === undefined ? base : `${base}\0${address}`;
     let id = this.ids.get(key);
-    if (id === undefined) {
-      id = this.names.length;
-      this.names.push(name);
-      this.kinds.push(kind);
-      this.coreclr.push(coreclr);
-      this.library.push(library);
-      this.file.push(file);
-      this.ids.set(key, id);
-    }
+    if (id !== undefined) return id;
+    if (address !== undefined && this.addressed >= maxAddressedFrames)
+      return this.intern(name, kind, coreclr, library, file);
+    id = this.names.length;
+    this.names.push(name);
+    this.kinds.push(kind);
+    this.coreclr.push(coreclr);
+    this.library.push(library);
+    this.file.push(file);
+    this.address.push(address);
+    if (address !== undefined) this.addressed++;
+    this.ids.set(key, id);
     return id;
   }
 
@@ -140,6 +165,17 @@ export class FrameTable {
     }
     return files;
   }
+}
+
+/**
+ * Part of a folded stack's weight whose unnamed native frames were at these addresses: `stack` is the folded stack (a
+ * key of the folded stacks, which counts this weight too), `addresses` each of its frames' address (root first, as
+ * the stack's frames split at `;`), undefined for frames without one.
+ */
+export interface AddressedStack {
+  stack: string;
+  addresses: (string | undefined)[];
+  weight: number;
 }
 
 export interface StackEntry {
@@ -185,15 +221,29 @@ export class StackTable {
     return this.entries.length;
   }
 
-  /** The folded stacks (stacks that join to the same text are summed). */
-  folded(frames: FrameTable): FoldedStacks {
+  /**
+   * The folded stacks (stacks that join to the same text are summed), and the weight of those holding a frame kept
+   * apart by its address, by address (none when no frame was).
+   */
+  folded(frames: FrameTable): { stacks: FoldedStacks; addressed: AddressedStack[] } {
     const stacks: FoldedStacks = new Map();
+    const addressed: AddressedStack[] = [];
     for (const entry of this.entries) {
       let text = frames.names[entry.ids[0]!]!;
-      for (let i = 1; i < entry.ids.length; i++) text += `;${frames.names[entry.ids[i]!]!}`;
+      let anyAddress = false;
+      for (let i = 1; i < entry.ids.length; i++) {
+        text += `;${frames.names[entry.ids[i]!]!}`;
+        if (frames.address[entry.ids[i]!] !== undefined) anyAddress = true;
+      }
       addStack(stacks, text, entry.weight);
+      if (anyAddress)
+        addressed.push({
+          stack: text,
+          addresses: Array.from(entry.ids, (id) => frames.address[id]),
+          weight: entry.weight,
+        });
     }
-    return stacks;
+    return { stacks, addressed };
   }
 
   quality(frames: FrameTable): NamingQuality {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { foldStream, StackFolder, type FrameResolver } from '../../src/stacks/fold.js';
+import { maxAddressedFrames } from '../../src/stacks/stack-table.js';
 
 const fixtures = new URL('../fixtures/perf-script/', import.meta.url);
 
@@ -278,4 +279,41 @@ test('files named as the target likes (__proto__, toString) are counted as any o
   assert.equal(quality.brokenChains, 4);
   assert.equal(JSON.stringify(quality.brokenChainsByFile), '{"__proto__":1,"constructor":1,"toString":2}');
   assert.equal(JSON.stringify(quality.unnamedLibraries), '{"__proto__":1,"constructor":1,"toString":2}');
+});
+
+test('keepAddresses: unnamed native frames are told apart by address beside the same folded stacks', () => {
+  const sample = (leaf: string, caller: string) =>
+    [
+      'app 7/7 [000] 1.000000:   10101010 cpu-clock: ',
+      `\t    ${leaf} [unknown] (/usr/lib/libhot.so)`,
+      `\t    ${caller} [unknown] (/usr/lib/libhot.so)`,
+      '\t    7f0000004000 main+0x10 (/usr/bin/app)',
+      '',
+      '',
+    ].join('\n');
+  const text = sample('1119', '114e') + sample('1120', '114e') + sample('1119', '114e');
+  const plain = foldText(text);
+  const kept = foldText(text, { keepAddresses: true });
+  assert.deepEqual([...kept.stacks], [...plain.stacks]);
+  assert.deepEqual([...kept.stacks], [['app;main;[libhot.so];[libhot.so]', 3]]);
+  assert.deepEqual(plain.addressed, []);
+  assert.deepEqual(kept.addressed, [
+    { stack: 'app;main;[libhot.so];[libhot.so]', addresses: [undefined, undefined, '114e', '1119'], weight: 2 },
+    { stack: 'app;main;[libhot.so];[libhot.so]', addresses: [undefined, undefined, '114e', '1120'], weight: 1 },
+  ]);
+  assert.deepEqual(kept.quality, plain.quality);
+});
+
+test('keepAddresses: past maxAddressedFrames distinct addresses, frames fold by name alone', () => {
+  const n = maxAddressedFrames + 10;
+  let text = '';
+  for (let i = 0; i < n; i++)
+    text += `app 7/7 [000] 1.000000:   1 cpu-clock: \n\t    ${(0x1000 + i).toString(16)} [unknown] (/usr/lib/libhot.so)\n\n`;
+  const kept = foldText(text, { keepAddresses: true });
+  assert.deepEqual([...kept.stacks], [['app;[libhot.so]', n]]);
+  assert.equal(kept.addressed.length, maxAddressedFrames);
+  assert.equal(
+    kept.addressed.reduce((sum, part) => sum + part.weight, 0),
+    maxAddressedFrames,
+  );
 });
