@@ -14,7 +14,7 @@ import { renderPprof, type PprofOptions } from '../render/pprof.js';
 import { renderSvg } from '../render/svg.js';
 import { timePprofOptions, type PprofFolderFacts } from './pprof-options.js';
 import { formatFolded, inSortedOrder, type FoldedStacks } from '../stacks/folded.js';
-import type { FoldOptions, FrameResolver } from '../stacks/fold.js';
+import type { AddressedStack, FoldOptions, FrameResolver } from '../stacks/fold.js';
 
 export interface OffCpuOptions {
   /** Stretches off the CPU shorter than this are left out, counted. Default 1 µs (collect's --min-block). */
@@ -92,6 +92,8 @@ export async function writeOffCpuOutputs(
     /** What the folder's pprof profiles share (labels, build-ids); the CPU profile's native files by frame. */
     pprof: PprofFolderFacts;
     cpuFrameFiles?: ReadonlyMap<string, string>;
+    /** The CPU profile's stacks by the addresses of their unnamed native frames (FoldResult.addressed). */
+    cpuAddressed?: readonly AddressedStack[];
   },
   context: { signal: AbortSignal | undefined; warn: Warn; resolver: FrameResolver | undefined },
   written: (name: string) => Promise<void>,
@@ -144,10 +146,12 @@ export async function writeOffCpuOutputs(
       countName: 'ms blocked',
     },
     options.title ?? 'profcpu off-CPU',
-    timePprofOptions('blocked', folded.fold.frameFiles, options.pprof),
+    timePprofOptions('blocked', folded.fold, options.pprof),
   );
   const wall =
-    folded.cpuUsPerSample === undefined || !options.cpuStacks ? undefined : wallClock(options.cpuStacks, folded);
+    folded.cpuUsPerSample === undefined || !options.cpuStacks
+      ? undefined
+      : wallClock({ stacks: options.cpuStacks, addressed: options.cpuAddressed ?? [] }, folded);
   if (wall)
     await writeView(
       {
@@ -164,7 +168,14 @@ export async function writeOffCpuOutputs(
         countName: 'ms',
       },
       'profcpu wall-clock',
-      timePprofOptions('wall', new Map([...folded.fold.frameFiles, ...(options.cpuFrameFiles ?? [])]), options.pprof),
+      timePprofOptions(
+        'wall',
+        {
+          frameFiles: new Map([...folded.fold.frameFiles, ...(options.cpuFrameFiles ?? [])]),
+          addressed: wall.addressed,
+        },
+        options.pprof,
+      ),
     );
   const top = [...stacks]
     .sort((a, b) => b[1] - a[1])
@@ -186,9 +197,14 @@ export async function writeOffCpuOutputs(
 
 /**
  * The wall-clock view: the CPU profile's stacks weighed by the CPU time a sample stands for, the off-CPU stacks, and
- * each thread's time runnable under its name; and the time of each kind of thread, split three ways.
+ * each thread's time runnable under its name (with the parts of both told apart by address); and the time of each kind
+ * of thread, split three ways.
  */
-function wallClock(cpuStacks: FoldedStacks, off: OffCpuFold): { stacks: FoldedStacks; kinds: ThreadKind[] } {
+function wallClock(
+  cpu: { stacks: FoldedStacks; addressed: readonly AddressedStack[] },
+  off: OffCpuFold,
+): { stacks: FoldedStacks; addressed: AddressedStack[]; kinds: ThreadKind[] } {
+  const cpuStacks = cpu.stacks;
   const usPerSample = off.cpuUsPerSample!;
   const stacks = new Map<string, number>();
   const kinds = new Map<string, ThreadKind>();
@@ -215,6 +231,17 @@ function wallClock(cpuStacks: FoldedStacks, off: OffCpuFold): { stacks: FoldedSt
     add(`${thread};${runnableFrame}`, rounded);
     kindOf(thread).runnableUs += rounded;
   }
+  // A CPU stack's microseconds are rounded as a whole: each addressed part gets its share of them.
+  const addressed = cpu.addressed.map((part) => {
+    const samples = cpuStacks.get(part.stack) ?? 0;
+    const us = samples > 0 ? (Math.round(samples * usPerSample) * part.weight) / samples : 0;
+    return { ...part, weight: us };
+  });
+  addressed.push(...off.fold.addressed);
   const total = (k: ThreadKind) => k.runningUs + k.blockedUs + k.runnableUs;
-  return { stacks: inSortedOrder(stacks), kinds: [...kinds.values()].sort((a, b) => total(b) - total(a)) };
+  return {
+    stacks: inSortedOrder(stacks),
+    addressed,
+    kinds: [...kinds.values()].sort((a, b) => total(b) - total(a)),
+  };
 }

@@ -213,7 +213,10 @@ async function postprocessFolder(
   const recovered = await finishPerfData(folder, warn, signal);
   const chosen = await chooseEngine(run, options, warn, shortfall);
   const offCpu = chosen.header && offCpuRecording(chosen.header);
-  const opts = withCpuEvent({ ...(await withTargetFilter(folder, options)), engine: chosen.engine }, offCpu);
+  const filtered = await withTargetFilter(folder, options);
+  // The pprof profiles carry the address of each frame left unnamed, for a backend that has its debug file.
+  const fold = { keepAddresses: true, ...filtered.fold };
+  const opts = withCpuEvent({ ...filtered, fold, engine: chosen.engine }, offCpu);
   const { perfVersionPromise, resolving, outputs, rawHashes } = startAlongside(run, opts, warn, signal);
   let tarball: TarballWriter | undefined;
   try {
@@ -231,7 +234,7 @@ async function postprocessFolder(
     else checkSamples(fold, dir);
     const naming = reportNaming(script, context.manifestExtra, warn);
     const recording = withSampleTimes(script.header, fold);
-    const pprof = await pprofFolderFacts(folder, run.perfDataMtimeMs, recording.sampleDurationMs);
+    const pprof = await pprofFolderFacts(folder, run.perfDataMtimeMs, recording.sampleDurationMs, warn);
     const cpuPprof = cpuPprofOptions(fold, chosen.header, opts.fold.weight, pprof);
     await timed('render', () => writeRenders(outputs, fold, opts, cpuPprof, signal, archiveInto(tarball, outputs)));
     const offCpuReport =
@@ -246,6 +249,7 @@ async function postprocessFolder(
             pids: pidArguments(opts.perfScriptArgs),
             pprof,
             cpuFrameFiles: fold.frameFiles,
+            cpuAddressed: fold.addressed,
             // Weighed by period, the CPU stacks count events (cycles, ns) whose time the view cannot tell.
             ...(opts.fold.weight !== 'period' && { cpuStacks: fold.stacks }),
             ...(opts.title !== undefined && { title: opts.title }),

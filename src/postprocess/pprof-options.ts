@@ -1,20 +1,28 @@
 // What the pprof profiles of an output folder say besides their stacks: the sample types and period that match the
 // recording (CPU samples as the nanoseconds they stand for, off-CPU and wall-clock time in nanoseconds), the labels
-// (pid, container id) and the target's native files with their build-ids (target/binaries.json), so that a backend
-// can symbolise what profcpu could not. Everything read here comes from the folder: bounded and checked readers only.
+// (pid, container id), the target's native files with their build-ids (target/binaries.json) and where the target
+// mapped their code (target/maps), so that a backend can symbolise what profcpu could not: the address of each frame
+// left unnamed is placed in its file's mapping. Everything read here comes from the folder: bounded and checked readers
+// only.
 import { basename } from 'node:path';
 import { readKeptIndex } from '../binaries/kept-binaries.js';
+import type { Warn } from '../diagnostics.js';
+import { folderReadLimits } from '../dotnet/naming/folder-resolver.js';
+import { layout } from '../output/layout.js';
+import { isExecutable, parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../engine/perf-data/record-walk.js';
 import { isClockEvent, microsecondsPerSample } from '../engine/offcpu/offcpu-fold.js';
 import { readTargetIds } from '../output/target-info.js';
-import type { PprofLabel, PprofOptions } from '../render/pprof.js';
-import type { FoldResult } from '../stacks/fold.js';
+import type { PprofAddress, PprofBinary, PprofLabel, PprofOptions } from '../render/pprof.js';
+import type { AddressedStack, FoldResult } from '../stacks/fold.js';
 
 /** What every profile of the folder shares. */
 export interface PprofFolderFacts {
   labels: PprofLabel[];
-  binaries: { path: string; buildId: string }[];
+  binaries: PprofBinary[];
+  /** Where an unnamed native frame lay in the target (from target/maps); absent without the snapshot. */
+  locate?: (file: string, ip: string) => PprofAddress | undefined;
   /** When the recording started, estimated from perf.data's date (written at its end) less its length. */
   timeNanos?: bigint;
   durationNanos?: number;
@@ -25,6 +33,7 @@ export async function pprofFolderFacts(
   folder: OutputFolder,
   endMs: number,
   durationMs: number | undefined,
+  warn: Warn,
 ): Promise<PprofFolderFacts> {
   const ids = await readTargetIds(folder);
   const labels: PprofLabel[] = [];
@@ -33,17 +42,78 @@ export async function pprofFolderFacts(
   // pprof takes the first mapping for the program's own: the target's executable first (its comm is its file's name,
   // cut to 15 characters), then by path.
   const main = (path: string) => (ids?.comm !== undefined && basename(path).startsWith(ids.comm) ? 0 : 1);
+  const code = await executableFileMappings(folder, warn);
   const binaries = [...(await readKeptIndex(folder)).values()]
-    .map(({ path, buildId }) => ({ path, buildId }))
+    .map(({ path, buildId }): PprofBinary => {
+      const m = code?.byPath.get(path)?.[0];
+      return { path, buildId, ...(m && { range: { start: m.start, limit: m.end, offset: m.offset } }) };
+    })
     .sort((a, b) => main(a.path) - main(b.path) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const durationNanos = durationMs === undefined ? undefined : Math.round(durationMs * 1e6);
   const startMs = Math.round(endMs - (durationMs ?? 0));
   return {
     labels,
     binaries,
+    ...(code && { locate: (file: string, ip: string) => locate(code.byName.get(file), ip) }),
     ...(durationNanos !== undefined && { durationNanos }),
     ...(startMs > 0 && { timeNanos: BigInt(startMs) * 1_000_000n }),
   };
+}
+
+/** The target's executable file mappings (target/maps), by path and by file name; undefined without the snapshot. */
+async function executableFileMappings(
+  folder: OutputFolder,
+  warn: Warn,
+): Promise<{ byPath: Map<string, ProcMapping[]>; byName: Map<string, ProcMapping[]> } | undefined> {
+  let text: string;
+  try {
+    const read = await folder.read(layout.procMaps, {
+      maxBytes: folderReadLimits.procMapsBytes,
+      timeoutMs: folderReadLimits.timeoutMs,
+    });
+    if (read.truncated)
+      warn(`${layout.procMaps} is larger than ${folderReadLimits.procMapsBytes} bytes: only its start is used`);
+    text = read.bytes.toString('utf8');
+  } catch {
+    // No snapshot (a recording made by hand): the profiles carry no addresses.
+    return undefined;
+  }
+  const byPath = new Map<string, ProcMapping[]>();
+  const byName = new Map<string, ProcMapping[]>();
+  for (const m of parseProcMaps(text).mappings) {
+    if (!isExecutable(m) || !m.path.startsWith('/')) continue;
+    const path = m.path.endsWith(' (deleted)') ? m.path.slice(0, -' (deleted)'.length) : m.path;
+    const mapping = { ...m, path };
+    for (const [map, key] of [
+      [byPath, path],
+      [byName, basename(path)],
+    ] as const) {
+      const list = map.get(key);
+      if (list) list.push(mapping);
+      else map.set(key, [mapping]);
+    }
+  }
+  return { byPath, byName };
+}
+
+/**
+ * The place in the target of an unnamed frame perf printed at `ip` in a file whose executable mappings are
+ * `candidates`: perf 6.1 prints an offset into the file, newer perf the absolute address (the built-in engine prints
+ * as the perf it stands beside would). An address inside one of the file's mappings is taken as absolute: offsets lie
+ * far below the addresses such mappings get.
+ */
+function locate(candidates: readonly ProcMapping[] | undefined, ip: string): PprofAddress | undefined {
+  if (!candidates || ip.length > 16 || !/^[0-9a-fA-F]+$/.test(ip)) return undefined;
+  const at = BigInt(`0x${ip}`);
+  const placed = (m: ProcMapping, address: bigint): PprofAddress => ({
+    path: m.path,
+    range: { start: m.start, limit: m.end, offset: m.offset },
+    address,
+  });
+  for (const m of candidates) if (at >= m.start && at < m.end) return placed(m, at);
+  for (const m of candidates)
+    if (at >= m.offset && at < m.offset + (m.end - m.start)) return placed(m, at - m.offset + m.start);
+  return undefined;
 }
 
 /**
@@ -62,7 +132,12 @@ export function cpuPprofOptions(
   const attr =
     header?.attrs.find((a) => a.name === eventName) ?? (header?.attrs.length === 1 ? header.attrs[0] : undefined);
   const clock = attr !== undefined && isClockEvent(attr);
-  const common = { ...facts, frameFiles: fold.frameFiles, comments: [`profcpu: ${eventName ?? 'samples'}`] };
+  const common = {
+    ...facts,
+    frameFiles: fold.frameFiles,
+    addressed: fold.addressed,
+    comments: [`profcpu: ${eventName ?? 'samples'}`],
+  };
   if (weight === 'period')
     return {
       ...common,
@@ -91,12 +166,13 @@ export function cpuPprofOptions(
  */
 export function timePprofOptions(
   type: 'blocked' | 'wall',
-  frameFiles: ReadonlyMap<string, string> | undefined,
+  stacks: { frameFiles: ReadonlyMap<string, string>; addressed: readonly AddressedStack[] },
   facts: PprofFolderFacts,
 ): Partial<PprofOptions> {
   return {
     ...facts,
-    ...(frameFiles && { frameFiles }),
+    frameFiles: stacks.frameFiles,
+    addressed: stacks.addressed,
     sampleTypes: [{ type, unit: 'nanoseconds', perWeight: 1000 }],
     comments: [
       type === 'wall' ? 'profcpu: wall-clock (running, blocked, waiting for a CPU)' : 'profcpu: off-CPU, time blocked',

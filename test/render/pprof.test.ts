@@ -123,3 +123,62 @@ test('stacks with no positive weight are left out; a lone frame is its own threa
   assert.equal(profile.sample.length, 1);
   assert.deepEqual(pprofToFolded(profile), new Map([['only', 4]]));
 });
+
+test('unnamed native frames keep their addresses, placed in their mapping for a backend to name', () => {
+  const stack = 'app;main;hot_run;[libhot.so];[libhot.so];do_syscall_64_[k]';
+  const other = 'app;main;hot_run;[libhot.so]';
+  const stacks = new Map([
+    [stack, 5],
+    [other, 2],
+  ]);
+  const range = { start: 0x7f0000001000n, limit: 0x7f0000002000n, offset: 0x1000n };
+  const options = {
+    frameFiles: new Map([
+      ['[libhot.so]', 'libhot.so'],
+      ['hot_run', 'libhot.so'],
+      ['main', 'app'],
+    ]),
+    binaries: [
+      { path: '/srv/app', buildId: 'aa11' },
+      { path: '/usr/lib/libhot.so', buildId: 'bb22', range },
+    ],
+    // Three of the five samples of `stack` at these addresses (perf 6.1's file offsets), two at others not placed.
+    addressed: [
+      { stack, addresses: [undefined, undefined, undefined, '114e', '1119', undefined], weight: 2 },
+      { stack, addresses: [undefined, undefined, undefined, '114e', '1120', undefined], weight: 1 },
+      { stack: other, addresses: [undefined, undefined, undefined, '1119'], weight: 2 },
+    ],
+    locate: (file: string, ip: string) =>
+      file === 'libhot.so' && ip !== 'ffff'
+        ? { path: '/usr/lib/libhot.so', range, address: BigInt(`0x${ip}`) - range.offset + range.start }
+        : undefined,
+  };
+  const profile = decodePprof(renderPprof(stacks, options));
+  // Read back as folded stacks, the addresses change nothing.
+  assert.deepEqual(pprofToFolded(profile), stacks);
+  assert.equal(profile.sample.length, 4);
+  const hot = profile.mapping.find((m) => stringAt(profile, m.filename) === '/usr/lib/libhot.so')!;
+  assert.deepEqual(
+    [hot.memoryStart, hot.memoryLimit, hot.fileOffset].map(Number),
+    [0x7f0000001000, 0x7f0000002000, 0x1000],
+  );
+  assert.equal(stringAt(profile, hot.buildId), 'bb22');
+  // A backend may name what is in it; the program's own mapping, every frame named, says it needs nothing.
+  assert.equal(hot.hasFunctions, false);
+  assert.equal(profile.mapping.find((m) => stringAt(profile, m.filename) === '/srv/app')!.hasFunctions, true);
+  const placed = profile.location
+    .filter((l) => Number(l.address) !== 0)
+    .map((l) => [Number(l.address).toString(16), Number(l.mappingId) === Number(hot.id)]);
+  // The leaf under the kernel's frame where it was; the caller's return address less one, inside its call; the leaf
+  // of `other` where it was too.
+  assert.deepEqual(placed.sort(), [
+    ['7f0000001119', true],
+    ['7f0000001120', true],
+    ['7f000000114d', true],
+  ]);
+  // The same bytes in any order of the addressed parts.
+  assert.deepEqual(
+    renderPprof(stacks, { ...options, addressed: [...options.addressed].reverse() }),
+    renderPprof(stacks, options),
+  );
+});
