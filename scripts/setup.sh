@@ -4,7 +4,8 @@
 #   scripts/setup.sh --test   also what the tests and benchmarks use (gcc, binutils, elfutils, debuginfod, libc6-dbg
 #                             for the local debuginfod to serve, xmllint, GNU time, wrk for the overhead benchmark,
 #                             docker.io + debootstrap for the real-engine container test, podman + catatonit for its
-#                             Kubernetes pod)
+#                             Kubernetes pod, chromium for the pages' browser tests, golang-go for the source of
+#                             Google's pprof, which the pprof symbolisation test builds)
 # Installs only the Debian packages that are missing, so a second run is quick. Needs root for apt-get.
 set -eu
 cd "$(dirname "$0")/.."
@@ -16,6 +17,8 @@ if [ "${1-}" = "--test" ]; then
   packages="$packages wrk docker.io debootstrap podman catatonit"
   # The pages' browser tests (test/render/browser.test.ts) open them in Debian's Chromium.
   packages="$packages chromium"
+  # test/postprocess/pprof-addresses.test.ts builds Google's pprof from the source the Go distribution vendors.
+  packages="$packages golang-go"
 fi
 
 missing=""
