@@ -8,9 +8,12 @@
 // PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup,
 // PROFCPU_BENCH_UNWIND the collect --unwind (default auto, collect's; the data line says which was used),
 // PROFCPU_BENCH_OFFCPU=1 records with --off-cpu (every switch off the CPU too; the data line says so, with the offCpu
-// phase of postprocess).
+// phase of postprocess), PROFCPU_BENCH_PIN=1 gives the app the last CPU and wrk and collect (perf with it) the others,
+// as a service with CPUs of its own and a sidecar beside it: what recording costs the service itself, steadier than
+// all three sharing every CPU (where perf's CPU is the service's too, and this 2-CPU machine's rate swings by itself).
 import { execFileSync, spawn } from 'node:child_process';
 import { cp, mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +26,11 @@ const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
 const scope = process.env['PROFCPU_BENCH_SCOPE'] ?? 'auto';
 const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'auto';
 const offCpu = process.env['PROFCPU_BENCH_OFFCPU'] === '1';
+const cpus = availableParallelism();
+const pin = process.env['PROFCPU_BENCH_PIN'] === '1' && cpus > 1;
+/** `command args` as given, or under taskset on the app's CPU or on the others. */
+const pinned = (on: 'app' | 'others', command: string, args: string[]): [string, string[]] =>
+  pin ? ['taskset', ['-c', on === 'app' ? String(cpus - 1) : `0-${cpus - 2}`, command, ...args]] : [command, args];
 const port = 18_000 + (process.pid % 1000);
 const url = `http://127.0.0.1:${port}/work`;
 const work = join(root, 'bench-out', 'overhead');
@@ -37,7 +45,7 @@ function need(command: string, what: string): void {
 
 /** Requests per second wrk reports for one window. */
 function wrk(duration: number): number {
-  const out = execFileSync('wrk', ['-t1', '-c16', `-d${duration}s`, url], { encoding: 'utf8' });
+  const out = execFileSync(...pinned('others', 'wrk', ['-t1', '-c16', `-d${duration}s`, url]), { encoding: 'utf8' });
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
   if (!rps) throw new Error(`wrk printed no rate:\n${out}`);
   return Number(rps);
@@ -60,10 +68,13 @@ execFileSync(
   },
 );
 
-const app = spawn('dotnet', [join(work, 'app', 'AspnetLoad.dll'), '--urls', `http://127.0.0.1:${port}`], {
-  stdio: 'ignore',
-  env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
-});
+const app = spawn(
+  ...pinned('app', 'dotnet', [join(work, 'app', 'AspnetLoad.dll'), '--urls', `http://127.0.0.1:${port}`]),
+  {
+    stdio: 'ignore',
+    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1' },
+  },
+);
 let cgroup: string | undefined;
 try {
   const mounts = cgroupMounts(await readFile('/proc/self/mountinfo', 'utf8'));
@@ -85,6 +96,7 @@ try {
   }
   console.log(`app         scripts/bench/aspnet-app as pid ${app.pid}${cgroup ? ` in its own cgroup ${cgroup}` : ''}`);
   console.log(`load        wrk -t1 -c16 -d${seconds}s ${url}; collect --scope ${scope} -F 99, ${windows} windows each`);
+  if (pin) console.log(`cpus        the app on CPU ${cpus - 1}; wrk and collect (perf with it) on CPUs 0-${cpus - 2}`);
   wrk(seconds); // warm-up: tiered compilation settles
 
   const plain: number[] = [];
@@ -98,17 +110,20 @@ try {
     plain.push(wrk(seconds));
     const out = join(work, `run-${i}`);
     const run = spawn(
-      process.execPath,
-      [cliPath, 'collect', '--pid', String(app.pid), '--duration', String(seconds + 2), '--scope', scope].concat([
-        '--unwind',
-        unwind,
-        ...(offCpu ? ['--off-cpu'] : []),
-        '--symbols',
-        'none',
-        '--output',
-        out,
-        '--quiet',
-      ]),
+      ...pinned(
+        'others',
+        process.execPath,
+        [cliPath, 'collect', '--pid', String(app.pid), '--duration', String(seconds + 2), '--scope', scope].concat([
+          '--unwind',
+          unwind,
+          ...(offCpu ? ['--off-cpu'] : []),
+          '--symbols',
+          'none',
+          '--output',
+          out,
+          '--quiet',
+        ]),
+      ),
       { stdio: 'ignore' },
     );
     const done = new Promise((resolve) => run.once('exit', resolve));
