@@ -13,7 +13,7 @@ import type { PerfMapMode } from '../dotnet/perfmap/perfmap-session.js';
 import { postprocess } from '../postprocess/postprocess.js';
 import { symbolsModes, symbolsStepDefaults, type SymbolsMode } from '../debug-files/symbols-step.js';
 import { choosePerf } from '../perf/select.js';
-import { stackCopyLimits } from '../perf/record.js';
+import { stackCopyLimits, switchStackBytes } from '../perf/record.js';
 import { microsoftSymbolServer, symbolServerList } from '../debug-files/symbol-server.js';
 import { createReporter, type Reporter } from './reporter.js';
 import { exitNow } from './signals.js';
@@ -27,6 +27,7 @@ export interface CollectArgs {
   frequency: number;
   unwind: UnwindRequest;
   stackSize?: number;
+  switchStackSize?: number;
   offCpu: boolean;
   minBlock?: string;
   output?: string;
@@ -69,6 +70,13 @@ export function collectOptions<T>(yargs: Argv<T>) {
       describe:
         'Record where the target’s threads wait too (every switch off the CPU, with its stack): an off-CPU flame ' +
         'graph in microseconds blocked beside the CPU one',
+    })
+    .option('switch-stack-size', {
+      type: 'number',
+      describe:
+        `With --off-cpu and mixed unwinding: bytes of stack copied at each switch off the CPU (default ` +
+        `${switchStackBytes}, or --stack-size when smaller; up to ${stackCopyLimits.max}). Larger reaches deeper waits ` +
+        'whole, at a cost at every switch',
     })
     .option('min-block', minBlockOption)
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
@@ -134,6 +142,16 @@ export function collectOptions<T>(yargs: Argv<T>) {
           );
         if (args.unwind === 'fp')
           throw usage('--stack-size sizes the stack copies of mixed unwinding, not --unwind fp');
+      }
+      if (args['switch-stack-size'] !== undefined) {
+        const stack = Number(args['switch-stack-size']);
+        if (!(Number.isInteger(stack) && stack >= stackCopyLimits.min && stack <= stackCopyLimits.max))
+          throw usage(
+            `--switch-stack-size must be a whole number of bytes from ${stackCopyLimits.min} to ${stackCopyLimits.max}`,
+          );
+        if (!args['off-cpu']) throw usage('--switch-stack-size goes with --off-cpu');
+        if (args.unwind === 'fp')
+          throw usage('--switch-stack-size sizes the stack copies of mixed unwinding, not --unwind fp');
       }
       if (args['min-block'] !== undefined) {
         parseMinBlock(String(args['min-block']));
@@ -272,6 +290,7 @@ const command: CommandModule<object, CollectArgs> = {
         unwind: args.unwind,
         stackBytes: args.stackSize === undefined ? collectDefaults.stackBytes : Math.ceil(args.stackSize / 8) * 8,
         offCpu: args.offCpu,
+        ...(args.switchStackSize !== undefined && { switchStackBytes: Math.ceil(args.switchStackSize / 8) * 8 }),
         ...(args.minBlock !== undefined && { minBlockUs: parseMinBlock(args.minBlock) }),
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         targetTimeoutSeconds: args.targetTimeout,

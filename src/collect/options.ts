@@ -28,6 +28,11 @@ export interface CollectOptions {
   offCpu: boolean;
   /** Stretches off the CPU shorter than this many microseconds are left out of the off-CPU profile, counted. */
   minBlockUs: number;
+  /**
+   * With offCpu and mixed unwinding: the stack copied at each switch off the CPU, in bytes. Default: switchStackBytes
+   * (src/perf/record.ts, 8 KiB), or stackBytes when that is smaller.
+   */
+  switchStackBytes?: number;
   /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
   event?: string;
   /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */

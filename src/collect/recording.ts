@@ -160,6 +160,7 @@ function recordOptions(params: RecordTargetParams): RecordOptions {
     callGraph: unwind?.kind === 'mixed' ? { kind: 'dwarf', stackBytes: unwind.stackBytes } : { kind: 'fp' },
     compress: compress ?? false,
     offCpu: options.offCpu,
+    ...(options.switchStackBytes !== undefined && { switchStackBytes: options.switchStackBytes }),
     stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
 }

@@ -10,7 +10,7 @@ import { ignoreWarnings, type Warn } from '../diagnostics.js';
 import { isProfcpuError, ProfcpuError } from '../error.js';
 import { OutputFolder, outputModes } from '../files/output-folder.js';
 import { defaultEvent, gatherFacts, judgeFacts, type Check } from '../perf/preflight.js';
-import { buildIdMmapWorks, type RecordOutcome } from '../perf/record.js';
+import { buildIdMmapWorks, switchCopyBytes, type RecordOutcome } from '../perf/record.js';
 import { chooseScope, type RecordScope, type ScopeChoice } from '../perf/record-scope.js';
 import { chooseTarget } from '../target/discover.js';
 import type { TargetInfo } from '../target/inspect.js';
@@ -383,7 +383,11 @@ async function record<R>(
   const { unwind } = plan;
   const unwinding =
     unwind.kind === 'mixed' ? `, a ${unwind.stackBytes}-byte stack copy a sample for mixed unwinding` : '';
-  const offCpu = options.offCpu ? ', and every switch off the CPU' : '';
+  const switchCopy =
+    unwind.kind === 'mixed'
+      ? ` with a ${switchCopyBytes(unwind.stackBytes, options.switchStackBytes)}-byte stack copy each`
+      : '';
+  const offCpu = options.offCpu ? `, and every switch off the CPU${switchCopy}` : '';
   info(
     `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding})${offCpu}; ` +
       'Ctrl-C stops early',
@@ -498,6 +502,10 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
       }),
       ...(options.unwind === 'auto' && { unwindChosenBecause: result.unwind.reason }),
       ...(options.offCpu && { offCpu: true, minBlockUs: options.minBlockUs }),
+      ...(options.offCpu &&
+        result.unwind.kind === 'mixed' && {
+          switchStackBytes: switchCopyBytes(result.unwind.stackBytes, options.switchStackBytes),
+        }),
     },
     record: {
       command: result.record.command,

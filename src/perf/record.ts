@@ -52,6 +52,8 @@ export interface RecordOptions {
    * say when each thread ran again (src/engine/offcpu/). Default false.
    */
   offCpu?: boolean;
+  /** With offCpu and DWARF call graphs: the stack copied at each switch. Default switchStackBytes, or less. */
+  switchStackBytes?: number;
 }
 
 /** The scheduler's tracepoint an off-CPU recording samples at every switch. */
@@ -91,7 +93,7 @@ export function recordArgs(options: RecordOptions): string[] {
     ...(options.offCpu
       ? [
           ...(options.compress ? ['-z'] : []),
-          ...offCpuEvents(event, frequency, callGraph, options.scope?.kind === 'cgroup'),
+          ...offCpuEvents(event, frequency, callGraph, options.scope?.kind === 'cgroup', options.switchStackBytes),
         ]
       : [
           '-F',
@@ -111,13 +113,20 @@ export function recordArgs(options: RecordOptions): string[] {
 }
 
 /**
- * The stack copied at each switch off the CPU when unwinding is mixed: .NET waits all go through glibc's futex wait,
- * which keeps no frame pointer, so a frame-pointer chain stops there; from a copy, CFI steps through glibc and frame
- * pointers through the runtime and .NET's code, as far as the copy reaches. A loaded ASP.NET Core service switches
- * 20 to 35 thousand times a second: copying 16 KiB at each cost perf a fifth of a core (and the service the copies),
- * 8 KiB half that, and 8 KiB holds the .NET fixtures' waits whole.
+ * The stack copied at each switch off the CPU when unwinding is mixed (by default: `collect --switch-stack-size`):
+ * .NET waits all go through glibc's futex wait, which keeps no frame pointer, so a frame-pointer chain stops there
+ * (the kernel's ends at glibc's frame: seen on every futex wait of TodoApi, so it cannot take over where a copy ends);
+ * from a copy, CFI steps through glibc and frame pointers through the runtime and .NET's code, as far as the copy
+ * reaches. A loaded ASP.NET Core service switches 20 to 35 thousand times a second: copying 16 KiB at each cost perf a
+ * fifth of a core (and the service the copies), 8 KiB half that. 8 KiB holds the .NET fixtures' waits and a plain
+ * ASP.NET Core service's whole; TodoApi (EF Core, Identity) 91% of them, 97.7% with 16 KiB at 2.3 times perf's CPU.
  */
 export const switchStackBytes = 8192;
+
+/** The stack copied at each switch of a recording whose samples copy `stackBytes`: `requested`, else switchStackBytes or less. */
+export function switchCopyBytes(stackBytes: number, requested: number | undefined): number {
+  return requested ?? Math.min(stackBytes, switchStackBytes);
+}
 
 /**
  * The switches sampled: those of a thread that blocks (prev_state S or D), not of one preempted while runnable, which
@@ -134,10 +143,17 @@ export const blockedSwitchFilter = 'prev_state & 3';
  * records under the same -G: perf's own (added with no cgroup) would write every switch of every process on the
  * machine.
  */
-function offCpuEvents(event: string, frequency: number, callGraph: CallGraph, cgroup: boolean): string[] {
+function offCpuEvents(
+  event: string,
+  frequency: number,
+  callGraph: CallGraph,
+  cgroup: boolean,
+  switchBytes: number | undefined,
+): string[] {
   const dwarf = (bytes: number) => `call-graph=dwarf,stack-size=${bytes}`;
   const cpuTerms = [`freq=${frequency}`, ...(callGraph.kind === 'dwarf' ? [dwarf(callGraph.stackBytes)] : [])];
-  const switchTerms = callGraph.kind === 'dwarf' ? `/${dwarf(Math.min(callGraph.stackBytes, switchStackBytes))}/` : '';
+  const switchTerms =
+    callGraph.kind === 'dwarf' ? `/${dwarf(switchCopyBytes(callGraph.stackBytes, switchBytes))}/` : '';
   return [
     '-g',
     '-k',

@@ -196,6 +196,18 @@ export async function writeOffCpuOutputs(
 }
 
 /**
+ * How far the switches' stack copies took their stacks (mixed unwinding): a line of progress. A stack cut at the
+ * copy's end shows under its outermost frame reached, not its thread's start; a larger copy reaches deeper waits.
+ */
+export function offCpuUnwoundNotice(unwound: NonNullable<OffCpuReport['unwound']>): string {
+  const percent = (n: number) => `${((100 * n) / unwound.samples).toFixed(1)}%`;
+  const cut = unwound.stops['outside-stack'] ?? 0;
+  const parts = [`${percent(unwound.stops.end ?? 0)} to their thread's start`];
+  if (cut > 0) parts.push(`${percent(cut)} cut at the end of the copy (collect --switch-stack-size copies more)`);
+  return `off-CPU: unwound the stack copies of ${unwound.samples} switches: ${parts.join('; ')}`;
+}
+
+/**
  * The wall-clock view: the CPU profile's stacks weighed by the CPU time a sample stands for, the off-CPU stacks, and
  * each thread's time runnable under its name (with the parts of both told apart by address); and the time of each kind
  * of thread, split three ways.

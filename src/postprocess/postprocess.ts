@@ -46,7 +46,13 @@ import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
 import type { UnwindTally } from '../engine/unwind/sample-unwind.js';
 import type { PerfMapUse } from '../jit/jit-maps.js';
 import { offCpuRecording, switchEvent } from '../engine/offcpu/offcpu-fold.js';
-import { defaultOffCpuOptions, writeOffCpuOutputs, type OffCpuOptions, type OffCpuReport } from './offcpu-outputs.js';
+import {
+  defaultOffCpuOptions,
+  offCpuUnwoundNotice,
+  writeOffCpuOutputs,
+  type OffCpuOptions,
+  type OffCpuReport,
+} from './offcpu-outputs.js';
 
 /** Builds a resolver for a folder's snapshots (target/perf-N.map, target/jit-N.dump, target/maps...). */
 export type FrameResolverFactory = (
@@ -258,6 +264,7 @@ async function postprocessFolder(
           archiveInto(tarball, outputs),
         ),
       ));
+    if (offCpuReport?.unwound) progress(offCpuUnwoundNotice(offCpuReport.unwound));
     if (offCpuReport && fold.keptSamples === 0 && offCpuReport.blockedUs === 0) checkSamples(fold, dir);
     const files = await outputs.commit();
 

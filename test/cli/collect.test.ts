@@ -165,6 +165,22 @@ test('--stack-size with --unwind fp, or out of range, is a usage error (exit 2) 
   assert.match(String(big.stderr), /--stack-size must be a whole number of bytes from 8 to 65528/);
 });
 
+test('--switch-stack-size without --off-cpu, with --unwind fp, or out of range is a usage error (exit 2)', async () => {
+  const cases: [string[], RegExp][] = [
+    [['--switch-stack-size', '16384'], /--switch-stack-size goes with --off-cpu/],
+    [['--off-cpu', '--unwind', 'fp', '--switch-stack-size', '16384'], /sizes the stack copies of mixed unwinding/],
+    [
+      ['--off-cpu', '--switch-stack-size', '70000'],
+      /--switch-stack-size must be a whole number of bytes from 8 to 65528/,
+    ],
+  ];
+  for (const [flags, message] of cases) {
+    const run = await runCli(['collect', '--pid', '1', ...flags]);
+    assert.equal(run.exitCode, 2, String(run.stderr));
+    assert.match(String(run.stderr), message);
+  }
+});
+
 test('--min-block without --off-cpu, or not a time, is a usage error (exit 2) saying what to give', async () => {
   const alone = await runCli(['collect', '--pid', '1', '--min-block', '1ms']);
   assert.equal(alone.exitCode, 2, String(alone.all));

@@ -34,8 +34,8 @@ const waits = [
 async function collectOffCpu<M extends { collect: { record: { seconds: number } } }>(
   t: TestContext,
   app: { version: DotnetVersion; workloads: DotnetAppWorkload[] },
-  options: { seconds: number; cgroup?: boolean },
-): Promise<{ dir: string; stdout: string; manifest: M; folded: string } | undefined> {
+  options: { seconds: number; cgroup?: boolean; flags?: string[] },
+): Promise<{ dir: string; stdout: string; all: string; manifest: M; folded: string } | undefined> {
   const started = await startDotnetApp({ ...app, seconds: 120 });
   t.after(() => started.kill());
   if (options.cgroup && !need(t, (await ownCgroup(t, started.pid)) !== undefined, 'cgroup v2 to put the target in'))
@@ -48,12 +48,14 @@ async function collectOffCpu<M extends { collect: { record: { seconds: number } 
       'none',
       '--output',
       dir,
+      ...(options.flags ?? []),
     ]),
     { timeout: 120_000 },
   );
   assert.equal(run.exitCode, 0, run.all);
   const manifest = JSON.parse(await readFile(join(dir, layout.manifest), 'utf8')) as M;
-  return { dir, stdout: run.stdout, manifest, folded: await readFile(join(dir, layout.offCpuFolded), 'utf8') };
+  const folded = await readFile(join(dir, layout.offCpuFolded), 'utf8');
+  return { dir, stdout: run.stdout, all: String(run.all), manifest, folded };
 }
 
 /** Microseconds off the CPU of the folded stacks through `frame`. */
@@ -113,12 +115,20 @@ for (const version of dotnetVersions) {
 test('collect --off-cpu of a cgroup: the switch records are the cgroup’s, the waits the target’s, as with -p', async (t) => {
   if (!canRecord(t) || !needDotnet(t)) return;
   const collected = await collectOffCpu<{
-    collect: { record: { seconds: number; command: string[]; scope: { kind: string } } };
-  }>(t, { version: 10, workloads: ['waits'] }, { seconds: 3, cgroup: true });
+    collect: {
+      record: { seconds: number; command: string[]; scope: { kind: string } };
+      options: { switchStackBytes?: number };
+    };
+  }>(t, { version: 10, workloads: ['waits'] }, { seconds: 3, cgroup: true, flags: ['--switch-stack-size', '16000'] });
   if (!collected) return;
-  const { manifest, folded } = collected;
+  const { manifest, folded, all } = collected;
   assert.equal(manifest.collect.record.scope.kind, 'cgroup');
   assert.match(manifest.collect.record.command.join(' '), / -e dummy -e .* --switch-events -a -G /);
+  // --switch-stack-size (rounded up to 8 bytes) sizes the switches' copies, and says how far they took the stacks.
+  assert.equal(manifest.collect.options.switchStackBytes, 16000);
+  assert.match(manifest.collect.record.command.join(' '), /sched:sched_switch\/call-graph=dwarf,stack-size=16000\//);
+  assert.match(all, /with a 16000-byte stack copy each/);
+  assert.match(all, /off-CPU: unwound the stack copies of \d+ switches: \d+\.\d% to their thread's start/);
   const sleepUs = blockedUnder(folded, 'ProfcpuFixture.Waits::SleepPath_[j]');
   const expectedUs = manifest.collect.record.seconds * 1e6;
   assert.ok(Math.abs(sleepUs - expectedUs) <= 0.1 * expectedUs, `${sleepUs} µs asleep, ${expectedUs} expected`);

@@ -72,6 +72,17 @@ test('recordArgs --off-cpu: the CPU event keeps its frequency and call graph, th
     args({ kind: 'dwarf', stackBytes: 4096 }),
     / -e sched:sched_switch\/call-graph=dwarf,stack-size=4096\/ /,
   );
+  // collect --switch-stack-size: as asked, larger or smaller than the samples' copies.
+  const sized = (switchStackBytes: number) =>
+    recordArgs({
+      pid: 42,
+      output: 'p',
+      offCpu: true,
+      callGraph: { kind: 'dwarf', stackBytes: 32768 },
+      switchStackBytes,
+    });
+  assert.ok(sized(16384).includes('sched:sched_switch/call-graph=dwarf,stack-size=16384/'));
+  assert.ok(sized(2048).includes('sched:sched_switch/call-graph=dwarf,stack-size=2048/'));
   // A cgroup: a dummy event first takes the switch records under the same -G.
   assert.match(
     args({ kind: 'fp' }, { kind: 'cgroup', cgroup: 'app' }),
