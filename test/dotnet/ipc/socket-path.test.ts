@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { lutimes, rm, writeFile } from 'node:fs/promises';
-import { describe, it } from 'node:test';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { lutimes, readdir, rm, writeFile } from 'node:fs/promises';
+import { describe, it, type TestContext } from 'node:test';
 import { findDiagnosticSocket } from '../../../src/dotnet/ipc/socket-path.js';
 import { isProfcpuError } from '../../../src/error.js';
 import { fakeProcessView, makeSocketFile, type FakeProcess } from '../../support/fake-proc.js';
@@ -13,6 +13,20 @@ async function withFake<T>(p: FakeProcess, body: (f: Awaited<ReturnType<typeof f
   } finally {
     await fake.cleanup();
   }
+}
+
+/**
+ * A process of this machine that is not .NET, its pid's leftover sockets gone: a .NET app an earlier test killed may
+ * have had the same pid and left `/tmp/dotnet-diagnostic-<pid>-*-socket` behind (the runtime removes it only when it
+ * exits cleanly), which the tests here would find beside their own.
+ */
+async function sleeper(t: TestContext): Promise<ChildProcess> {
+  const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+  t.after(() => child.kill('SIGKILL'));
+  await new Promise((resolve) => child.once('spawn', resolve));
+  const leftover = new RegExp(`^dotnet-diagnostic-${child.pid}-\\d+-socket$`);
+  for (const name of await readdir('/tmp')) if (leftover.test(name)) await rm(`/tmp/${name}`, { force: true });
+  return child;
 }
 
 describe('findDiagnosticSocket on a fake /proc', () => {
@@ -77,9 +91,7 @@ describe('findDiagnosticSocket on a fake /proc', () => {
 
 describe('findDiagnosticSocket on this machine', () => {
   it('a socket older than the process (an earlier process with its pid) is never taken for its own', async (t) => {
-    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
-    t.after(() => child.kill('SIGKILL'));
-    await new Promise((resolve) => child.once('spawn', resolve));
+    const child = await sleeper(t);
     const stale = `/tmp/dotnet-diagnostic-${child.pid}-1-socket`;
     await makeSocketFile(`/tmp/profcpu-scratch-${child.pid}`, stale);
     t.after(() => rm(stale, { force: true }));
@@ -93,9 +105,7 @@ describe('findDiagnosticSocket on this machine', () => {
   });
 
   it('a candidate that cannot be used says why, rather than being called older than the process', async (t) => {
-    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
-    t.after(() => child.kill('SIGKILL'));
-    await new Promise((resolve) => child.once('spawn', resolve));
+    const child = await sleeper(t);
     const notSocket = `/tmp/dotnet-diagnostic-${child.pid}-1-socket`;
     await writeFile(notSocket, 'a plain file');
     t.after(() => rm(notSocket, { force: true }));
@@ -107,9 +117,7 @@ describe('findDiagnosticSocket on this machine', () => {
   });
 
   it('a process that is not .NET has no socket: IPC_UNREACHABLE with a remedy', async (t) => {
-    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
-    t.after(() => child.kill('SIGKILL'));
-    await new Promise((resolve) => child.once('spawn', resolve));
+    const child = await sleeper(t);
     await assert.rejects(findDiagnosticSocket(child.pid!), (error: unknown) => {
       assert.ok(isProfcpuError(error, 'IPC_UNREACHABLE'));
       assert.match(error.message, new RegExp(`process ${child.pid} has no diagnostic socket`));
