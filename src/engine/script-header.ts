@@ -118,11 +118,10 @@ function sampleTimeLines({ first, last }: { first: bigint; last: bigint }): stri
  * printf's `%.3f` of a non-negative double: toFixed rounds an exact tie up, glibc to even (a tie needs the double
  * to be a multiple of 1/2000 exactly, as 0.0625).
  */
-function fixed3(value: number): string {
-  const doubled = value * 2000;
-  if (Number.isInteger(doubled) && doubled % 2 === 1) {
-    const below = (doubled - 1) / 2;
-    return ((below % 2 === 0 ? below : below + 1) / 1000).toFixed(3);
-  }
+export function fixed3(value: number): string {
+  // toFixed rounds the double's exact value as printf does, but of two as near takes the larger, printf the even one:
+  // a tie is a double whose exact decimal expansion (toFixed(100) holds it whole when it can be one) ends in 5 there.
+  const tie = /^(\d+\.\d{3})50*$/.exec(value.toFixed(100));
+  if (tie && Number(tie[1]!.at(-1)) % 2 === 0) return tie[1]!;
   return value.toFixed(3);
 }

@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { execa } from 'execa';
 import { readPerfDataFile } from '../../src/engine/perf-data/reader.js';
 import { ScriptTextWriter } from '../../src/engine/script-text.js';
+import { fixed3 } from '../../src/engine/script-header.js';
 import { perfVersion } from '../../src/perf/version.js';
 import { canRecord } from '../support/requirements.js';
 import { tempDir } from '../support/temp.js';
@@ -47,4 +48,14 @@ test('the header of a whole-machine recording: the lines perf writes, in its ord
       ours.some((line) => line.startsWith(`# ${fact}`)),
       `no ${fact} line`,
     );
+});
+
+test('the sample duration is rounded as printf rounds it: exact ties to even, the rest by the double’s exact value', () => {
+  // 299 505 500 ns is 299.50549999999998 ms as a double: below the tie, printf gives .505 (CI once saw .506 here).
+  assert.equal(fixed3(299_505_500 / 1e6), '299.505');
+  assert.equal(fixed3(0.0625), '0.062');
+  assert.equal(fixed3(0.1875), '0.188');
+  assert.equal(fixed3(2.0625), '2.062');
+  assert.equal(fixed3(1.0005), '1.000');
+  assert.equal(fixed3(299.5), '299.500');
 });
