@@ -31,6 +31,12 @@ export class ByteStream {
     return at + 2 <= this.chunk.length ? this.chunk.readUInt16LE(at) : undefined;
   }
 
+  /** A view of the `length` bytes `offset` bytes ahead when they are already buffered (nothing read), else undefined. */
+  peek(offset: number, length: number): Buffer | undefined {
+    const at = this.at + offset;
+    return at + length <= this.chunk.length ? this.chunk.subarray(at, at + length) : undefined;
+  }
+
   /** `length` bytes, or fewer when the stream ends first (the caller says what a short read means). */
   async read(length: number): Promise<Buffer> {
     const fast = this.tryRead(length);

@@ -112,6 +112,10 @@ export async function deliverRecords(
 class RecordWalk {
   private readonly summary: ReadSummary;
   private compressed: CompressedRecords | undefined;
+  /** The file offset up to which the records were looked over for compressed ones to decode ahead (aheadOf). */
+  private scanned = 0;
+  /** Where the records being read end. */
+  private end = 0;
   private layout: RecordLayout | undefined;
   private readonly order: TimeOrder<PerfEvent>;
   private readonly slab = new CallchainSlab();
@@ -167,6 +171,7 @@ class RecordWalk {
   /** Reads and handles each record from the stream's position up to `end` (a pipe's: the end of the stream). */
   async readRecords(end: number): Promise<void> {
     const { stream, name } = this;
+    this.end = end;
     let count = 0;
     while (stream.position < end) {
       if ((++count & 0xfff) === 0) {
@@ -297,7 +302,9 @@ class RecordWalk {
     this.compressed ??= new CompressedRecords(this.options.decodeDeadlineMs, this.options.signal);
     let records: Buffer[];
     try {
-      records = await this.compressed.take(payload);
+      const taken = this.compressed.take(payload, offset);
+      this.aheadOf(this.compressed);
+      records = await taken;
     } catch (error) {
       if (!(error instanceof CompressedStreamError)) throw error;
       if (error.tooLargeWindow) throw windowTooLarge(this.name, error);
@@ -316,6 +323,34 @@ class RecordWalk {
       this.counts[innerType < 128 ? innerType : 128]!++;
       const handled = this.handleRecord(inner, innerType, offset);
       if (handled) await handled;
+    }
+  }
+
+  /**
+   * Gives the decoder the compressed records that follow in the chunk read (the next ones in file order, up to its
+   * room), to be decoded while this one's records are handled. Only records whole in the chunk are looked at, up to
+   * the end of the records; anything odd ends the look, and the walk reads it in its turn.
+   */
+  private aheadOf(compressed: CompressedRecords): void {
+    const { stream } = this;
+    let at = Math.max(stream.position, this.scanned);
+    while (compressed.room > 0 && at + 8 <= this.end) {
+      const head = stream.peek(at - stream.position, 8);
+      const size = head?.readUInt16LE(6) ?? 0;
+      const record = size >= 8 && at + size <= this.end ? stream.peek(at - stream.position, size) : undefined;
+      if (!record) break;
+      const type = record.readUInt32LE(0);
+      if (type === recordType.compressed || type === recordType.compressed2) {
+        let payload: Uint8Array;
+        try {
+          payload = compressedPayload(record, type);
+        } catch {
+          break;
+        }
+        compressed.ahead(payload, at);
+      } else if (type === recordType.headerTracingData || type === recordType.auxtrace) break;
+      at += size;
+      this.scanned = at;
     }
   }
 

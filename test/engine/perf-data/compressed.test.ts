@@ -12,6 +12,7 @@ import { isProfcpuError } from '../../../src/error.js';
 import {
   CompressedRecords,
   compressedLimits,
+  decodeAhead,
   CompressedStreamError,
   zstdStartError,
 } from '../../../src/engine/perf-data/compressed.js';
@@ -114,7 +115,10 @@ test('a compressed record holding whole records is read as those records', async
   inner.writeUInt16LE(8, 6);
   const decoder = new CompressedRecords();
   t.after(() => decoder.close());
-  const records = await decoder.take(Buffer.concat([frameHeader(19), rawBlock(Buffer.concat([inner, inner]), true)]));
+  const records = await decoder.take(
+    Buffer.concat([frameHeader(19), rawBlock(Buffer.concat([inner, inner]), true)]),
+    0,
+  );
   assert.equal(records.length, 2);
   assert.equal(decoder.pending, 0);
   // A record cut by the end of a payload is completed by the next one.
@@ -123,10 +127,11 @@ test('a compressed record holding whole records is read as those records', async
   t.after(() => split.close());
   const first = await split.take(
     Buffer.concat([frameHeader(19), rawBlock(Buffer.concat([inner, inner.subarray(0, 5)]))]),
+    0,
   );
   assert.equal(first.length, 1);
   assert.equal(split.pending, 5);
-  assert.equal((await split.take(rawBlock(inner.subarray(5), true))).length, 1);
+  assert.equal((await split.take(rawBlock(inner.subarray(5), true), 1)).length, 1);
   assert.equal(split.pending, 0);
   assert.equal(
     await readForged('plain.data', [compressedRecord(Buffer.concat([frameHeader(19), rawBlock(inner)]))]),
@@ -224,4 +229,52 @@ test('many small compressed records, each a block (perf record -z --no-buffering
   const started = performance.now();
   assert.equal(await readForged('small-records.data', records, 20_000), 'ok');
   t.diagnostic(`20 000 records of one block each (2 MiB window): ${Math.round(performance.now() - started)} ms`);
+});
+
+test('payloads given ahead are decoded while earlier ones are handled, and taken in their order', async (t) => {
+  const inner = Buffer.alloc(8);
+  inner.writeUInt32LE(recordType.finishedRound, 0);
+  inner.writeUInt16LE(8, 6);
+  const decoder = new CompressedRecords();
+  t.after(() => decoder.close());
+  const payloads = [
+    Buffer.concat([frameHeader(19), rawBlock(Buffer.concat([inner, inner]))]),
+    rawBlock(Buffer.concat([inner, inner.subarray(0, 3)])),
+    rawBlock(Buffer.concat([inner.subarray(3), inner])),
+    rawBlock(inner, true),
+  ];
+  const first = decoder.take(payloads[0]!, 0);
+  assert.equal(decoder.room, decodeAhead);
+  for (let i = 1; i < payloads.length; i++) decoder.ahead(payloads[i]!, i * 100);
+  assert.equal(decoder.room, 0, 'no more than decodeAhead ahead');
+  assert.equal((await first).length, 2);
+  assert.equal((await decoder.take(payloads[1]!, 100)).length, 1);
+  assert.equal(decoder.pending, 3);
+  assert.equal((await decoder.take(payloads[2]!, 200)).length, 2);
+  assert.equal((await decoder.take(payloads[3]!, 300)).length, 1);
+  assert.equal(decoder.pending, 0);
+  assert.equal(decoder.room, decodeAhead);
+});
+
+test('a forged payload given ahead fails the read at its turn, within the deadline', async () => {
+  const inner = Buffer.alloc(8);
+  inner.writeUInt32LE(recordType.finishedRound, 0);
+  inner.writeUInt16LE(8, 6);
+  const good = [compressedRecord(Buffer.concat([frameHeader(19), rawBlock(inner)])), compressedRecord(rawBlock(inner))];
+  assert.equal(
+    await readForged('reserved-ahead.data', [...good, compressedRecord(Buffer.from([0x07, 0, 0, 0]))]),
+    'BAD_INPUT',
+  );
+  // The 77-second block of the test above, given ahead behind two good records: stopped at its deadline.
+  const body = Buffer.from([0x00, 0xff, 0xff, 0xff, 0x54, 0x00, 0x00, 52, 0x01]);
+  const header = (body.length << 3) | (2 << 1);
+  const block = Buffer.concat([Buffer.from([header & 0xff, (header >> 8) & 0xff, header >> 16]), body]);
+  const path = join(dir, 'slow-ahead.data');
+  await writeFile(path, forgedPerfData(Buffer.concat([...good, compressedRecord(block)]), sampleBit.ip));
+  const started = performance.now();
+  await assert.rejects(
+    readPerfDataFile(path, { event: () => {} }, { decodeDeadlineMs: 1000 }),
+    (error: unknown) => isProfcpuError(error, 'BAD_INPUT') && /takes over 1000 ms/.test(error.message),
+  );
+  assert.ok(performance.now() - started < 5000);
 });
