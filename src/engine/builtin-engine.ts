@@ -9,7 +9,7 @@ import type { StreamedFile } from '../output/tarball.js';
 import type { Warn } from '../diagnostics.js';
 import { ProfcpuError } from '../error.js';
 import type { OutputFolder } from '../files/output-folder.js';
-import { readPerfDataFile } from './perf-data/reader.js';
+import { readPerfDataFile, type ReadHandlers } from './perf-data/reader.js';
 import { ScriptTextWriter } from './script-text.js';
 import { parseRecordingHeader } from '../perf/version.js';
 import { StackFolder, type FrameResolver } from '../stacks/fold.js';
@@ -81,10 +81,12 @@ export async function runBuiltinAndFold(
     progress: (message: string) => void;
     /** The FlameScope file's entry in prof.tar.gz, given its bytes as they are written. */
     archive: StreamedFile | undefined;
+    /** Another reader of the same records (the off-CPU fold's), given each event after this one: one read for both. */
+    alongside?: ReadHandlers | undefined;
   },
   resolving: Promise<FrameResolver | undefined>,
 ) {
-  const { signal, warn, progress } = context;
+  const { signal, warn, progress, alongside } = context;
   const pids = builtinPidFilter(opts.perfScriptArgs);
   const resolver = await resolving;
   const stackFolder = new StackFolder(opts.fold, warn, resolver);
@@ -117,6 +119,7 @@ export async function runBuiltinAndFold(
           pltRenamed = symbols.sources.pltRenamed;
           writer = new ScriptTextWriter(symbols, output, { pids, skipEvents: opts.skipEvents });
           await writer.header(header);
+          await alongside?.header?.(header);
         },
         event(event) {
           // The clock is read at the first event and every 1024th after, not for each.
@@ -125,7 +128,9 @@ export async function runBuiltinAndFold(
             progress(`reading ${layout.perfData}: ${writer!.samples} samples`);
           }
           // No promise per event unless the writer has to wait (for a symbol table, for the file).
-          return writer!.event(event);
+          const written = writer!.event(event);
+          if (!alongside) return written;
+          return written ? written.then(() => alongside.event(event)) : alongside.event(event);
         },
       },
       { signal, name: layout.perfData },

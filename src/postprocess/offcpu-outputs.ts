@@ -3,9 +3,7 @@
 // frames still told apart), speedscope in microseconds, pprof in nanoseconds; the wall-clock view beside them (each thread's time running,
 // blocked and waiting for a CPU); and the figures the manifest and the summary give: time blocked, stretches kept and
 // left out, switch records with no partner, the heaviest blocking stacks, each kind of thread's three times.
-import type { Warn } from '../diagnostics.js';
-import type { OutputFolder } from '../files/output-folder.js';
-import { foldOffCpu, type OffCpuFold } from '../engine/offcpu/offcpu-fold.js';
+import type { OffCpuFold } from '../engine/offcpu/offcpu-fold.js';
 import { layout } from '../output/layout.js';
 import type { PartialOutputs } from '../output/partial-outputs.js';
 import { renderHtml } from '../render/html.js';
@@ -14,7 +12,7 @@ import { renderPprof, type PprofOptions } from '../render/pprof.js';
 import { renderSvg } from '../render/svg.js';
 import { timePprofOptions, type PprofFolderFacts } from './pprof-options.js';
 import { formatFolded, inSortedOrder, type FoldedStacks } from '../stacks/folded.js';
-import type { AddressedStack, FoldOptions, FrameResolver } from '../stacks/fold.js';
+import type { AddressedStack } from '../stacks/fold.js';
 
 export interface OffCpuOptions {
   /** Stretches off the CPU shorter than this are left out, counted. Default 1 µs (collect's --min-block). */
@@ -80,12 +78,11 @@ export const runnableFrame = '[runnable: waiting for a CPU]';
 const topStacks = 10;
 
 export async function writeOffCpuOutputs(
-  folder: OutputFolder,
   outputs: PartialOutputs,
   options: {
+    /** The recording folded by time off the CPU (foldOffCpu, or offCpuReading alongside the CPU profile's read). */
+    folded: OffCpuFold;
     offCpu: OffCpuOptions;
-    fold: Partial<FoldOptions>;
-    pids: ReadonlySet<number> | undefined;
     title?: string;
     /** The CPU profile's folded stacks (samples), for the wall-clock view: none, no view. */
     cpuStacks?: FoldedStacks;
@@ -95,20 +92,10 @@ export async function writeOffCpuOutputs(
     /** The CPU profile's stacks by the addresses of their unnamed native frames (FoldResult.addressed). */
     cpuAddressed?: readonly AddressedStack[];
   },
-  context: { signal: AbortSignal | undefined; warn: Warn; resolver: FrameResolver | undefined },
+  signal: AbortSignal | undefined,
   written: (name: string) => Promise<void>,
 ): Promise<OffCpuReport> {
-  const { signal } = context;
-  const folded = await foldOffCpu(
-    folder,
-    {
-      fold: options.fold,
-      minBlockUs: options.offCpu.minBlockUs,
-      preempted: options.offCpu.preempted,
-      pids: options.pids,
-    },
-    context,
-  );
+  const { folded } = options;
   const stacks = inSortedOrder(folded.fold.stacks);
   const write = async (name: string, content: string | Uint8Array) => {
     signal?.throwIfAborted();

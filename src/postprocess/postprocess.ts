@@ -40,12 +40,18 @@ import { perfBuildIdDir } from '../perf/buildid-cache.js';
 import { PerfScriptTee } from './tee.js';
 import { pidArguments, runBuiltinAndFold, type BuiltinEngineOptions } from '../engine/builtin-engine.js';
 import { builtinShortfall, type Engine, type Shortfall } from '../engine/engine-choice.js';
-import { inspectPerfData, type PerfDataHeader } from '../engine/perf-data/reader.js';
+import { inspectPerfData, type PerfDataHeader, type ReadHandlers } from '../engine/perf-data/reader.js';
 import { ibtPltTables } from '../engine/frame-symbols.js';
 import { PltRenamer, pltRenameWarning } from '../engine/plt-rename.js';
 import type { UnwindTally } from '../engine/unwind/sample-unwind.js';
 import type { PerfMapUse } from '../jit/jit-maps.js';
-import { offCpuRecording, switchEvent } from '../engine/offcpu/offcpu-fold.js';
+import {
+  foldOffCpu,
+  offCpuReading,
+  offCpuRecording,
+  switchEvent,
+  type OffCpuFoldOptions,
+} from '../engine/offcpu/offcpu-fold.js';
 import {
   defaultOffCpuOptions,
   offCpuUnwoundNotice,
@@ -231,8 +237,22 @@ async function postprocessFolder(
     const scriptCommand = await perfScriptCommand(opts);
     // Either engine gives the archive the FlameScope text as it writes it, to be compressed meanwhile.
     const archive = await tarball?.streamFile(layout.perfScript);
-    const engineContext = { signal, warn, progress, euid: run.euid, archive, header: chosen.header };
+    // The built-in engine makes the off-CPU fold in the same read: the recording is read and decompressed once.
+    const offCpuRead =
+      offCpu && opts.engine === 'native'
+        ? await offCpuReading(folder, offCpuFoldOptions(opts), { warn, resolver: await resolving })
+        : undefined;
+    const engineContext = {
+      signal,
+      warn,
+      progress,
+      euid: run.euid,
+      archive,
+      header: chosen.header,
+      alongside: offCpuRead?.handlers,
+    };
     const script = await timed('perfScript', () => readRecording(folder, opts, outputs, engineContext, resolving));
+    const offCpuFolded = await offCpuRead?.finish();
     const { fold } = script;
     // A target that waited the whole time took no CPU sample: its off-CPU profile is what was asked for.
     if (offCpu && fold.keptSamples === 0)
@@ -247,12 +267,12 @@ async function postprocessFolder(
       offCpu &&
       (await timed('offCpu', async () =>
         writeOffCpuOutputs(
-          folder,
           outputs,
           {
+            folded:
+              offCpuFolded ??
+              (await foldOffCpu(folder, offCpuFoldOptions(opts), { signal, warn, resolver: script.resolver })),
             offCpu: opts.offCpu,
-            fold: opts.fold,
-            pids: pidArguments(opts.perfScriptArgs),
             pprof,
             cpuFrameFiles: fold.frameFiles,
             cpuAddressed: fold.addressed,
@@ -260,7 +280,7 @@ async function postprocessFolder(
             ...(opts.fold.weight !== 'period' && { cpuStacks: fold.stacks }),
             ...(opts.title !== undefined && { title: opts.title }),
           },
-          { signal, warn, resolver: script.resolver },
+          signal,
           archiveInto(tarball, outputs),
         ),
       ));
@@ -292,6 +312,16 @@ async function postprocessFolder(
     await tarball?.abandon();
     await outputs.discard();
   }
+}
+
+/** The off-CPU fold's options, from postprocess's. */
+function offCpuFoldOptions(opts: PostprocessOptions): OffCpuFoldOptions {
+  return {
+    fold: opts.fold,
+    minBlockUs: opts.offCpu.minBlockUs,
+    preempted: opts.offCpu.preempted,
+    pids: pidArguments(opts.perfScriptArgs),
+  };
 }
 
 /** Each phase's duration for the manifest, and `timed`, which measures one phase into them. */
@@ -344,9 +374,9 @@ function readRecording(
   context: ScriptContext,
   resolving: Promise<FrameResolver | undefined>,
 ) {
-  const { signal, warn, progress, archive } = context;
+  const { signal, warn, progress, archive, alongside } = context;
   return opts.engine === 'native'
-    ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive }, resolving).catch(
+    ? runBuiltinAndFold(folder, opts, outputs, { signal, warn, progress, archive, alongside }, resolving).catch(
         (error: unknown) => {
           throw isProfcpuError(error, 'NEEDS_PERF') ? new BuiltinShortfall(error) : error;
         },
@@ -556,6 +586,8 @@ type ScriptContext = Required<Pick<PostprocessContext, 'warn' | 'progress'>> & {
   archive: StreamedFile | undefined;
   /** perf.data's header, when the engine choice read it already. */
   header: PerfDataHeader | undefined;
+  /** Another reader of the recording, given its events by the built-in engine as it reads them (off-CPU's). */
+  alongside?: ReadHandlers | undefined;
 };
 
 /** Runs perf script once, teeing its text into the FlameScope file and the fold, with perf maps placed meanwhile. */

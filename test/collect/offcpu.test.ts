@@ -132,6 +132,11 @@ test('collect --off-cpu of a cgroup: the switch records are the cgroup’s, the 
   const sleepUs = blockedUnder(folded, 'ProfcpuFixture.Waits::SleepPath_[j]');
   const expectedUs = manifest.collect.record.seconds * 1e6;
   assert.ok(Math.abs(sleepUs - expectedUs) <= 0.1 * expectedUs, `${sleepUs} µs asleep, ${expectedUs} expected`);
+  // The built-in engine folded the switches in its one read of the recording; with perf script making the CPU
+  // profile, the off-CPU fold reads it by itself: the same stacks, the same microseconds.
+  const again = await runCli(['postprocess', '--dir', collected.dir, '--engine', 'perf', '--no-tarball']);
+  assert.equal(again.exitCode, 0, again.all);
+  assert.equal(await readFile(join(collected.dir, layout.offCpuFolded), 'utf8'), folded);
 });
 
 test('collect --off-cpu, the wall-clock view: each thread’s time running, blocked and runnable adds up to the recording', async (t) => {

@@ -14,7 +14,7 @@ import type { FrameResolver } from '../../stacks/frame-name.js';
 import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
 import { builtinEngineSymbols, recordedHere } from '../frame-symbols.js';
-import { readPerfDataFile, type PerfDataHeader } from '../perf-data/reader.js';
+import { readPerfDataFile, type PerfDataHeader, type ReadHandlers } from '../perf-data/reader.js';
 import { isDummyEvent, type EventAttr } from '../perf-data/format.js';
 import type { SampleEvent } from '../perf-data/records.js';
 import { ScriptTextWriter, type ScriptFrame, type ScriptSink } from '../script-text.js';
@@ -132,13 +132,31 @@ function held(sample: SampleEvent): SampleEvent {
   };
 }
 
-/** Folds `folder`'s perf.data by time off the CPU (see the top of this file). */
+/** Folds `folder`'s perf.data by time off the CPU (see the top of this file), in a read of its own. */
 export async function foldOffCpu(
   folder: OutputFolder,
   options: OffCpuFoldOptions,
   context: { signal?: AbortSignal; warn: Warn; resolver?: FrameResolver },
 ): Promise<OffCpuFold> {
-  const { warn, signal } = context;
+  const reading = await offCpuReading(folder, options, context);
+  await readPerfDataFile(`${folder.path}/${layout.perfData}`, reading.handlers, {
+    signal: context.signal,
+    name: layout.perfData,
+  });
+  return reading.finish();
+}
+
+/**
+ * The off-CPU fold as handlers of a read of the folder's perf.data, and what it gives once the read is over: for a
+ * read that makes the CPU profile too (the built-in engine's), so that the recording is read and decompressed once.
+ * The handlers take every event, after the other reader is done with it (they copy what they hold).
+ */
+export async function offCpuReading(
+  folder: OutputFolder,
+  options: OffCpuFoldOptions,
+  context: { warn: Warn; resolver?: FrameResolver },
+): Promise<{ handlers: ReadHandlers; finish: () => Promise<OffCpuFold> }> {
+  const { warn } = context;
   const fold = { ...options.fold, eventFilter: switchEvent, weight: 'period' as const };
   const stackFolder = new StackFolder(fold, warn, context.resolver);
   const sink = new FoldSink(stackFolder);
@@ -172,65 +190,64 @@ export async function foldOffCpu(
     else intervals.blocked++;
     await writer!.event(sample);
   };
-  await readPerfDataFile(
-    `${folder.path}/${layout.perfData}`,
-    {
-      async header(header) {
-        switchAttr = header.attrs.findIndex((attr) => attr.name === switchEvent);
-        const cpu = offCpuRecording(header);
-        const cpuAttr = cpu && header.attrs.find((attr) => attr.name === cpu.cpuEvent);
-        cpuUsPerSample = cpuAttr && microsecondsPerSample(cpuAttr);
-        const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
-        const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
-        writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
-        await writer.header(header);
-      },
-      async event(event) {
-        if (event.time !== undefined) last = Math.max(last, Number(event.time));
-        if (event.kind === 'sample') {
-          if (event.attr !== switchAttr || event.time === undefined || (pids && !pids.has(event.pid))) return;
-          release(event.tid);
-          const size = heldSize(event);
-          if (heldTotal + size > (options.maxHeldBytes ?? maxHeldBytes)) {
-            intervals.unheld++;
-            pairing.drop(event.tid);
-            return;
-          }
-          heldBytes.set(event.tid, size);
-          heldTotal += size;
-          pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
-          return;
-        }
-        if (event.kind === 'comm' && (comms.size < 1 << 20 || comms.has(event.tid))) comms.set(event.tid, event.comm);
-        if (event.kind === 'switch') {
-          if (event.time === undefined || (pids && !pids.has(event.pid))) return;
-          const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
-          if (!interval) return;
-          release(event.tid);
-          await write(interval.stack, interval.ns, interval.preempted, false);
-          return;
-        }
-        await writer!.event(event);
-      },
+  const handlers: ReadHandlers = {
+    async header(header) {
+      switchAttr = header.attrs.findIndex((attr) => attr.name === switchEvent);
+      const cpu = offCpuRecording(header);
+      const cpuAttr = cpu && header.attrs.find((attr) => attr.name === cpu.cpuEvent);
+      cpuUsPerSample = cpuAttr && microsecondsPerSample(cpuAttr);
+      const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
+      const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
+      writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
+      await writer.header(header);
     },
-    { signal, name: layout.perfData },
-  );
-  for (const interval of pairing.finish(last)) await write(interval.stack, interval.ns, interval.preempted, true);
-  const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
-  // Preempted stretches the recording took no sample of (it samples blocking switches only) are left out too.
-  intervals.preempted += pairing.counts.preemptedUnsampled;
-  const runnableUs = new Map<string, number>();
-  for (const byTid of [runnableNs, pairing.runnableNs])
-    for (const [tid, ns] of byTid) {
-      const name = rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
-      runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
-    }
-  return {
-    fold: stackFolder.end(),
-    intervals,
-    unpaired: pairing.counts,
-    ...(unwound && { unwound }),
-    runnableUs,
-    ...(cpuUsPerSample !== undefined && { cpuUsPerSample }),
+    async event(event) {
+      if (event.time !== undefined) last = Math.max(last, Number(event.time));
+      if (event.kind === 'sample') {
+        if (event.attr !== switchAttr || event.time === undefined || (pids && !pids.has(event.pid))) return;
+        release(event.tid);
+        const size = heldSize(event);
+        if (heldTotal + size > (options.maxHeldBytes ?? maxHeldBytes)) {
+          intervals.unheld++;
+          pairing.drop(event.tid);
+          return;
+        }
+        heldBytes.set(event.tid, size);
+        heldTotal += size;
+        pairing.switchedOut(event.pid, event.tid, Number(event.time), held(event));
+        return;
+      }
+      if (event.kind === 'comm' && (comms.size < 1 << 20 || comms.has(event.tid))) comms.set(event.tid, event.comm);
+      if (event.kind === 'switch') {
+        if (event.time === undefined || (pids && !pids.has(event.pid))) return;
+        const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
+        if (!interval) return;
+        release(event.tid);
+        await write(interval.stack, interval.ns, interval.preempted, false);
+        return;
+      }
+      await writer!.event(event);
+    },
   };
+  const finish = async (): Promise<OffCpuFold> => {
+    for (const interval of pairing.finish(last)) await write(interval.stack, interval.ns, interval.preempted, true);
+    const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
+    // Preempted stretches the recording took no sample of (it samples blocking switches only) are left out too.
+    intervals.preempted += pairing.counts.preemptedUnsampled;
+    const runnableUs = new Map<string, number>();
+    for (const byTid of [runnableNs, pairing.runnableNs])
+      for (const [tid, ns] of byTid) {
+        const name = rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
+        runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
+      }
+    return {
+      fold: stackFolder.end(),
+      intervals,
+      unpaired: pairing.counts,
+      ...(unwound && { unwound }),
+      runnableUs,
+      ...(cpuUsPerSample !== undefined && { cpuUsPerSample }),
+    };
+  };
+  return { handlers, finish };
 }
