@@ -9,7 +9,7 @@ import { readKeptIndex } from '../binaries/kept-binaries.js';
 import type { Warn } from '../diagnostics.js';
 import { folderReadLimits } from '../dotnet/naming/folder-resolver.js';
 import { layout } from '../output/layout.js';
-import { isExecutable, parseProcMaps, type ProcMapping } from '../target/proc-maps.js';
+import { FileCodeMappings, parseProcMaps, placesInFile, type ProcMapping } from '../target/proc-maps.js';
 import type { OutputFolder } from '../files/output-folder.js';
 import type { PerfDataHeader } from '../engine/perf-data/record-walk.js';
 import { isClockEvent, microsecondsPerSample } from '../engine/offcpu/offcpu-fold.js';
@@ -45,7 +45,7 @@ export async function pprofFolderFacts(
   const code = await executableFileMappings(folder, warn);
   const binaries = [...(await readKeptIndex(folder)).values()]
     .map(({ path, buildId }): PprofBinary => {
-      const m = code?.byPath.get(path)?.[0];
+      const m = code?.ofPath(path)[0];
       return { path, buildId, ...(m && { range: { start: m.start, limit: m.end, offset: m.offset } }) };
     })
     .sort((a, b) => main(a.path) - main(b.path) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
@@ -54,17 +54,17 @@ export async function pprofFolderFacts(
   return {
     labels,
     binaries,
-    ...(code && { locate: (file: string, ip: string) => locate(code.byName.get(file), ip) }),
+    ...(code && { locate: (file: string, ip: string) => locate(code.of(file), ip) }),
     ...(durationNanos !== undefined && { durationNanos }),
     ...(startMs > 0 && { timeNanos: BigInt(startMs) * 1_000_000n }),
   };
 }
 
-/** The target's executable file mappings (target/maps), by path and by file name; undefined without the snapshot. */
-async function executableFileMappings(
-  folder: OutputFolder,
-  warn: Warn,
-): Promise<{ byPath: Map<string, ProcMapping[]>; byName: Map<string, ProcMapping[]> } | undefined> {
+/**
+ * The target's executable mappings of files (target/maps), known by their paths without ` (deleted)`, as the fold
+ * names their files; undefined without the snapshot.
+ */
+async function executableFileMappings(folder: OutputFolder, warn: Warn): Promise<FileCodeMappings | undefined> {
   let text: string;
   try {
     const read = await folder.read(layout.procMaps, {
@@ -78,42 +78,19 @@ async function executableFileMappings(
     // No snapshot (a recording made by hand): the profiles carry no addresses.
     return undefined;
   }
-  const byPath = new Map<string, ProcMapping[]>();
-  const byName = new Map<string, ProcMapping[]>();
-  for (const m of parseProcMaps(text).mappings) {
-    if (!isExecutable(m) || !m.path.startsWith('/')) continue;
-    const path = m.path.endsWith(' (deleted)') ? m.path.slice(0, -' (deleted)'.length) : m.path;
-    const mapping = { ...m, path };
-    for (const [map, key] of [
-      [byPath, path],
-      [byName, basename(path)],
-    ] as const) {
-      const list = map.get(key);
-      if (list) list.push(mapping);
-      else map.set(key, [mapping]);
-    }
-  }
-  return { byPath, byName };
+  const deleted = ' (deleted)';
+  return new FileCodeMappings(parseProcMaps(text).mappings, ({ path }) =>
+    !path.startsWith('/') ? undefined : path.endsWith(deleted) ? path.slice(0, -deleted.length) : path,
+  );
 }
 
-/**
- * The place in the target of an unnamed frame perf printed at `ip` in a file whose executable mappings are
- * `candidates`: perf 6.1 prints an offset into the file, newer perf the absolute address (the built-in engine prints
- * as the perf it stands beside would). An address inside one of the file's mappings is taken as absolute: offsets lie
- * far below the addresses such mappings get.
- */
-function locate(candidates: readonly ProcMapping[] | undefined, ip: string): PprofAddress | undefined {
-  if (!candidates || ip.length > 16 || !/^[0-9a-fA-F]+$/.test(ip)) return undefined;
-  const at = BigInt(`0x${ip}`);
-  const placed = (m: ProcMapping, address: bigint): PprofAddress => ({
-    path: m.path,
-    range: { start: m.start, limit: m.end, offset: m.offset },
-    address,
-  });
-  for (const m of candidates) if (at >= m.start && at < m.end) return placed(m, at);
-  for (const m of candidates)
-    if (at >= m.offset && at < m.offset + (m.end - m.start)) return placed(m, at - m.offset + m.start);
-  return undefined;
+/** The place in the target of an unnamed frame perf printed at `ip` in a file mapped as `candidates` (the first). */
+function locate(candidates: readonly ProcMapping[], ip: string): PprofAddress | undefined {
+  if (ip.length > 16 || !/^[0-9a-fA-F]+$/.test(ip)) return undefined;
+  const place = placesInFile(BigInt(`0x${ip}`), candidates)[0];
+  if (!place) return undefined;
+  const { mapping: m, address } = place;
+  return { path: m.path, range: { start: m.start, limit: m.end, offset: m.offset }, address };
 }
 
 /**

@@ -102,3 +102,74 @@ export class ProcMapsIndex {
     return this.sorted.filter((m) => m.path === path);
   }
 }
+
+/**
+ * A target's executable mappings of files, each once, by path and by file name: where the frames perf printed in a
+ * file are placed (placesInFile).
+ */
+export class FileCodeMappings {
+  private readonly byPath = new Map<string, ProcMapping[]>();
+  private readonly byName = new Map<string, ProcMapping[]>();
+
+  /** `pathOf` gives the path a mapping is known by, or undefined to leave it out. Default: its path, when it has one. */
+  constructor(
+    mappings: readonly ProcMapping[],
+    pathOf: (mapping: ProcMapping) => string | undefined = (m) => (m.path === '' ? undefined : m.path),
+  ) {
+    const seen = new Set<string>();
+    for (const m of mappings) {
+      const path = isExecutable(m) ? pathOf(m) : undefined;
+      if (path === undefined) continue;
+      const key = `${m.start}-${m.end}-${m.offset}-${path}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const mapping = path === m.path ? m : { ...m, path };
+      for (const [map, name] of [
+        [this.byPath, path],
+        [this.byName, fileName(path)],
+      ] as const) {
+        const list = map.get(name);
+        if (list) list.push(mapping);
+        else map.set(name, [mapping]);
+      }
+    }
+  }
+
+  /** The mappings of the file at `path`, in the snapshot's order: none when it maps no such file. */
+  ofPath(path: string): readonly ProcMapping[] {
+    return this.byPath.get(path) ?? [];
+  }
+
+  /**
+   * The mappings of the file perf printed as `path`: by that path, else by its file name (a path seen from another
+   * mount namespace may differ in its directories, not in its file name).
+   */
+  of(path: string): readonly ProcMapping[] {
+    return this.byPath.get(path) ?? this.byName.get(fileName(path)) ?? [];
+  }
+}
+
+/** An address in the target, in the mapping that holds it. */
+export interface PlaceInFile {
+  mapping: ProcMapping;
+  address: bigint;
+}
+
+/**
+ * Where an address perf printed in a file's mapping lies in the target, among the file's executable mappings
+ * (`candidates`): perf 6.1 prints an offset into the file, newer perf (6.12 seen) the absolute address. Offsets lie far
+ * below the addresses such mappings get, so an address inside one of the mappings is taken as absolute (one place);
+ * else each mapping whose part of the file holds it as an offset gives a place, in order (the same file mapped twice).
+ */
+export function placesInFile(ip: bigint, candidates: readonly ProcMapping[]): PlaceInFile[] {
+  for (const mapping of candidates) if (ip >= mapping.start && ip < mapping.end) return [{ mapping, address: ip }];
+  const places: PlaceInFile[] = [];
+  for (const mapping of candidates)
+    if (ip >= mapping.offset && ip < mapping.offset + (mapping.end - mapping.start))
+      places.push({ mapping, address: ip - mapping.offset + mapping.start });
+  return places;
+}
+
+function fileName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}

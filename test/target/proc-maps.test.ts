@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { isAnonymous, isExecutable, parseProcMaps, ProcMapsIndex } from '../../src/target/proc-maps.js';
+import {
+  FileCodeMappings,
+  isAnonymous,
+  isExecutable,
+  parseProcMaps,
+  placesInFile,
+  ProcMapsIndex,
+} from '../../src/target/proc-maps.js';
 
 // Lines as a .NET 10 process with W^X on prints them (trimmed), plus the kernel's pseudo-mappings.
 const sample = [
@@ -59,4 +66,39 @@ test('parses this process own maps', () => {
   assert.ok(mappings.some((m) => m.path.endsWith('/node') || m.path.includes('node')));
   const index = new ProcMapsIndex(mappings);
   for (const m of mappings) assert.equal(index.find(m.start), m);
+});
+
+test('a file’s code mappings place what perf printed in it: an absolute address, else an offset into the file', () => {
+  const { mappings } = parseProcMaps(
+    [
+      '7f0000000000-7f0000001000 r--p 00000000 08:01 11 /app/libx.so',
+      '7f0000001000-7f0000003000 r-xp 00001000 08:01 11 /app/libx.so',
+      '7f0000001000-7f0000003000 r-xp 00001000 08:01 11 /app/libx.so',
+      '7f1000000000-7f1000002000 r-xp 00001000 08:01 11 /app/libx.so',
+      '7f2000000000-7f2000001000 r-xp 00000000 08:01 12 /app/liby.so (deleted)',
+      '7f3000000000-7f3000001000 r-xp 00000000 00:00 0 ',
+    ].join('\n'),
+  );
+  const files = new FileCodeMappings(mappings);
+  // Executable ones only, each once; a mapping without a path is left out.
+  assert.equal(files.ofPath('/app/libx.so').length, 2);
+  assert.deepEqual(files.ofPath(''), []);
+  // Seen from another mount namespace: by file name.
+  assert.equal(files.of('/other/root/app/libx.so').length, 2);
+  const x = files.of('/app/libx.so');
+  // An address inside a mapping is absolute: one place.
+  assert.deepEqual(
+    placesInFile(0x7f0000001234n, x).map((p) => p.address),
+    [0x7f0000001234n],
+  );
+  // An offset into the file: each mapping of that part of the file, in order.
+  assert.deepEqual(
+    placesInFile(0x1234n, x).map((p) => p.address),
+    [0x7f0000001234n, 0x7f1000000234n],
+  );
+  assert.deepEqual(placesInFile(0x9000n, x), []);
+  // Known by another path: what the caller says (here without ` (deleted)`).
+  const undeleted = new FileCodeMappings(mappings, ({ path }) => path.replace(/ \(deleted\)$/, '') || undefined);
+  assert.equal(undeleted.ofPath('/app/liby.so')[0]?.path, '/app/liby.so');
+  assert.deepEqual(files.ofPath('/app/liby.so'), []);
 });

@@ -20,7 +20,14 @@
 
 import type { FrameKind } from '../../stacks/frame-kind.js';
 import type { FrameResolver, ResolvedFrame, UnnamedFrame } from '../../stacks/frame-name.js';
-import { isAnonymous, isExecutable, ProcMapsIndex, type ProcMapping } from '../../target/proc-maps.js';
+import {
+  FileCodeMappings,
+  isAnonymous,
+  isExecutable,
+  placesInFile,
+  ProcMapsIndex,
+  type ProcMapping,
+} from '../../target/proc-maps.js';
 import { CodeMap } from '../../formats/jit/code-map.js';
 import type { CodeSymbol, SymbolTable } from '../../formats/jit/symbol-table.js';
 import type { StubRangeIndex } from '../runtime-stubs/runtime-stubs-store.js';
@@ -185,7 +192,7 @@ function unnamedLabeller(input: DotnetResolverInput, stats: ResolverStats): Labe
 /** A frame of the target, by how perf printed its address: its mapping found, then named or labelled. */
 function frameResolver(input: DotnetResolverInput, stats: ResolverStats, name: NameAt, unnamed: LabelUnnamed): Resolve {
   const all = new ProcMapsIndex(input.mappings);
-  const { byPath, byBaseName } = executableFileMappings(input.mappings);
+  const files = new FileCodeMappings(input.mappings);
   const pids = new Set(input.pids ?? []);
   return (frame) => {
     if (frame.pid !== undefined && pids.size > 0 && !pids.has(frame.pid)) {
@@ -201,51 +208,24 @@ function frameResolver(input: DotnetResolverInput, stats: ResolverStats, name: N
       stats.notManaged++;
       return undefined;
     }
-    // A path seen from another mount namespace may differ in its directories, not in its file name.
-    const candidates = byPath.get(frame.dso) ?? byBaseName.get(baseName(frame.dso)) ?? [];
-    return inFileMappings(frame.ip, candidates, name, unnamed);
+    return inFileMappings(frame.ip, files.of(frame.dso), name, unnamed);
   };
 }
 
-/** A frame perf printed in a file's mapping: `ip` looked for in the file's executable mappings. */
+/** A frame perf printed in a file's mapping: `ip` placed among the file's executable mappings, then named. */
 function inFileMappings(
   ip: bigint,
   candidates: readonly ProcMapping[],
   name: NameAt,
   unnamed: LabelUnnamed,
 ): ResolvedFrame | undefined {
-  // perf 6.1 prints an offset into the file; newer perf (6.12 seen) the absolute address. Offsets are far below
-  // the addresses such mappings get, so an address inside one of the file's mappings is taken as absolute.
-  for (const m of candidates) {
-    if (ip >= m.start && ip < m.end) return name(ip, m) ?? unnamed(m, ip);
-  }
-  let inMapping: ProcMapping | undefined;
-  for (const m of candidates) {
-    if (ip < m.offset || ip >= m.offset + (m.end - m.start)) continue;
-    inMapping = m;
-    const found = name(ip - m.offset + m.start, m);
+  const places = placesInFile(ip, candidates);
+  for (const { mapping, address } of places) {
+    const found = name(address, mapping);
     if (found) return found;
   }
-  return unnamed(inMapping, inMapping ? ip - inMapping.offset + inMapping.start : ip);
-}
-
-/** The target's executable file mappings, each once, by path and by base name. */
-function executableFileMappings(mappings: readonly ProcMapping[]): {
-  byPath: Map<string, ProcMapping[]>;
-  byBaseName: Map<string, ProcMapping[]>;
-} {
-  const byPath = new Map<string, ProcMapping[]>();
-  const byBaseName = new Map<string, ProcMapping[]>();
-  const seen = new Set<string>();
-  for (const m of mappings) {
-    if (!isExecutable(m) || m.path === '') continue;
-    const key = `${m.start}-${m.end}-${m.offset}-${m.path}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    push(byPath, m.path, m);
-    push(byBaseName, baseName(m.path), m);
-  }
-  return { byPath, byBaseName };
+  const last = places.at(-1);
+  return last ? unnamed(last.mapping, last.address) : unnamed(undefined, ip);
 }
 
 // The fold and the FlameScope file each ask once per distinct frame: answers are kept so that the stats count
@@ -306,10 +286,4 @@ export function hasReadyToRunTag(name: string): boolean {
 
 function baseName(path: string): string {
   return path.slice(path.lastIndexOf('/') + 1);
-}
-
-function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
-  const list = map.get(key);
-  if (list) list.push(value);
-  else map.set(key, [value]);
 }
