@@ -25,6 +25,18 @@ export function offCpuSummary(report: OffCpuReport): string[] {
     `off-CPU: ${formatMs(report.blockedUs)} blocked in ${intervals.blocked + intervals.open} stretches` +
       (left.length > 0 ? `; left out: ${left.join(', ')}` : ''),
   ];
+  const windows = report.switchWindows;
+  if (windows) {
+    const all = windows.sampledUs + windows.unsampledUs;
+    const share = all > 0 ? ((100 * windows.sampledUs) / all).toFixed(1) : '0';
+    lines.push(
+      `  stacks taken in windows of time (collect --switch-share): ${share}% of the time blocked had one; each ` +
+        `thread's stacks weighed to its whole time blocked` +
+        (windows.unsampledThreads > 0
+          ? `; ${windows.unsampledThreads} threads with none, under [blocked: stack not sampled]`
+          : ''),
+    );
+  }
   for (const { stack, us } of report.top.slice(0, summaryStacks)) {
     const share = report.blockedUs > 0 ? ((100 * us) / report.blockedUs).toFixed(1) : '0';
     lines.push(`  ${share.padStart(5)}%  ${formatMs(us).padStart(10)}  ${describeStack(stack)}`);

@@ -51,6 +51,11 @@ export interface OffCpuReport {
   distinctStacks: number;
   /** How the switches' stack copies were unwound (mixed unwinding): ends reached, copies too short. */
   unwound?: OffCpuFold['unwound'];
+  /**
+   * The stacks were taken in windows of time (collect --switch-share): µs blocked with a stack and without, and each
+   * thread's stacks weighed to its whole time blocked.
+   */
+  switchWindows?: OffCpuFold['switchWindows'];
   /** The heaviest stacks, root first, with their microseconds. */
   top: { stack: string; us: number }[];
   /**
@@ -175,6 +180,7 @@ export async function writeOffCpuOutputs(
     preempted: options.offCpu.preempted,
     intervals: folded.intervals,
     unpaired: folded.unpaired,
+    ...(folded.switchWindows && { switchWindows: folded.switchWindows }),
     distinctStacks: stacks.size,
     ...(folded.unwound && { unwound: folded.unwound }),
     top,

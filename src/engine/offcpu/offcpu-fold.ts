@@ -10,6 +10,7 @@ import type { Warn } from '../../diagnostics.js';
 import type { OutputFolder } from '../../files/output-folder.js';
 import { layout } from '../../output/layout.js';
 import { rootFrameName, StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
+import type { FoldedStacks } from '../../stacks/folded.js';
 import type { FrameResolver } from '../../stacks/frame-name.js';
 import { PerfMaps } from '../../jit/jit-maps.js';
 import { mapsToPlace } from '../../jit/perf-maps.js';
@@ -30,11 +31,16 @@ export const switchEvent = 'sched:sched_switch';
  * Its CPU profile leaves the switches out; they make the off-CPU profile. Any other recording of the switches is
  * folded as perf script prints it, by count.
  */
-export function offCpuRecording(header: Pick<PerfDataHeader, 'attrs'>): { cpuEvent: string } | undefined {
+export function offCpuRecording(
+  header: Pick<PerfDataHeader, 'attrs'> & { features?: Pick<PerfDataHeader['features'], 'cmdline'> },
+): { cpuEvent: string; switchWindows: boolean } | undefined {
   const { attrs } = header;
   if (!attrs.some((attr) => attr.name === switchEvent) || !attrs.some((attr) => attr.contextSwitch)) return undefined;
   const cpu = attrs.find((attr) => attr.name !== switchEvent && !isDummyEvent(attr));
-  return cpu?.name === undefined ? undefined : { cpuEvent: cpu.name };
+  if (cpu?.name === undefined) return undefined;
+  // perf's command line says whether the tracepoint was switched on and off (collect --switch-share): --control.
+  const switchWindows = header.features?.cmdline?.some((arg) => arg.startsWith('--control')) ?? false;
+  return { cpuEvent: cpu.name, switchWindows };
 }
 
 export interface OffCpuFold {
@@ -57,6 +63,11 @@ export interface OffCpuFold {
   runnableUs: Map<string, number>;
   /** The CPU time one sample of the CPU event stands for, µs (1/frequency), when it says. */
   cpuUsPerSample?: number;
+  /**
+   * The recording took the switches' stacks in windows of time (collect --switch-share): each thread's stacks were
+   * weighed to its whole time blocked, measured from its switch records (see weighToThreads).
+   */
+  switchWindows?: { sampledUs: number; unsampledUs: number; threads: number; unsampledThreads: number };
 }
 
 /**
@@ -84,6 +95,12 @@ export interface OffCpuFoldOptions {
   pids?: ReadonlySet<number> | undefined;
   /** Bytes of switch samples held at once at most (see maxHeldBytes). Default maxHeldBytes. */
   maxHeldBytes?: number;
+  /**
+   * Fold as if the recording had taken the switches' stacks only in windows of time (collect --switch-share): the
+   * switch samples at times (ns) `inWindow` refuses are left out, each thread's stacks weighed to its time blocked. To
+   * check that estimate against the whole recording. Default: the recording as it is.
+   */
+  simulatedWindows?: { inWindow(timeNs: number): boolean };
 }
 
 /** Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's). */
@@ -158,9 +175,10 @@ export async function offCpuReading(
 ): Promise<{ handlers: ReadHandlers; finish: () => Promise<OffCpuFold> }> {
   const { warn } = context;
   const fold = { ...options.fold, eventFilter: switchEvent, weight: 'period' as const };
-  const stackFolder = new StackFolder(fold, warn, context.resolver);
-  const sink = new FoldSink(stackFolder);
-  const pairing = new SwitchPairing<SampleEvent>();
+  let stackFolder = new StackFolder(fold, warn, context.resolver);
+  let pairing = new SwitchPairing<SampleEvent>();
+  // With switch windows: the microseconds of each thread's stretches written with a stack.
+  let sampledUs: Map<number, number> | undefined;
   const intervals = { blocked: 0, preempted: 0, open: 0, short: 0, unheld: 0 };
   const heldBytes = new Map<number, number>();
   let heldTotal = 0;
@@ -186,6 +204,8 @@ export async function offCpuReading(
     // Under half a microsecond it would weigh 0, which the fold takes for no period (a weight of 1).
     if (ns < minNs || ns < 500) return void intervals.short++;
     sample.period = Math.round(ns / 1000);
+    if (sampledUs && (sampledUs.size < 1 << 20 || sampledUs.has(sample.tid)))
+      sampledUs.set(sample.tid, (sampledUs.get(sample.tid) ?? 0) + sample.period);
     if (open) intervals.open++;
     else intervals.blocked++;
     await writer!.event(sample);
@@ -196,15 +216,22 @@ export async function offCpuReading(
       const cpu = offCpuRecording(header);
       const cpuAttr = cpu && header.attrs.find((attr) => attr.name === cpu.cpuEvent);
       cpuUsPerSample = cpuAttr && microsecondsPerSample(cpuAttr);
+      if (cpu?.switchWindows || options.simulatedWindows) {
+        // Each thread's stacks apart, to be weighed to its own time blocked at the end.
+        stackFolder = new StackFolder({ ...fold, includeTid: true }, warn, context.resolver);
+        pairing = new SwitchPairing<SampleEvent>({ countUnsampled: true, minUnsampledNs: minNs });
+        sampledUs = new Map();
+      }
       const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
       const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
-      writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
+      writer = new ScriptTextWriter(symbols, new FoldSink(stackFolder), { periodAlways: true });
       await writer.header(header);
     },
     async event(event) {
       if (event.time !== undefined) last = Math.max(last, Number(event.time));
       if (event.kind === 'sample') {
         if (event.attr !== switchAttr || event.time === undefined || (pids && !pids.has(event.pid))) return;
+        if (options.simulatedWindows && !options.simulatedWindows.inWindow(Number(event.time))) return;
         release(event.tid);
         const size = heldSize(event);
         if (heldTotal + size > (options.maxHeldBytes ?? maxHeldBytes)) {
@@ -220,7 +247,7 @@ export async function offCpuReading(
       if (event.kind === 'comm' && (comms.size < 1 << 20 || comms.has(event.tid))) comms.set(event.tid, event.comm);
       if (event.kind === 'switch') {
         if (event.time === undefined || (pids && !pids.has(event.pid))) return;
-        const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time));
+        const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time), event.pid);
         if (!interval) return;
         release(event.tid);
         await write(interval.stack, interval.ns, interval.preempted, false);
@@ -240,8 +267,15 @@ export async function offCpuReading(
         const name = rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
         runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
       }
+    let folded = stackFolder.end();
+    let switchWindows: OffCpuFold['switchWindows'];
+    if (sampledUs) {
+      const threadName = (tid: number) => rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
+      ({ fold: folded, switchWindows } = weighToThreads(folded, options.fold, sampledUs, pairing, threadName));
+    }
     return {
-      fold: stackFolder.end(),
+      fold: folded,
+      ...(switchWindows && { switchWindows }),
       intervals,
       unpaired: pairing.counts,
       ...(unwound && { unwound }),
@@ -251,3 +285,75 @@ export async function offCpuReading(
   };
   return { handlers, finish };
 }
+
+/** A root frame of a fold made with includeTid: the thread's name, its process and its own id. */
+const tidRootPattern = /^(.*)-(\d+|\?)\/(\d+)$/;
+
+/**
+ * The off-CPU fold of a recording that took the switches' stacks in windows of time only (collect --switch-share,
+ * random windows, so that which stretches have a stack does not follow the program's own rhythm): each thread's
+ * stretches with a stack stand for all its time blocked, which its switch records measure whole. Folded by thread
+ * (`fold`, made with includeTid), each stack's microseconds are multiplied by its thread's time blocked over the time
+ * of its stretches with a stack, and its root frame spelled back as `options` asks; a thread none of whose stretches
+ * fell in a window shows its time under `[blocked: stack not sampled]`. Each thread's total is then what it was; the
+ * shares of its stacks are estimates (a ratio estimator, per thread).
+ */
+export function weighToThreads(
+  fold: FoldResult,
+  options: Partial<FoldOptions>,
+  sampledUs: ReadonlyMap<number, number>,
+  pairing: Pick<SwitchPairing<unknown>, 'unsampledNs' | 'pidOf'>,
+  threadName: (tid: number) => string,
+): { fold: FoldResult; switchWindows: NonNullable<OffCpuFold['switchWindows']> } {
+  const rootOf = (name: string, pid: string, tid: string) =>
+    options.includeTid ? `${name}-${pid}/${tid}` : options.includePid ? `${name}-${pid}` : name;
+  const restack = (stack: string): { stack: string; factor: number } => {
+    const cut = stack.indexOf(';');
+    const match = tidRootPattern.exec(cut < 0 ? stack : stack.slice(0, cut));
+    if (!match) return { stack, factor: 1 };
+    const [, name, pid, tid] = match as unknown as [string, string, string, string];
+    const sampled = sampledUs.get(Number(tid)) ?? 0;
+    const unsampled = (pairing.unsampledNs.get(Number(tid)) ?? 0) / 1000;
+    const factor = sampled > 0 ? (sampled + unsampled) / sampled : 1;
+    return { stack: rootOf(name, pid, tid) + (cut < 0 ? '' : stack.slice(cut)), factor };
+  };
+  const stacks: FoldedStacks = new Map();
+  let weight = 0;
+  const add = (stack: string, us: number) => {
+    if (us <= 0) return;
+    stacks.set(stack, (stacks.get(stack) ?? 0) + us);
+    weight += us;
+  };
+  for (const [stack, us] of fold.stacks) {
+    const { stack: named, factor } = restack(stack);
+    add(named, Math.round(us * factor));
+  }
+  let unsampledUs = 0;
+  let unsampledThreads = 0;
+  for (const [tid, ns] of pairing.unsampledNs) {
+    unsampledUs += ns / 1000;
+    if ((sampledUs.get(tid) ?? 0) > 0) continue;
+    unsampledThreads++;
+    const pid = pairing.pidOf.get(tid);
+    const root = rootOf(threadName(tid), pid === undefined || pid < 0 ? '?' : String(pid), String(tid));
+    add(`${root};${unsampledFrame}`, Math.round(ns / 1000));
+  }
+  const addressed = fold.addressed.map((part) => {
+    const { stack, factor } = restack(part.stack);
+    return { ...part, stack, weight: Math.round(part.weight * factor) };
+  });
+  let sampled = 0;
+  for (const us of sampledUs.values()) sampled += us;
+  return {
+    fold: { ...fold, stacks, weight, addressed },
+    switchWindows: {
+      sampledUs: sampled,
+      unsampledUs: Math.round(unsampledUs),
+      threads: new Set([...sampledUs.keys(), ...pairing.unsampledNs.keys()]).size,
+      unsampledThreads,
+    },
+  };
+}
+
+/** The frame under which a thread's time blocked shows when none of its stretches fell in a window (weighToThreads). */
+export const unsampledFrame = '[blocked: stack not sampled]';

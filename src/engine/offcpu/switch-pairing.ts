@@ -34,6 +34,21 @@ export interface PairingCounts {
    * that block (its SWITCH OUT record says preempted): not missing, left out.
    */
   preemptedUnsampled: number;
+  /**
+   * Stretches of a thread blocked with no switch-out sample, in a recording that takes the switches' stacks in
+   * windows of time (`countUnsampled`): measured, their stacks not recorded.
+   */
+  unsampled: number;
+}
+
+export interface SwitchPairingOptions {
+  /**
+   * The recording takes the switch-out samples in windows of time (collect --switch-share): a thread's SWITCH OUT
+   * with no sample, not preempted, starts a stretch blocked whose stack was not recorded, measured up to its switch in
+   * (unsampledNs) unless shorter than `minUnsampledNs`. Otherwise such a switch in is counted with no partner.
+   */
+  countUnsampled?: boolean;
+  minUnsampledNs?: number;
 }
 
 interface Pending<S> {
@@ -51,17 +66,25 @@ const maxThreads = 1 << 20;
 
 export class SwitchPairing<S> {
   private readonly pending = new Map<number, Pending<S>>();
-  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0 };
+  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0, unsampled: 0 };
   /** Threads preempted with no sample held, and when: their switch in ends a stretch left out. */
   private readonly preemptedOut = new Map<number, number>();
   /** Time threads spent preempted (runnable, waiting for a CPU) with no sample, by tid, ns. */
   readonly runnableNs = new Map<number, number>();
   /** Threads whose last switch out was dropped (see drop). */
   private readonly dropped = new Set<number>();
+  /** Threads blocked with no sample held (countUnsampled), and when. */
+  private readonly blockedOut = new Map<number, number>();
+  /** Time threads spent blocked with no sample (countUnsampled), by tid, ns; and their process, by tid. */
+  readonly unsampledNs = new Map<number, number>();
+  readonly pidOf = new Map<number, number>();
+
+  constructor(private readonly options: SwitchPairingOptions = {}) {}
 
   /** A sched_switch sample: `tid` leaves the CPU at `time` from `stack`. */
   switchedOut(pid: number, tid: number, time: number, stack: S): void {
     this.preemptedOut.delete(tid);
+    this.blockedOut.delete(tid);
     this.dropped.delete(tid);
     if (this.pending.has(tid)) this.counts.unpaired++;
     else if (this.pending.size >= maxThreads) {
@@ -82,7 +105,7 @@ export class SwitchPairing<S> {
   }
 
   /** A SWITCH record of `tid`: out (saying whether preempted), or in, which ends its time off the CPU. */
-  switched(tid: number, out: boolean, preempted: boolean, time: number): OffCpuInterval<S> | undefined {
+  switched(tid: number, out: boolean, preempted: boolean, time: number, pid = -1): OffCpuInterval<S> | undefined {
     if (this.dropped.has(tid)) {
       if (!out) this.dropped.delete(tid);
       return undefined;
@@ -91,9 +114,23 @@ export class SwitchPairing<S> {
     if (out) {
       if (pending && pending.time <= time) pending.preempted = preempted;
       else if (!pending && preempted && this.preemptedOut.size < maxThreads) this.preemptedOut.set(tid, time);
+      else if (!pending && !preempted && this.options.countUnsampled && this.blockedOut.size < maxThreads) {
+        this.blockedOut.set(tid, time);
+        if (this.pidOf.size < maxThreads || this.pidOf.has(tid)) this.pidOf.set(tid, pid);
+      }
       return undefined;
     }
     if (!pending) {
+      const blockedSince = this.blockedOut.get(tid);
+      if (blockedSince !== undefined) {
+        this.blockedOut.delete(tid);
+        const ns = Math.max(0, time - blockedSince);
+        if (ns < (this.options.minUnsampledNs ?? 0) || ns < 500) return undefined;
+        this.counts.unsampled++;
+        if (this.unsampledNs.size < maxThreads || this.unsampledNs.has(tid))
+          this.unsampledNs.set(tid, (this.unsampledNs.get(tid) ?? 0) + ns);
+        return undefined;
+      }
       const since = this.preemptedOut.get(tid);
       if (since === undefined) this.counts.inWithoutOut++;
       else {
@@ -108,11 +145,15 @@ export class SwitchPairing<S> {
     return interval(tid, pending, Math.max(0, time - pending.time), false);
   }
 
-  /** The threads still off the CPU at `endNs` (the recording's last event), charged up to it; none stay pending. */
+  /**
+   * The threads still off the CPU at `endNs` (the recording's last event), charged up to it; none stay pending. Those
+   * blocked with no sample are not: a thread that exits switches out for good, not preempted, and never comes back.
+   */
   finish(endNs: number): OffCpuInterval<S>[] {
     const open = [...this.pending].map(([tid, p]) => interval(tid, p, Math.max(0, endNs - p.time), true));
     this.pending.clear();
     this.preemptedOut.clear();
+    this.blockedOut.clear();
     this.dropped.clear();
     return open;
   }

@@ -6,7 +6,8 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { OutputFolder } from '../../../src/files/output-folder.js';
-import { foldOffCpu } from '../../../src/engine/offcpu/offcpu-fold.js';
+import { foldOffCpu, unsampledFrame, weighToThreads } from '../../../src/engine/offcpu/offcpu-fold.js';
+import type { FoldResult } from '../../../src/stacks/fold.js';
 import { canRecord, needCommand } from '../../support/requirements.js';
 import { tempDir } from '../../support/temp.js';
 import { recordSleepers } from '../../fixtures/offcpu/sleepers.js';
@@ -56,5 +57,57 @@ test('a program sleeping 10 ms and 30 ms at a time: its time off the CPU under e
   const all = (i: typeof intervals) => i.blocked + i.open + i.short + i.preempted + i.unheld;
   assert.equal(none.intervals.unheld, all(intervals), JSON.stringify(none.intervals));
   assert.equal(none.fold.weight, 0);
-  assert.deepEqual(none.unpaired, { unpaired: 0, inWithoutOut: unpaired.inWithoutOut, preemptedUnsampled: 0 });
+  assert.deepEqual(none.unpaired, {
+    unpaired: 0,
+    inWithoutOut: unpaired.inWithoutOut,
+    preemptedUnsampled: 0,
+    unsampled: 0,
+  });
+});
+
+test('stacks taken in windows of time: each thread’s stacks weighed to its whole time blocked, its root spelled back', () => {
+  // Folded with includeTid: thread 11 had 300 µs with a stack out of 1 200 blocked, 12 none of its 500.
+  const stacks = new Map([
+    ['worker-10/11;main;read_[k]', 200],
+    ['worker-10/11;main;poll_[k]', 100],
+    ['other_name-10/13;main;sleep', 50],
+  ]);
+  const fold = {
+    stacks,
+    weight: 350,
+    addressed: [{ stack: 'worker-10/11;main;[libx.so]', addresses: [undefined, undefined, 0x1234n], weight: 100 }],
+  } as unknown as FoldResult;
+  const pairing = {
+    unsampledNs: new Map([
+      [11, 900_000],
+      [12, 500_000],
+    ]),
+    pidOf: new Map([[12, 10]]),
+  };
+  const sampled = new Map([
+    [11, 300],
+    [13, 50],
+  ]);
+  const names = (tid: number) => (tid === 12 ? 'idle_thread' : `t${tid}`);
+  const { fold: weighed, switchWindows } = weighToThreads(fold, {}, sampled, pairing, names);
+  assert.deepEqual(
+    [...weighed.stacks],
+    [
+      ['worker;main;read_[k]', 800],
+      ['worker;main;poll_[k]', 400],
+      ['other_name;main;sleep', 50],
+      [`idle_thread;${unsampledFrame}`, 500],
+    ],
+  );
+  assert.equal(weighed.weight, 1750);
+  assert.deepEqual(weighed.addressed[0], { ...fold.addressed[0], stack: 'worker;main;[libx.so]', weight: 400 });
+  assert.deepEqual(switchWindows, { sampledUs: 350, unsampledUs: 1400, threads: 3, unsampledThreads: 1 });
+  // The roots as asked: with the process, or the thread too.
+  const byPid = weighToThreads(fold, { includePid: true }, sampled, pairing, names).fold;
+  assert.deepEqual([...byPid.stacks.keys()].slice(-2), [
+    'other_name-10;main;sleep',
+    `idle_thread-10;${unsampledFrame}`,
+  ]);
+  const byTid = weighToThreads(fold, { includeTid: true }, sampled, pairing, names).fold;
+  assert.equal(byTid.stacks.get('worker-10/11;main;read_[k]'), 800);
 });

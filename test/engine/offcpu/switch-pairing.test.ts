@@ -34,7 +34,7 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
   // A thread preempted with no sample (the recording samples blocking switches only): left out, not missing.
   pairing.switched(14, true, true, 3_100);
   assert.equal(pairing.switched(14, false, false, 3_200), undefined);
-  assert.deepEqual(pairing.counts, { unpaired: 1, inWithoutOut: 1, preemptedUnsampled: 1 });
+  assert.deepEqual(pairing.counts, { unpaired: 1, inWithoutOut: 1, preemptedUnsampled: 1, unsampled: 0 });
   // Still off the CPU at the end: charged up to it.
   const open = pairing.finish(20_000);
   assert.deepEqual(
@@ -42,6 +42,42 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
     [[11, 'write', 8_000, true]],
   );
   assert.deepEqual(pairing.finish(30_000), []);
+});
+
+test('stacks taken in windows of time: a thread blocked with no sample is measured all the same, not paired', () => {
+  const pairing = new SwitchPairing<string>({ countUnsampled: true, minUnsampledNs: 1_000 });
+  // Sampled: as before.
+  pairing.switchedOut(10, 11, 1_000, 'read');
+  pairing.switched(11, true, false, 1_010, 10);
+  assert.equal(pairing.switched(11, false, false, 5_000, 10)?.ns, 4_000);
+  // Blocked with no sample (outside a window): its switch records measure it.
+  assert.equal(pairing.switched(11, true, false, 6_000, 10), undefined);
+  assert.equal(pairing.switched(11, false, false, 9_000, 10), undefined);
+  assert.equal(pairing.switched(12, true, false, 6_000, 10), undefined);
+  assert.equal(pairing.switched(12, false, false, 8_500, 10), undefined);
+  // Under the minimum: left out. Preempted: runnable, as before.
+  pairing.switched(12, true, false, 9_000, 10);
+  pairing.switched(12, false, false, 9_500, 10);
+  pairing.switched(12, true, true, 10_000, 10);
+  pairing.switched(12, false, false, 10_700, 10);
+  assert.deepEqual(
+    [...pairing.unsampledNs],
+    [
+      [11, 3_000],
+      [12, 2_500],
+    ],
+  );
+  assert.deepEqual([...pairing.runnableNs], [[12, 700]]);
+  assert.equal(pairing.pidOf.get(12), 10);
+  // A thread that exits switches out for good, not preempted: not charged at the end.
+  pairing.switched(13, true, false, 11_000, 10);
+  assert.deepEqual(pairing.finish(20_000), []);
+  assert.deepEqual(pairing.counts, { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 1, unsampled: 2 });
+  // Without countUnsampled, such a switch in has no partner.
+  const plain = new SwitchPairing<string>();
+  plain.switched(11, true, false, 6_000);
+  plain.switched(11, false, false, 9_000);
+  assert.deepEqual(plain.counts, { unpaired: 0, inWithoutOut: 1, preemptedUnsampled: 0, unsampled: 0 });
 });
 
 test('a program sleeping 10 ms and 30 ms at a time, recorded by perf: each stretch off the CPU is its sleep', async (t) => {
