@@ -8,7 +8,7 @@
 // PROFCPU_BENCH_SCOPE the collect --scope (default auto), PROFCPU_BENCH_CGROUP=0 keeps the app in its cgroup,
 // PROFCPU_BENCH_UNWIND the collect --unwind (default auto, collect's; the data line says which was used),
 // PROFCPU_BENCH_OFFCPU=1 records with --off-cpu (every switch off the CPU too; the data line says so, with the offCpu
-// phase of postprocess), PROFCPU_BENCH_PIN=1 gives the app the last CPU and wrk and collect (perf with it) the others,
+// phase of postprocess; PROFCPU_BENCH_SWITCH_SHARE=N adds --switch-share N), PROFCPU_BENCH_PIN=1 gives the app the last CPU and wrk and collect (perf with it) the others,
 // as a service with CPUs of its own and a sidecar beside it: what recording costs the service itself, steadier than
 // all three sharing every CPU (where perf's CPU is the service's too, and this 2-CPU machine's rate swings by itself).
 import { execFileSync, spawn } from 'node:child_process';
@@ -26,6 +26,7 @@ const seconds = Number(process.env['PROFCPU_BENCH_SECONDS'] ?? 10);
 const scope = process.env['PROFCPU_BENCH_SCOPE'] ?? 'auto';
 const unwind = process.env['PROFCPU_BENCH_UNWIND'] ?? 'auto';
 const offCpu = process.env['PROFCPU_BENCH_OFFCPU'] === '1';
+const switchShare = process.env['PROFCPU_BENCH_SWITCH_SHARE'];
 const cpus = availableParallelism();
 const pin = process.env['PROFCPU_BENCH_PIN'] === '1' && cpus > 1;
 /** `command args` as given, or under taskset on the app's CPU or on the others. */
@@ -109,6 +110,9 @@ try {
   for (let i = 0; i < windows; i++) {
     plain.push(wrk(seconds));
     const out = join(work, `run-${i}`);
+    // The service is under load when collect starts, as a service is when someone profiles it: what it measures
+    // before recording (its switch rate, for --switch-share auto) is the loaded service's.
+    const warm = spawn(...pinned('others', 'wrk', ['-t1', '-c16', '-d1s', url]), { stdio: 'ignore' });
     const run = spawn(
       ...pinned(
         'others',
@@ -117,6 +121,7 @@ try {
           '--unwind',
           unwind,
           ...(offCpu ? ['--off-cpu'] : []),
+          ...(offCpu && switchShare !== undefined ? ['--switch-share', switchShare] : []),
           '--symbols',
           'none',
           '--output',
@@ -128,6 +133,7 @@ try {
     );
     const done = new Promise((resolve) => run.once('exit', resolve));
     await sleep(1500); // preflight and perf's start
+    warm.kill();
     profiled.push(wrk(seconds));
     await done;
     const manifest = JSON.parse(await readFile(join(out, 'manifest.json'), 'utf8')) as {
@@ -159,7 +165,7 @@ try {
       `profcpu median ${(median(profcpuShare) * 100).toFixed(1)} % of a core while recording`,
   );
   console.log(
-    `data        --unwind ${unwind}${offCpu ? ' --off-cpu' : ''} (${[...used].join('; ')}): perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
+    `data        --unwind ${unwind}${offCpu ? ' --off-cpu' : ''}${offCpu && switchShare !== undefined ? ` --switch-share ${switchShare}` : ''} (${[...used].join('; ')}): perf.data median ${(median(dataRates) / 1e6).toFixed(2)} MB a second recorded; ` +
       `reading it (perf.data to folded stacks) median ${median(postprocessMs).toFixed(0)} ms`,
   );
 } finally {

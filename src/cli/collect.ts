@@ -19,6 +19,7 @@ import { createReporter, type Reporter } from './reporter.js';
 import { exitNow } from './signals.js';
 import { sidecarSettings } from './sidecar-settings.js';
 import { minBlockOption, parseMinBlock } from './min-block.js';
+import { autoStacksPerSecond, type SwitchShareRequest } from '../collect/switch-share.js';
 
 export interface CollectArgs {
   pid?: number;
@@ -28,6 +29,7 @@ export interface CollectArgs {
   unwind: UnwindRequest;
   stackSize?: number;
   switchStackSize?: number;
+  switchShare?: string;
   offCpu: boolean;
   minBlock?: string;
   output?: string;
@@ -77,6 +79,14 @@ export function collectOptions<T>(yargs: Argv<T>) {
         `With --off-cpu and mixed unwinding: bytes of stack copied at each switch off the CPU (default ` +
         `${switchStackBytes}, or --stack-size when smaller; up to ${stackCopyLimits.max}). Larger reaches deeper waits ` +
         'whole, at a cost at every switch',
+    })
+    .option('switch-share', {
+      type: 'string',
+      describe:
+        "With --off-cpu: the percentage of the time the switches' stacks are taken, in random windows of 20 to 60 ms; " +
+        "100 takes every one. Each thread's time blocked is still measured whole, its stacks weighed to it. Default " +
+        `auto: every one for a target that blocks up to ${autoStacksPerSecond} times a second, about that many stacks a ` +
+        'second above',
     })
     .option('min-block', minBlockOption)
     .option('output', { type: 'string', describe: 'Output folder (default profilings/HH-MM-SS_YYYY-MM-DD)' })
@@ -152,6 +162,10 @@ export function collectOptions<T>(yargs: Argv<T>) {
         if (!args['off-cpu']) throw usage('--switch-stack-size goes with --off-cpu');
         if (args.unwind === 'fp')
           throw usage('--switch-stack-size sizes the stack copies of mixed unwinding, not --unwind fp');
+      }
+      if (args['switch-share'] !== undefined) {
+        parseSwitchShare(String(args['switch-share']));
+        if (!args['off-cpu']) throw usage('--switch-share goes with --off-cpu');
       }
       if (args['min-block'] !== undefined) {
         parseMinBlock(String(args['min-block']));
@@ -291,6 +305,7 @@ const command: CommandModule<object, CollectArgs> = {
         stackBytes: args.stackSize === undefined ? collectDefaults.stackBytes : Math.ceil(args.stackSize / 8) * 8,
         offCpu: args.offCpu,
         ...(args.switchStackSize !== undefined && { switchStackBytes: Math.ceil(args.switchStackSize / 8) * 8 }),
+        ...(args.switchShare !== undefined && { switchShare: parseSwitchShare(args.switchShare) }),
         ...(args.minBlock !== undefined && { minBlockUs: parseMinBlock(args.minBlock) }),
         snapshotMaxBytes: Math.round(args.snapshotLimit * (1 << 20)),
         targetTimeoutSeconds: args.targetTimeout,
@@ -310,4 +325,13 @@ function usage(message: string): ProfcpuError {
   return new ProfcpuError('USAGE', message, {
     remedy: 'Give each option once, with a valid value; see --help.',
   });
+}
+
+/** --switch-share: `auto`, or a percentage from 1 to 100 as a share of 1. */
+function parseSwitchShare(text: string): SwitchShareRequest {
+  if (text === 'auto') return 'auto';
+  const percent = Number(text);
+  if (!(text.trim() !== '' && percent >= 1 && percent <= 100))
+    throw usage('--switch-share must be auto or a percentage from 1 to 100');
+  return percent / 100;
 }

@@ -2,6 +2,7 @@
 // folder name, `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory as the original tool named it.
 import { join } from 'node:path';
 import type { UnwindRequest } from './unwind-choice.js';
+import type { SwitchShareRequest } from './switch-share.js';
 
 export interface CollectOptions {
   /** The process to profile. Default: see `name`, else the only .NET process visible, else PID 1. */
@@ -33,6 +34,12 @@ export interface CollectOptions {
    * (src/perf/record.ts, 8 KiB), or stackBytes when that is smaller.
    */
   switchStackBytes?: number;
+  /**
+   * With offCpu: the share of the time (above 0, up to 1) the switches' stacks are taken, in random windows; each
+   * thread's time blocked is measured whole all the same (src/perf/record.ts, SwitchWindows). `auto`: all of it for a
+   * target that blocks up to 2 000 times a second, less above (switch-share.ts).
+   */
+  switchShare: SwitchShareRequest;
   /** perf event. Default: hardware `cycles` where it counts, else `cpu-clock`. */
   event?: string;
   /** Output folder. Default `profilings/HH-MM-SS_YYYY-MM-DD` under the working directory. */
@@ -83,6 +90,7 @@ export const collectDefaults: Readonly<CollectOptions> = Object.freeze({
   offCpu: false,
   // bcc's offcputime's default: the switches of a lock handed over at once weigh nothing, and are most of them.
   minBlockUs: 1,
+  switchShare: 'auto',
   postprocess: true,
   // Often enough that a target exiting mid-recording leaves a copy at most a second old; a copy happens only when
   // the file changed, so a quiet target costs one stat per file.

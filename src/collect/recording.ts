@@ -37,6 +37,8 @@ export interface RecordTargetParams {
   unwind?: UnwindPlan;
   /** perf compresses its records (see RecordOptions). Default false. */
   compress?: boolean;
+  /** With options.offCpu: the share of the time the switches' stacks are taken, below 1 (see RecordOptions). */
+  switchShare?: number;
   snapshotter: Pick<TargetSnapshotter, 'refresh'>;
   /** Ends the recording early; the result is as complete as a full one. */
   stop?: AbortSignal;
@@ -161,6 +163,7 @@ function recordOptions(params: RecordTargetParams): RecordOptions {
     compress: compress ?? false,
     offCpu: options.offCpu,
     ...(options.switchStackBytes !== undefined && { switchStackBytes: options.switchStackBytes }),
+    ...(params.switchShare !== undefined && params.switchShare < 1 && { switchShare: params.switchShare }),
     stopTimeoutMs: options.targetTimeoutSeconds * 1000,
   };
 }

@@ -22,6 +22,7 @@ import { collectDefaults, defaultOutputDir, type CollectOptions } from './option
 import { chooseUnwind, type UnwindPlan } from './unwind-choice.js';
 import { recordTarget, type RecordedTarget, type RecordingProgress } from './recording.js';
 import { onceSampledFiles, type CollectStep, type StepContext, type StepReport } from '../step/step.js';
+import { blockingSwitchRate, chooseSwitchShare } from './switch-share.js';
 
 export type { RecordingProgress } from './recording.js';
 
@@ -387,7 +388,18 @@ async function record<R>(
     unwind.kind === 'mixed'
       ? ` with a ${switchCopyBytes(unwind.stackBytes, options.switchStackBytes)}-byte stack copy each`
       : '';
-  const offCpu = options.offCpu ? `, and every switch off the CPU${switchCopy}` : '';
+  const switches = options.offCpu
+    ? chooseSwitchShare(
+        options.switchShare,
+        options.switchShare === 'auto' ? await blockingSwitchRate(target.pid, procfs, undefined, signal) : undefined,
+      )
+    : undefined;
+  if (switches) info(`off-CPU: the stacks of its switches: ${switches.reason}`);
+  const windows =
+    switches && switches.share < 1
+      ? ` (their stacks in random windows, ${Math.round(switches.share * 100)}% of the time)`
+      : '';
+  const offCpu = options.offCpu ? `, and every switch off the CPU${switchCopy}${windows}` : '';
   info(
     `recording for ${options.durationSeconds} s at ${options.frequency} Hz (${plan.event}${unwinding})${offCpu}; ` +
       'Ctrl-C stops early',
@@ -402,6 +414,7 @@ async function record<R>(
     noBuildIds: plan.noBuildIds,
     unwind,
     compress: plan.perfCompresses && (unwind.kind === 'mixed' || options.offCpu),
+    ...(switches && { switchShare: switches.share }),
     snapshotter,
     signal,
     onRetry: warn,
@@ -506,6 +519,7 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
         result.unwind.kind === 'mixed' && {
           switchStackBytes: switchCopyBytes(result.unwind.stackBytes, options.switchStackBytes),
         }),
+      ...(options.offCpu && { switchShare: options.switchShare }),
     },
     record: {
       command: result.record.command,
@@ -515,6 +529,7 @@ function manifestEntry<R>(result: CollectResult<R>, options: CollectOptions): Re
       scope: result.scope.scope,
       scopeReason: result.scope.reason,
       perfSpinsOnThreadExit: result.scope.spins,
+      ...(result.record.switchWindows && { switchWindows: result.record.switchWindows }),
     },
     preflight: result.checks,
     snapshots: result.snapshots,

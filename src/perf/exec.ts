@@ -3,7 +3,7 @@
 // streaming handle (`startPerf`); any failure becomes a PerfError that keeps the command, exit code, signal and the
 // tail of perf's stderr, with a remedy.
 import { execa, ExecaError } from 'execa';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { ProfcpuError, type ErrorCode } from '../error.js';
 import { defaultPerfPath } from './perf-path.js';
 
@@ -18,6 +18,8 @@ export interface PerfExecOptions {
   env?: Record<string, string | undefined>;
   /** A command perf is run under (`unshare ...`, see script.ts). Default none. */
   wrapper?: readonly string[];
+  /** Give perf a pipe as its file descriptor 3, for commands (`perf record --control=fd:3`). Default false. */
+  controlFd?: boolean;
 }
 
 /** How much of perf's stderr a PerfError keeps: the end is where perf says what went wrong. */
@@ -85,6 +87,8 @@ export interface PerfProcess {
   readonly pid: number | undefined;
   /** perf's standard output, unbuffered: read it, or perf blocks once the pipe is full. */
   readonly stdout: Readable;
+  /** perf's file descriptor 3, with PerfExecOptions.controlFd: commands for `--control=fd:3`. */
+  readonly control: Writable | undefined;
   /** Resolves when perf exits with code 0; rejects with a PerfError otherwise. */
   readonly done: Promise<PerfExit>;
   /** Sends a signal to perf (default SIGTERM); false when it has already exited. */
@@ -109,9 +113,12 @@ export function startPerf(args: readonly string[], options: PerfExecOptions = {}
   const command = [...(options.wrapper ?? []), options.perfPath ?? defaultPerfPath, ...args];
   const subprocess = execa(command[0]!, command.slice(1), {
     ...spawnOptions(options),
-    stdin: 'ignore',
+    stdio: options.controlFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     buffer: false,
   });
+  const control = options.controlFd ? (subprocess.stdio[3] as Writable | undefined) : undefined;
+  // Written to while perf runs; once perf is gone a write fails, which is no one's error.
+  control?.on('error', () => {});
   let tail = '';
   subprocess.stderr.setEncoding('utf8');
   subprocess.stderr.on('data', (text: string) => {
@@ -129,6 +136,7 @@ export function startPerf(args: readonly string[], options: PerfExecOptions = {}
     command,
     pid: subprocess.pid,
     stdout: subprocess.stdout,
+    control,
     done,
     // Under a wrapper (unshare --fork), SIGTERM reaches no one: unshare blocks it and perf is its namespace's init.
     // perf script has nothing to flush, so a wrapped perf is killed outright (--kill-child takes perf along).

@@ -3,6 +3,7 @@
 // perf.data and `done` resolves with how it ended and the sample count perf reported. The caller owns the clock, so
 // it can take its last snapshot of the target just before stopping.
 import { isProfcpuError } from '../error.js';
+import type { Writable } from 'node:stream';
 import { PerfError, startPerf, type PerfExecOptions } from './exec.js';
 import type { RecordScope } from './record-scope.js';
 import { versionAtLeast } from './version.js';
@@ -54,6 +55,11 @@ export interface RecordOptions {
   offCpu?: boolean;
   /** With offCpu and DWARF call graphs: the stack copied at each switch. Default switchStackBytes, or less. */
   switchStackBytes?: number;
+  /**
+   * With offCpu: the share of the time, above 0 and below 1, the switches' stacks are taken, in random windows (see
+   * SwitchWindows); the switch records, which measure each stretch, are all taken. Default: all the time.
+   */
+  switchShare?: number;
 }
 
 /** The scheduler's tracepoint an off-CPU recording samples at every switch. */
@@ -105,6 +111,7 @@ export function recordArgs(options: RecordOptions): string[] {
           '-e',
           event,
         ]),
+    ...(switchWindowed(options) ? [`--control=fd:${controlFd}`] : []),
     // -G applies to the events given before it.
     ...(options.scope?.kind === 'cgroup' ? ['-a', '-G', options.scope.cgroup] : ['-p', String(options.pid)]),
     '-o',
@@ -190,6 +197,8 @@ export interface RecordOutcome {
   stderrTail: string;
   /** Set when perf was given up after its stop timeout (see RecordOptions.stopTimeoutMs): why. */
   abandoned?: string;
+  /** With RecordOptions.switchShare: the windows the switches' stacks were taken in. */
+  switchWindows?: SwitchWindowsFigures;
 }
 
 export interface Recording {
@@ -220,7 +229,8 @@ export function parseRecordSummary(stderr: string): { samples?: number; megabyte
 
 /** Starts perf record; see RecordOptions. perf's own errors reject `done` with a PerfError. */
 export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 'signal'> = {}): Recording {
-  const perf = startPerf(recordArgs(options), exec);
+  const windowed = switchWindowed(options);
+  const perf = startPerf(recordArgs(options), { ...exec, controlFd: windowed });
   // perf record writes nothing useful to stdout; drain it so perf never blocks on a full pipe.
   perf.stdout.resume();
   let end: RecordEnd | undefined;
@@ -230,6 +240,7 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
   const stop = (reason: RecordEnd) => {
     if (finished || end !== undefined) return;
     end = reason;
+    windows?.stop();
     perf.kill('SIGINT');
     const timeoutMs = options.stopTimeoutMs ?? 120_000;
     setTimeout(() => {
@@ -243,12 +254,14 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       }, 2000).unref();
     }, timeoutMs).unref();
   };
+  let windows: SwitchWindows | undefined;
   const exited = perf.done.then(
     (exit): RecordOutcome => ({
       command: perf.command,
       end: end ?? 'target-exited',
       ...parseRecordSummary(exit.stderrTail),
       stderrTail: exit.stderrTail,
+      ...(windows && { switchWindows: windows.end() }),
     }),
     (error: unknown): RecordOutcome => {
       // perf exits 130 after a SIGINT (143 after a SIGTERM) having written a valid perf.data: the one we sent, or
@@ -259,8 +272,10 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
           end: end ?? 'stopped',
           ...parseRecordSummary(error.stderrTail),
           stderrTail: error.stderrTail,
+          ...(windows && { switchWindows: windows.end() }),
         };
       }
+      windows?.end();
       throw error;
     },
   );
@@ -278,6 +293,12 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       clearInterval(poll);
     }, startPollMs);
   });
+  if (windowed && perf.control) {
+    const control = perf.control;
+    void started.then((recording) => {
+      if (recording && !finished && end === undefined) windows = new SwitchWindows(control, options.switchShare!);
+    });
+  }
   return {
     command: perf.command,
     pid: perf.pid,
@@ -296,4 +317,92 @@ const startPollMs = 25;
 
 function interrupted(error: PerfError): boolean {
   return error.exitCode === 130 || error.exitCode === 143 || error.signal === 'SIGINT' || error.signal === 'SIGTERM';
+}
+
+/** perf's file descriptor the window commands go to (`--control=fd:3`: the first after stdin, stdout and stderr). */
+const controlFd = 3;
+
+function switchWindowed(options: RecordOptions): boolean {
+  return options.offCpu === true && options.switchShare !== undefined && options.switchShare < 1;
+}
+
+/**
+ * Window lengths, ms: each window the switches' stacks are taken lasts between these, at random. Each window is two
+ * commands to perf (an ioctl per CPU each), a few to a few tens a second.
+ */
+const windowMs = { min: 20, max: 60 };
+
+export interface SwitchWindowsFigures {
+  /** The share of the time asked for. */
+  share: number;
+  /** The share of the recording's time the stacks were taken, as switched here. */
+  measuredShare: number;
+  windows: number;
+}
+
+/**
+ * The windows of time an off-CPU recording takes the switches' stacks in (collect --switch-share): perf's switch
+ * tracepoint disabled and enabled again through its control descriptor, each window 20 to 60 ms long and the gaps
+ * between of a random length whose mean gives the share asked for. Random, so that which stretches get a stack does
+ * not follow the program's rhythm (a fixed period, as perf's -c gives, aliases with periodic waits: a lock passed
+ * back and forth between two threads came out at twice its time). The switch records (--switch-events), which
+ * measure every stretch, stay on: the off-CPU fold weighs each thread's stacks to its whole time blocked.
+ */
+class SwitchWindows {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly startedAt = performance.now();
+  private enabledAt: number | undefined = performance.now();
+  private enabledMs = 0;
+  private windows = 0;
+  private stopped = false;
+
+  constructor(
+    private readonly control: Writable,
+    private readonly share: number,
+  ) {
+    // perf begins with every event on: the first window is the one perf starts with, cut short.
+    this.disable();
+  }
+
+  /** No more switching; the tracepoint is left as it is. */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /** Stops, and gives the figures. */
+  end(): SwitchWindowsFigures {
+    const now = performance.now();
+    if (this.enabledAt !== undefined) this.enabledMs += now - this.enabledAt;
+    this.enabledAt = undefined;
+    this.stop();
+    const total = now - this.startedAt;
+    return { share: this.share, measuredShare: total > 0 ? this.enabledMs / total : 0, windows: this.windows };
+  }
+
+  private disable(): void {
+    if (this.stopped) return;
+    this.send('disable');
+    if (this.enabledAt !== undefined) this.enabledMs += performance.now() - this.enabledAt;
+    this.enabledAt = undefined;
+    const meanGap = ((windowMs.min + windowMs.max) / 2) * ((1 - this.share) / this.share);
+    this.later(() => this.enable(), Math.random() * 2 * meanGap);
+  }
+
+  private enable(): void {
+    if (this.stopped) return;
+    this.send('enable');
+    this.enabledAt = performance.now();
+    this.windows++;
+    this.later(() => this.disable(), windowMs.min + Math.random() * (windowMs.max - windowMs.min));
+  }
+
+  private send(command: 'enable' | 'disable'): void {
+    if (!this.control.destroyed) this.control.write(`${command} ${switchTracepoint}\n`);
+  }
+
+  private later(run: () => void, ms: number): void {
+    this.timer = setTimeout(run, ms);
+    this.timer.unref();
+  }
 }

@@ -165,7 +165,7 @@ test('--stack-size with --unwind fp, or out of range, is a usage error (exit 2) 
   assert.match(String(big.stderr), /--stack-size must be a whole number of bytes from 8 to 65528/);
 });
 
-test('--switch-stack-size without --off-cpu, with --unwind fp, or out of range is a usage error (exit 2)', async () => {
+test('--switch-stack-size or --switch-share without --off-cpu, or out of range, is a usage error (exit 2)', async () => {
   const cases: [string[], RegExp][] = [
     [['--switch-stack-size', '16384'], /--switch-stack-size goes with --off-cpu/],
     [['--off-cpu', '--unwind', 'fp', '--switch-stack-size', '16384'], /sizes the stack copies of mixed unwinding/],
@@ -173,6 +173,9 @@ test('--switch-stack-size without --off-cpu, with --unwind fp, or out of range i
       ['--off-cpu', '--switch-stack-size', '70000'],
       /--switch-stack-size must be a whole number of bytes from 8 to 65528/,
     ],
+    [['--switch-share', '25'], /--switch-share goes with --off-cpu/],
+    [['--off-cpu', '--switch-share', '0'], /--switch-share must be auto or a percentage from 1 to 100/],
+    [['--off-cpu', '--switch-share', 'half'], /--switch-share must be auto or a percentage from 1 to 100/],
   ];
   for (const [flags, message] of cases) {
     const run = await runCli(['collect', '--pid', '1', ...flags]);

@@ -83,6 +83,11 @@ test('recordArgs --off-cpu: the CPU event keeps its frequency and call graph, th
     });
   assert.ok(sized(16384).includes('sched:sched_switch/call-graph=dwarf,stack-size=16384/'));
   assert.ok(sized(2048).includes('sched:sched_switch/call-graph=dwarf,stack-size=2048/'));
+  // collect --switch-share: perf takes commands on its descriptor 3 (the windows); all of the time, none.
+  const shared = (switchShare: number) => recordArgs({ pid: 42, output: 'p', offCpu: true, switchShare }).join(' ');
+  assert.match(shared(0.25), / --switch-events --control=fd:3 -p 42 -o p$/);
+  assert.doesNotMatch(shared(1), /--control/);
+  assert.doesNotMatch(recordArgs({ pid: 42, output: 'p', switchShare: 0.25 }).join(' '), /--control/);
   // A cgroup: a dummy event first takes the switch records under the same -G.
   assert.match(
     args({ kind: 'fp' }, { kind: 'cgroup', cgroup: 'app' }),
