@@ -12,7 +12,7 @@ const report = (top: OffCpuReport['top'], threads?: OffCpuReport['threads']): Of
   minBlockUs: 1,
   preempted: false,
   intervals: { blocked: 10, preempted: 4, open: 1, short: 2, unheld: 0 },
-  unpaired: { unpaired: 0, inWithoutOut: 3, preemptedUnsampled: 4, unsampled: 0 },
+  unpaired: { unpaired: 0, inWithoutOut: 3, preemptedUnsampled: 4, unsampled: 0, unsampledOpen: 0 },
   distinctStacks: top.length,
   top,
   ...(threads && { threads }),

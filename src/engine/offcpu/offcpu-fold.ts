@@ -9,7 +9,7 @@
 import type { Warn } from '../../diagnostics.js';
 import type { OutputFolder } from '../../files/output-folder.js';
 import { layout } from '../../output/layout.js';
-import { rootFrameName, StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
+import { mergeFoldResults, rootFrameName, StackFolder, type FoldOptions, type FoldResult } from '../../stacks/fold.js';
 import type { FoldedStacks } from '../../stacks/folded.js';
 import type { FrameResolver } from '../../stacks/frame-name.js';
 import { PerfMaps } from '../../jit/jit-maps.js';
@@ -67,7 +67,7 @@ export interface OffCpuFold {
    * The recording took the switches' stacks in windows of time (collect --switch-share): each thread's stacks were
    * weighed to its whole time blocked, measured from its switch records (see weighToThreads).
    */
-  switchWindows?: { sampledUs: number; unsampledUs: number; threads: number; unsampledThreads: number };
+  switchWindows?: SwitchWindowFigures;
 }
 
 /**
@@ -103,21 +103,32 @@ export interface OffCpuFoldOptions {
   simulatedWindows?: { inWindow(timeNs: number): boolean };
 }
 
-/** Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's). */
+/**
+ * Text of one sample, as perf script prints it, for the fold (StackFolder.write parses it as perf script's): into the
+ * `target`th of `folders` (the stretches of each length apart, with switch windows), the rest of the text into each.
+ */
 class FoldSink implements ScriptSink {
-  constructor(private readonly folder: StackFolder) {}
+  target = 0;
+  constructor(private readonly folders: readonly StackFolder[]) {}
   header(text: string): void {
-    this.folder.write(Buffer.from(text));
+    for (const folder of this.folders) folder.write(Buffer.from(text));
   }
   sample(header: string, frames: readonly ScriptFrame[], count: number): void {
     let text = `${header}\n`;
     for (let i = 0; i < count; i++) text += `${frames[i]!.line}\n`;
-    this.folder.write(Buffer.from(`${text}\n`));
+    this.folders[this.target]!.write(Buffer.from(`${text}\n`));
   }
   oneLine(text: string): void {
-    this.folder.write(Buffer.from(text));
+    for (const folder of this.folders) folder.write(Buffer.from(text));
   }
 }
+
+/**
+ * With switch windows, stretches this long or longer are weighed apart from the shorter ones (weighToThreads by
+ * length): a thread's rare long waits (idle, a timer) stand for its long time blocked, its many short ones for the
+ * short, not one for the other.
+ */
+const longStretchNs = 100e6;
 
 /**
  * Bytes of switch samples held at once at most (their stack copies, 8 KiB each, mostly): 32 768 threads off the CPU
@@ -177,8 +188,11 @@ export async function offCpuReading(
   const fold = { ...options.fold, eventFilter: switchEvent, weight: 'period' as const };
   let stackFolder = new StackFolder(fold, warn, context.resolver);
   let pairing = new SwitchPairing<SampleEvent>();
-  // With switch windows: the microseconds of each thread's stretches written with a stack.
-  let sampledUs: Map<number, number> | undefined;
+  // With switch windows: the long stretches' fold, and the microseconds of each thread's stretches written with a
+  // stack, short and long.
+  let longFolder: StackFolder | undefined;
+  let sink = new FoldSink([stackFolder]);
+  let sampledUs: [Map<number, number>, Map<number, number>] | undefined;
   const intervals = { blocked: 0, preempted: 0, open: 0, short: 0, unheld: 0 };
   const heldBytes = new Map<number, number>();
   let heldTotal = 0;
@@ -204,8 +218,12 @@ export async function offCpuReading(
     // Under half a microsecond it would weigh 0, which the fold takes for no period (a weight of 1).
     if (ns < minNs || ns < 500) return void intervals.short++;
     sample.period = Math.round(ns / 1000);
-    if (sampledUs && (sampledUs.size < 1 << 20 || sampledUs.has(sample.tid)))
-      sampledUs.set(sample.tid, (sampledUs.get(sample.tid) ?? 0) + sample.period);
+    if (sampledUs) {
+      sink.target = ns >= longStretchNs ? 1 : 0;
+      const sampled = sampledUs[sink.target]!;
+      if (sampled.size < 1 << 20 || sampled.has(sample.tid))
+        sampled.set(sample.tid, (sampled.get(sample.tid) ?? 0) + sample.period);
+    }
     if (open) intervals.open++;
     else intervals.blocked++;
     await writer!.event(sample);
@@ -219,12 +237,18 @@ export async function offCpuReading(
       if (cpu?.switchWindows || options.simulatedWindows) {
         // Each thread's stacks apart, to be weighed to its own time blocked at the end.
         stackFolder = new StackFolder({ ...fold, includeTid: true }, warn, context.resolver);
-        pairing = new SwitchPairing<SampleEvent>({ countUnsampled: true, minUnsampledNs: minNs });
-        sampledUs = new Map();
+        longFolder = new StackFolder({ ...fold, includeTid: true }, warn, context.resolver);
+        sink = new FoldSink([stackFolder, longFolder]);
+        pairing = new SwitchPairing<SampleEvent>({
+          countUnsampled: true,
+          minUnsampledNs: minNs,
+          longNs: longStretchNs,
+        });
+        sampledUs = [new Map(), new Map()];
       }
       const perfMaps = new PerfMaps(folder, { copies, hostFiles: recordedHere(header) }, warn);
       const symbols = await builtinEngineSymbols(folder, header, perfMaps, warn, { demangle: true });
-      writer = new ScriptTextWriter(symbols, new FoldSink(stackFolder), { periodAlways: true });
+      writer = new ScriptTextWriter(symbols, sink, { periodAlways: true });
       await writer.header(header);
     },
     async event(event) {
@@ -245,6 +269,8 @@ export async function offCpuReading(
         return;
       }
       if (event.kind === 'comm' && (comms.size < 1 << 20 || comms.has(event.tid))) comms.set(event.tid, event.comm);
+      if (event.kind === 'exit') pairing.exited(event.tid);
+      if (event.kind === 'fork') pairing.forked(event.tid);
       if (event.kind === 'switch') {
         if (event.time === undefined || (pids && !pids.has(event.pid))) return;
         const interval = pairing.switched(event.tid, event.out, event.preempted, Number(event.time), event.pid);
@@ -269,9 +295,30 @@ export async function offCpuReading(
       }
     let folded = stackFolder.end();
     let switchWindows: OffCpuFold['switchWindows'];
-    if (sampledUs) {
+    if (sampledUs && longFolder) {
       const threadName = (tid: number) => rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
-      ({ fold: folded, switchWindows } = weighToThreads(folded, options.fold, sampledUs, pairing, threadName));
+      const shortNs = new Map(
+        [...pairing.unsampledNs].map(([tid, ns]) => [tid, ns - (pairing.unsampledLongNs.get(tid) ?? 0)]),
+      );
+      const { pidOf } = pairing;
+      const parts = [
+        weighToThreads(folded, options.fold, sampledUs[0], { unsampledNs: shortNs, pidOf }, threadName),
+        weighToThreads(
+          longFolder.end(),
+          options.fold,
+          sampledUs[1],
+          { unsampledNs: pairing.unsampledLongNs, pidOf },
+          threadName,
+        ),
+      ];
+      folded = mergeFoldResults(parts.map((part) => part.fold));
+      const [a, b] = parts.map((part) => part.switchWindows) as [SwitchWindowFigures, SwitchWindowFigures];
+      switchWindows = {
+        sampledUs: a.sampledUs + b.sampledUs,
+        unsampledUs: a.unsampledUs + b.unsampledUs,
+        threads: new Set([...sampledUs[0].keys(), ...sampledUs[1].keys(), ...pairing.unsampledNs.keys()]).size,
+        unsampledThreads: a.unsampledThreads + b.unsampledThreads,
+      };
     }
     return {
       fold: folded,
@@ -284,6 +331,17 @@ export async function offCpuReading(
     };
   };
   return { handlers, finish };
+}
+
+/**
+ * µs blocked with a stack taken and without; threads; and threads whose stretches of a length (short or long) had no
+ * stack at all, shown under unsampledFrame.
+ */
+export interface SwitchWindowFigures {
+  sampledUs: number;
+  unsampledUs: number;
+  threads: number;
+  unsampledThreads: number;
 }
 
 /** A root frame of a fold made with includeTid: the thread's name, its process and its own id. */
@@ -304,7 +362,7 @@ export function weighToThreads(
   sampledUs: ReadonlyMap<number, number>,
   pairing: Pick<SwitchPairing<unknown>, 'unsampledNs' | 'pidOf'>,
   threadName: (tid: number) => string,
-): { fold: FoldResult; switchWindows: NonNullable<OffCpuFold['switchWindows']> } {
+): { fold: FoldResult; switchWindows: SwitchWindowFigures } {
   const rootOf = (name: string, pid: string, tid: string) =>
     options.includeTid ? `${name}-${pid}/${tid}` : options.includePid ? `${name}-${pid}` : name;
   const restack = (stack: string): { stack: string; factor: number } => {

@@ -39,6 +39,12 @@ export interface PairingCounts {
    * windows of time (`countUnsampled`): measured, their stacks not recorded.
    */
   unsampled: number;
+  /**
+   * Of those, threads still blocked when the recording ended: measured up to its end, as the stretches with a sample
+   * are. (A thread that exits switches out for good, not preempted, as one that blocks: its EXIT record, which comes
+   * first, rules that switch out.)
+   */
+  unsampledOpen: number;
 }
 
 export interface SwitchPairingOptions {
@@ -49,6 +55,8 @@ export interface SwitchPairingOptions {
    */
   countUnsampled?: boolean;
   minUnsampledNs?: number;
+  /** Stretches with no sample this long or longer are measured apart too (unsampledLongNs). */
+  longNs?: number;
 }
 
 interface Pending<S> {
@@ -66,7 +74,13 @@ const maxThreads = 1 << 20;
 
 export class SwitchPairing<S> {
   private readonly pending = new Map<number, Pending<S>>();
-  readonly counts: PairingCounts = { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 0, unsampled: 0 };
+  readonly counts: PairingCounts = {
+    unpaired: 0,
+    inWithoutOut: 0,
+    preemptedUnsampled: 0,
+    unsampled: 0,
+    unsampledOpen: 0,
+  };
   /** Threads preempted with no sample held, and when: their switch in ends a stretch left out. */
   private readonly preemptedOut = new Map<number, number>();
   /** Time threads spent preempted (runnable, waiting for a CPU) with no sample, by tid, ns. */
@@ -75,8 +89,12 @@ export class SwitchPairing<S> {
   private readonly dropped = new Set<number>();
   /** Threads blocked with no sample held (countUnsampled), and when. */
   private readonly blockedOut = new Map<number, number>();
+  /** Threads that exited, until a FORK record gives their id to a new thread. */
+  private readonly gone = new Set<number>();
   /** Time threads spent blocked with no sample (countUnsampled), by tid, ns; and their process, by tid. */
   readonly unsampledNs = new Map<number, number>();
+  /** The part of unsampledNs in stretches of options.longNs or longer. */
+  readonly unsampledLongNs = new Map<number, number>();
   readonly pidOf = new Map<number, number>();
 
   constructor(private readonly options: SwitchPairingOptions = {}) {}
@@ -114,7 +132,14 @@ export class SwitchPairing<S> {
     if (out) {
       if (pending && pending.time <= time) pending.preempted = preempted;
       else if (!pending && preempted && this.preemptedOut.size < maxThreads) this.preemptedOut.set(tid, time);
-      else if (!pending && !preempted && this.options.countUnsampled && this.blockedOut.size < maxThreads) {
+      else if (
+        !pending &&
+        !preempted &&
+        this.options.countUnsampled &&
+        tid > 0 &&
+        !this.gone.has(tid) &&
+        this.blockedOut.size < maxThreads
+      ) {
         this.blockedOut.set(tid, time);
         if (this.pidOf.size < maxThreads || this.pidOf.has(tid)) this.pidOf.set(tid, pid);
       }
@@ -124,11 +149,7 @@ export class SwitchPairing<S> {
       const blockedSince = this.blockedOut.get(tid);
       if (blockedSince !== undefined) {
         this.blockedOut.delete(tid);
-        const ns = Math.max(0, time - blockedSince);
-        if (ns < (this.options.minUnsampledNs ?? 0) || ns < 500) return undefined;
-        this.counts.unsampled++;
-        if (this.unsampledNs.size < maxThreads || this.unsampledNs.has(tid))
-          this.unsampledNs.set(tid, (this.unsampledNs.get(tid) ?? 0) + ns);
+        this.countUnsampled(tid, Math.max(0, time - blockedSince));
         return undefined;
       }
       const since = this.preemptedOut.get(tid);
@@ -145,17 +166,42 @@ export class SwitchPairing<S> {
     return interval(tid, pending, Math.max(0, time - pending.time), false);
   }
 
+  /** A thread's EXIT record: its last switch out, which follows, blocks nothing. */
+  exited(tid: number): void {
+    this.blockedOut.delete(tid);
+    if (this.gone.size < maxThreads) this.gone.add(tid);
+  }
+
+  /** A FORK record: `tid` is a new thread's (perhaps the id of one that exited). */
+  forked(tid: number): void {
+    this.gone.delete(tid);
+  }
+
   /**
    * The threads still off the CPU at `endNs` (the recording's last event), charged up to it; none stay pending. Those
-   * blocked with no sample are not: a thread that exits switches out for good, not preempted, and never comes back.
+   * blocked with no sample are measured up to it too (unsampledOpen).
    */
   finish(endNs: number): OffCpuInterval<S>[] {
     const open = [...this.pending].map(([tid, p]) => interval(tid, p, Math.max(0, endNs - p.time), true));
+    for (const [tid, since] of this.blockedOut)
+      if (this.countUnsampled(tid, Math.max(0, endNs - since))) this.counts.unsampledOpen++;
     this.pending.clear();
     this.preemptedOut.clear();
     this.blockedOut.clear();
+    this.gone.clear();
     this.dropped.clear();
     return open;
+  }
+
+  /** A stretch blocked with no sample, unless under the minimum: true when counted. */
+  private countUnsampled(tid: number, ns: number): boolean {
+    if (ns < (this.options.minUnsampledNs ?? 0) || ns < 500) return false;
+    this.counts.unsampled++;
+    if (this.unsampledNs.size >= maxThreads && !this.unsampledNs.has(tid)) return true;
+    this.unsampledNs.set(tid, (this.unsampledNs.get(tid) ?? 0) + ns);
+    if (this.options.longNs !== undefined && ns >= this.options.longNs)
+      this.unsampledLongNs.set(tid, (this.unsampledLongNs.get(tid) ?? 0) + ns);
+    return true;
   }
 }
 

@@ -62,6 +62,7 @@ test('a program sleeping 10 ms and 30 ms at a time: its time off the CPU under e
     inWithoutOut: unpaired.inWithoutOut,
     preemptedUnsampled: 0,
     unsampled: 0,
+    unsampledOpen: 0,
   });
 });
 

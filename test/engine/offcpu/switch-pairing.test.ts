@@ -34,7 +34,13 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
   // A thread preempted with no sample (the recording samples blocking switches only): left out, not missing.
   pairing.switched(14, true, true, 3_100);
   assert.equal(pairing.switched(14, false, false, 3_200), undefined);
-  assert.deepEqual(pairing.counts, { unpaired: 1, inWithoutOut: 1, preemptedUnsampled: 1, unsampled: 0 });
+  assert.deepEqual(pairing.counts, {
+    unpaired: 1,
+    inWithoutOut: 1,
+    preemptedUnsampled: 1,
+    unsampled: 0,
+    unsampledOpen: 0,
+  });
   // Still off the CPU at the end: charged up to it.
   const open = pairing.finish(20_000);
   assert.deepEqual(
@@ -45,7 +51,7 @@ test('pairs a switch-out sample with the next switch in of its thread; says pree
 });
 
 test('stacks taken in windows of time: a thread blocked with no sample is measured all the same, not paired', () => {
-  const pairing = new SwitchPairing<string>({ countUnsampled: true, minUnsampledNs: 1_000 });
+  const pairing = new SwitchPairing<string>({ countUnsampled: true, minUnsampledNs: 1_000, longNs: 2_800 });
   // Sampled: as before.
   pairing.switchedOut(10, 11, 1_000, 'read');
   pairing.switched(11, true, false, 1_010, 10);
@@ -67,17 +73,42 @@ test('stacks taken in windows of time: a thread blocked with no sample is measur
       [12, 2_500],
     ],
   );
+  // The long ones (longNs) apart too.
+  assert.deepEqual([...pairing.unsampledLongNs], [[11, 3_000]]);
   assert.deepEqual([...pairing.runnableNs], [[12, 700]]);
   assert.equal(pairing.pidOf.get(12), 10);
-  // A thread that exits switches out for good, not preempted: not charged at the end.
+  // Still blocked at the end: measured up to it. A thread whose EXIT record came first: its last switch out blocks
+  // nothing; a FORK gives its id to a new thread, which blocks again. A switch record with no thread (-1): none.
   pairing.switched(13, true, false, 11_000, 10);
+  pairing.exited(14);
+  pairing.switched(14, true, false, 11_000, 10);
+  pairing.exited(15);
+  pairing.forked(15);
+  pairing.switched(15, true, false, 12_000, 10);
+  pairing.switched(-1, true, false, 11_000, -1);
   assert.deepEqual(pairing.finish(20_000), []);
-  assert.deepEqual(pairing.counts, { unpaired: 0, inWithoutOut: 0, preemptedUnsampled: 1, unsampled: 2 });
+  assert.equal(pairing.unsampledNs.get(13), 9_000);
+  assert.equal(pairing.unsampledNs.get(15), 8_000);
+  assert.equal(pairing.unsampledNs.has(14), false);
+  assert.equal(pairing.unsampledNs.has(-1), false);
+  assert.deepEqual(pairing.counts, {
+    unpaired: 0,
+    inWithoutOut: 0,
+    preemptedUnsampled: 1,
+    unsampled: 4,
+    unsampledOpen: 2,
+  });
   // Without countUnsampled, such a switch in has no partner.
   const plain = new SwitchPairing<string>();
   plain.switched(11, true, false, 6_000);
   plain.switched(11, false, false, 9_000);
-  assert.deepEqual(plain.counts, { unpaired: 0, inWithoutOut: 1, preemptedUnsampled: 0, unsampled: 0 });
+  assert.deepEqual(plain.counts, {
+    unpaired: 0,
+    inWithoutOut: 1,
+    preemptedUnsampled: 0,
+    unsampled: 0,
+    unsampledOpen: 0,
+  });
 });
 
 test('a program sleeping 10 ms and 30 ms at a time, recorded by perf: each stretch off the CPU is its sleep', async (t) => {
