@@ -236,6 +236,8 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
   let end: RecordEnd | undefined;
   let finished = false;
   let givenUp: ((outcome: RecordOutcome) => void) | undefined;
+  // With switchShare: the windows the switch tracepoint is on in, once perf records.
+  let windows: SwitchWindows | undefined;
   const abandoned = new Promise<RecordOutcome>((resolve) => (givenUp = resolve));
   const stop = (reason: RecordEnd) => {
     if (finished || end !== undefined) return;
@@ -254,7 +256,6 @@ export function startRecord(options: RecordOptions, exec: Omit<PerfExecOptions, 
       }, 2000).unref();
     }, timeoutMs).unref();
   };
-  let windows: SwitchWindows | undefined;
   const exited = perf.done.then(
     (exit): RecordOutcome => ({
       command: perf.command,
