@@ -287,16 +287,16 @@ export async function offCpuReading(
     const unwound = writer && writer.unwound.samples > 0 ? writer.unwound : undefined;
     // Preempted stretches the recording took no sample of (it samples blocking switches only) are left out too.
     intervals.preempted += pairing.counts.preemptedUnsampled;
+    const threadName = (tid: number) => rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
     const runnableUs = new Map<string, number>();
     for (const byTid of [runnableNs, pairing.runnableNs])
       for (const [tid, ns] of byTid) {
-        const name = rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
+        const name = threadName(tid);
         runnableUs.set(name, (runnableUs.get(name) ?? 0) + ns / 1000);
       }
     let folded = stackFolder.end();
     let switchWindows: OffCpuFold['switchWindows'];
     if (sampledUs && longFolder) {
-      const threadName = (tid: number) => rootFrameName(comms.get(tid) ?? `[thread ${tid}]`);
       const shortNs = new Map(
         [...pairing.unsampledNs].map(([tid, ns]) => [tid, ns - (pairing.unsampledLongNs.get(tid) ?? 0)]),
       );

@@ -335,8 +335,7 @@ class RecordWalk {
     const { stream } = this;
     let at = Math.max(stream.position, this.scanned);
     while (compressed.room > 0 && at + 8 <= this.end) {
-      const head = stream.peek(at - stream.position, 8);
-      const size = head?.readUInt16LE(6) ?? 0;
+      const size = stream.peekUInt16LE(at - stream.position + 6) ?? 0;
       const record = size >= 8 && at + size <= this.end ? stream.peek(at - stream.position, size) : undefined;
       if (!record) break;
       const type = record.readUInt32LE(0);

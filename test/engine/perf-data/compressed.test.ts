@@ -69,6 +69,14 @@ function compressedRecord(payload: Buffer): Buffer {
   return record;
 }
 
+/** A FINISHED_ROUND record: 8 bytes, a header alone. */
+function finishedRound(): Buffer {
+  const record = Buffer.alloc(8);
+  record.writeUInt32LE(recordType.finishedRound, 0);
+  record.writeUInt16LE(8, 6);
+  return record;
+}
+
 /** A zstd frame header: magic, descriptor, window descriptor. */
 function frameHeader(windowLog: number, descriptor = 0): Buffer {
   return Buffer.from([0x28, 0xb5, 0x2f, 0xfd, descriptor, (windowLog - 10) << 3]);
@@ -110,9 +118,7 @@ async function readForged(name: string, records: Buffer[], ms = 5000): Promise<s
 
 test('a compressed record holding whole records is read as those records', async (t) => {
   // A FINISHED_ROUND record, compressed as one raw block.
-  const inner = Buffer.alloc(8);
-  inner.writeUInt32LE(recordType.finishedRound, 0);
-  inner.writeUInt16LE(8, 6);
+  const inner = finishedRound();
   const decoder = new CompressedRecords();
   t.after(() => decoder.close());
   const records = await decoder.take(
@@ -221,9 +227,7 @@ test('a block whose sequences run for minutes (fzstd runs each to its end) is st
 });
 
 test('many small compressed records, each a block (perf record -z --no-buffering), are read in time', async (t) => {
-  const inner = Buffer.alloc(8);
-  inner.writeUInt32LE(recordType.finishedRound, 0);
-  inner.writeUInt16LE(8, 6);
+  const inner = finishedRound();
   const records = [compressedRecord(Buffer.concat([frameHeader(21), rawBlock(inner)]))];
   for (let i = 0; i < 20000; i++) records.push(compressedRecord(rawBlock(inner, i === 19999)));
   const started = performance.now();
@@ -232,9 +236,7 @@ test('many small compressed records, each a block (perf record -z --no-buffering
 });
 
 test('payloads given ahead are decoded while earlier ones are handled, and taken in their order', async (t) => {
-  const inner = Buffer.alloc(8);
-  inner.writeUInt32LE(recordType.finishedRound, 0);
-  inner.writeUInt16LE(8, 6);
+  const inner = finishedRound();
   const decoder = new CompressedRecords();
   t.after(() => decoder.close());
   const payloads = [
@@ -257,9 +259,7 @@ test('payloads given ahead are decoded while earlier ones are handled, and taken
 });
 
 test('a forged payload given ahead fails the read at its turn, within the deadline', async () => {
-  const inner = Buffer.alloc(8);
-  inner.writeUInt32LE(recordType.finishedRound, 0);
-  inner.writeUInt16LE(8, 6);
+  const inner = finishedRound();
   const good = [compressedRecord(Buffer.concat([frameHeader(19), rawBlock(inner)])), compressedRecord(rawBlock(inner))];
   assert.equal(
     await readForged('reserved-ahead.data', [...good, compressedRecord(Buffer.from([0x07, 0, 0, 0]))]),
